@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what scaletrain needs to build, run and test on Debian 12 (as root).
+# Used by the README's Quickstart and by .ci/run.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(
+  build-essential cmake pkg-config git
+  libopenblas-openmp-dev
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libgtest-dev libgmock-dev
+  # reference checks (PyTorch on the CPU) and the benchmarks
+  python3 python3-numpy python3-torch
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

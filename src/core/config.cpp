@@ -1,0 +1,268 @@
+#include "core/config.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace scaletrain {
+namespace {
+
+// One list of every field serves parsing, key checking and serialising.
+template <typename Cfg, typename F>
+void VisitFields(Cfg& c, F&& f) {
+  f("model", "n_layer", c.model.n_layer);
+  f("model", "n_head", c.model.n_head);
+  f("model", "n_embd", c.model.n_embd);
+  f("model", "block_size", c.model.block_size);
+  f("model", "vocab_size", c.model.vocab_size);
+  f("data", "train", c.data.train);
+  f("data", "val", c.data.val);
+  f("data", "vocab", c.data.vocab);
+  f("training", "steps", c.training.steps);
+  f("training", "global_batch_size", c.training.global_batch_size);
+  f("training", "micro_batch_size", c.training.micro_batch_size);
+  f("training", "lr", c.training.lr);
+  f("training", "min_lr", c.training.min_lr);
+  f("training", "warmup_steps", c.training.warmup_steps);
+  f("training", "weight_decay", c.training.weight_decay);
+  f("training", "grad_clip", c.training.grad_clip);
+  f("training", "beta1", c.training.beta1);
+  f("training", "beta2", c.training.beta2);
+  f("training", "eps", c.training.eps);
+  f("training", "seed", c.training.seed);
+  f("training", "eval_interval", c.training.eval_interval);
+  f("training", "eval_steps", c.training.eval_steps);
+  f("training", "threads", c.training.threads);
+  f("training", "sample_tokens", c.training.sample_tokens);
+  f("training", "device", c.training.device);
+  f("training", "precision", c.training.precision);
+  f("parallel", "dp", c.parallel.dp);
+  f("parallel", "tp", c.parallel.tp);
+  f("parallel", "pp", c.parallel.pp);
+  f("parallel", "vpp", c.parallel.vpp);
+  f("parallel", "zero", c.parallel.zero);
+  f("parallel", "sp", c.parallel.sp);
+  f("parallel", "schedule", c.parallel.schedule);
+  f("checkpoint", "interval", c.checkpoint.interval);
+  f("checkpoint", "keep", c.checkpoint.keep);
+}
+
+template <typename T>
+const char* TypeName() {
+  if constexpr (std::is_same_v<T, int64_t>) return "an integer";
+  if constexpr (std::is_same_v<T, double>) return "a number";
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  return "a string in quotes";
+}
+
+std::string TomlTypeName(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a floating-point number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date/time";
+  }
+}
+
+template <typename T>
+Status ReadField(const toml::node& n, const std::string& key, T& out) {
+  bool good = false;
+  if constexpr (std::is_same_v<T, int64_t>) {
+    if (auto v = n.value_exact<int64_t>()) { out = *v; good = true; }
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (auto v = n.value_exact<double>()) { out = *v; good = true; }
+    else if (auto i = n.value_exact<int64_t>()) { out = static_cast<double>(*i); good = true; }
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (auto v = n.value_exact<bool>()) { out = *v; good = true; }
+  } else {
+    if (auto v = n.value_exact<std::string>()) { out = *v; good = true; }
+  }
+  if (!good) {
+    return InvalidArgument("config key '" + key + "' must be " + TypeName<T>() + ", got " +
+                           TomlTypeName(n) + "; fix the value in the config or the --set flag");
+  }
+  return Status::Ok();
+}
+
+std::map<std::string, std::vector<std::string>> KnownKeys() {
+  std::map<std::string, std::vector<std::string>> keys;
+  RunConfig dummy;
+  VisitFields(dummy, [&](const char* s, const char* k, auto&) { keys[s].push_back(k); });
+  return keys;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+Status ApplyOverride(toml::table& root, const std::string& ov) {
+  auto eq = ov.find('=');
+  auto dot = ov.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+    return InvalidArgument("--set '" + ov + "' is not of the form section.key=value (e.g. --set training.steps=100)");
+  }
+  std::string section = ov.substr(0, dot);
+  std::string key = ov.substr(dot + 1, eq - dot - 1);
+  std::string value = ov.substr(eq + 1);
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    // A bare word (e.g. --set parallel.schedule=gpipe) is taken as a string.
+    parsed = toml::table{{"v", value}};
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  toml::table* sec = root[section].as_table();
+  if (!sec) return InvalidArgument("config '" + section + "' is not a section");
+  sec->insert_or_assign(key, *parsed.get("v"));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RunConfig> ParseRunConfig(const std::string& toml_text,
+                                 const std::vector<std::string>& overrides,
+                                 const std::string& source_name) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column
+       << ": TOML syntax error: " << e.description() << "; fix the file's syntax";
+    return InvalidArgument(os.str());
+  }
+  for (const auto& ov : overrides) ST_RETURN_IF_ERROR(ApplyOverride(root, ov));
+
+  const auto known = KnownKeys();
+  for (const auto& [sec_key, sec_node] : root) {
+    std::string sec(sec_key.str());
+    auto it = known.find(sec);
+    std::vector<std::string> sections;
+    for (const auto& [s, _] : known) sections.push_back(s);
+    if (it == known.end()) {
+      return InvalidArgument(source_name + ": unknown config section '" + sec +
+                             "'; valid sections are " + Join(sections));
+    }
+    const toml::table* t = sec_node.as_table();
+    if (!t) return InvalidArgument(source_name + ": '" + sec + "' must be a [section] table");
+    for (const auto& [k, _] : *t) {
+      std::string key(k.str());
+      if (std::find(it->second.begin(), it->second.end(), key) == it->second.end()) {
+        return InvalidArgument(source_name + ": unknown config key '" + sec + "." + key +
+                               "'; valid keys in [" + sec + "] are " + Join(it->second));
+      }
+    }
+  }
+
+  RunConfig cfg;
+  Status st;
+  VisitFields(cfg, [&](const char* s, const char* k, auto& field) {
+    if (!st.ok()) return;
+    const toml::node* n = root[s][k].node();
+    if (n) st = ReadField(*n, std::string(s) + "." + k, field).WithContext(source_name);
+  });
+  ST_RETURN_IF_ERROR(st);
+  ST_RETURN_IF_ERROR(ValidateRunConfig(cfg).WithContext(source_name));
+  return cfg;
+}
+
+Result<RunConfig> LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) {
+    return NotFound("cannot open config file '" + path +
+                    "'; check the path (example configs are in configs/)");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseRunConfig(ss.str(), overrides, path);
+}
+
+Status ValidateRunConfig(const RunConfig& c) {
+  auto positive = [](const char* key, int64_t v) -> Status {
+    if (v <= 0) return InvalidArgument(std::string(key) + " must be positive, got " + std::to_string(v));
+    return Status::Ok();
+  };
+  ST_RETURN_IF_ERROR(positive("model.n_layer", c.model.n_layer));
+  ST_RETURN_IF_ERROR(positive("model.n_head", c.model.n_head));
+  ST_RETURN_IF_ERROR(positive("model.n_embd", c.model.n_embd));
+  ST_RETURN_IF_ERROR(positive("model.block_size", c.model.block_size));
+  if (c.model.vocab_size < 0) return InvalidArgument("model.vocab_size must be >= 0 (0 takes it from the data)");
+  if (c.model.n_embd % c.model.n_head != 0) {
+    return InvalidArgument("model.n_embd (" + std::to_string(c.model.n_embd) +
+                           ") is not divisible by model.n_head (" + std::to_string(c.model.n_head) +
+                           "); choose n_head dividing n_embd, e.g. n_head = " +
+                           std::to_string(c.model.n_embd % 4 == 0 ? 4 : 1));
+  }
+  const auto& t = c.training;
+  ST_RETURN_IF_ERROR(positive("training.steps", t.steps));
+  ST_RETURN_IF_ERROR(positive("training.global_batch_size", t.global_batch_size));
+  ST_RETURN_IF_ERROR(positive("training.micro_batch_size", t.micro_batch_size));
+  ST_RETURN_IF_ERROR(positive("training.eval_steps", t.eval_steps));
+  if (t.eval_interval < 0) return InvalidArgument("training.eval_interval must be >= 0 (0: evaluate only at the end)");
+  if (t.warmup_steps < 0) return InvalidArgument("training.warmup_steps must be >= 0");
+  if (t.threads < 0) return InvalidArgument("training.threads must be >= 0 (0: all cores)");
+  if (t.sample_tokens < 0) return InvalidArgument("training.sample_tokens must be >= 0");
+  if (!(t.lr > 0)) return InvalidArgument("training.lr must be positive");
+  if (t.min_lr < 0 || t.min_lr > t.lr) return InvalidArgument("training.min_lr must be in [0, training.lr]");
+  if (t.weight_decay < 0) return InvalidArgument("training.weight_decay must be >= 0");
+  if (t.grad_clip < 0) return InvalidArgument("training.grad_clip must be >= 0 (0 disables clipping)");
+  if (!(t.beta1 >= 0 && t.beta1 < 1) || !(t.beta2 >= 0 && t.beta2 < 1)) {
+    return InvalidArgument("training.beta1 and training.beta2 must be in [0, 1)");
+  }
+  if (!(t.eps > 0)) return InvalidArgument("training.eps must be positive");
+  if (t.device != "cpu") {
+    return InvalidArgument("training.device = '" + t.device +
+                           "' is not available in this build; use \"cpu\"");
+  }
+  if (t.precision != "fp32") {
+    return InvalidArgument("training.precision = '" + t.precision +
+                           "' is not supported on the CPU backend; use \"fp32\"");
+  }
+
+  const auto& p = c.parallel;
+  ST_RETURN_IF_ERROR(positive("parallel.dp", p.dp));
+  ST_RETURN_IF_ERROR(positive("parallel.tp", p.tp));
+  ST_RETURN_IF_ERROR(positive("parallel.pp", p.pp));
+  ST_RETURN_IF_ERROR(positive("parallel.vpp", p.vpp));
+  if (p.zero < 0 || p.zero > 2) return InvalidArgument("parallel.zero must be 0, 1 or 2");
+  if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved") {
+    return InvalidArgument("parallel.schedule = '" + p.schedule +
+                           "' is unknown; use \"gpipe\", \"1f1b\" or \"interleaved\"");
+  }
+  const int64_t per_step = t.micro_batch_size * p.dp;
+  if (t.global_batch_size % per_step != 0) {
+    int64_t lo = std::max<int64_t>(per_step, t.global_batch_size / per_step * per_step);
+    return InvalidArgument(
+        "training.global_batch_size (" + std::to_string(t.global_batch_size) +
+        ") does not divide into micro-batches: it must be a multiple of micro_batch_size x dp = " +
+        std::to_string(t.micro_batch_size) + " x " + std::to_string(p.dp) + " = " +
+        std::to_string(per_step) + "; use e.g. " + std::to_string(lo) + " or " +
+        std::to_string(lo + per_step));
+  }
+  const auto& k = c.checkpoint;
+  if (k.interval < 0) return InvalidArgument("checkpoint.interval must be >= 0 (0: only at the end)");
+  if (k.keep < 1) return InvalidArgument("checkpoint.keep must be >= 1");
+  return Status::Ok();
+}
+
+std::string RunConfigToToml(const RunConfig& c) {
+  std::map<std::string, toml::table> sections;
+  VisitFields(c, [&](const char* s, const char* k, const auto& field) {
+    sections[s].insert(k, field);
+  });
+  std::ostringstream os;
+  for (const char* s : {"model", "data", "training", "parallel", "checkpoint"}) {
+    os << "[" << s << "]\n" << sections[s] << "\n\n";
+  }
+  return os.str();
+}
+
+}  // namespace scaletrain

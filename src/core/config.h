@@ -1,0 +1,85 @@
+// The run configuration: one TOML file with sections [model], [data],
+// [training], [parallel], [checkpoint]. Parsing is strict: an unknown section
+// or key, or a value of the wrong type, is an error that names the key, what
+// was expected and what the valid keys are.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace scaletrain {
+
+struct ModelConfig {
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  int64_t block_size = 128;  // context length (tokens)
+  int64_t vocab_size = 0;    // 0: taken from the data's vocabulary
+};
+
+struct DataConfig {
+  std::string train;  // llm.c .bin shard, or a glob pattern of shards
+  std::string val;    // same, for validation
+  std::string vocab;  // vocab.json written by `data prepare`; empty: bytes/ids
+};
+
+struct TrainingConfig {
+  int64_t steps = 200;
+  int64_t global_batch_size = 16;  // sequences per optimizer step
+  int64_t micro_batch_size = 16;   // sequences per forward/backward
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  int64_t warmup_steps = 20;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // global-norm clip; 0 disables
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  int64_t seed = 1337;
+  int64_t eval_interval = 50;  // steps between validation; 0: only at the end
+  int64_t eval_steps = 10;     // micro-batches per validation
+  int64_t threads = 0;         // 0: all cores
+  int64_t sample_tokens = 200; // text generated at the end; 0: none
+  std::string device = "cpu";
+  std::string precision = "fp32";
+};
+
+struct ParallelConfig {
+  int64_t dp = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t vpp = 1;
+  int64_t zero = 0;
+  bool sp = false;
+  std::string schedule = "1f1b";
+};
+
+struct CheckpointConfig {
+  int64_t interval = 0;  // steps between checkpoints; 0: only at the end
+  int64_t keep = 2;      // how many of the newest checkpoints to keep
+};
+
+struct RunConfig {
+  ModelConfig model;
+  DataConfig data;
+  TrainingConfig training;
+  ParallelConfig parallel;
+  CheckpointConfig checkpoint;
+};
+
+// Parses `path`, then applies `overrides` ("section.key=value", the value in
+// TOML syntax, or a bare word taken as a string), then validates.
+Result<RunConfig> LoadRunConfig(const std::string& path,
+                                const std::vector<std::string>& overrides);
+Result<RunConfig> ParseRunConfig(const std::string& toml_text,
+                                 const std::vector<std::string>& overrides,
+                                 const std::string& source_name);
+// Checks values and their relations (batch divisibility, head divisibility...).
+Status ValidateRunConfig(const RunConfig& cfg);
+// The full config, every key, as TOML (written to config.resolved.toml).
+std::string RunConfigToToml(const RunConfig& cfg);
+
+}  // namespace scaletrain

@@ -1,0 +1,92 @@
+// CPU kernels: forward and backward of every op of a GPT block, float32,
+// written out per op (no autograd). Shapes follow llm.c: N = B*T rows,
+// C channels. Matrices are row-major; linear weights are [out, in] like
+// torch.nn.Linear.
+//
+// Backward convention: every backward ACCUMULATES (+=) into each gradient it
+// writes (parameter gradients and input gradients alike). The caller zeroes
+// activation-gradient buffers before a backward pass and zeroes parameter
+// gradients once per optimizer step (so micro-batches accumulate).
+// Any gradient pointer documented as optional may be null: it is skipped.
+#pragma once
+
+#include <cstdint>
+
+namespace scaletrain::cpu {
+
+// Threads used by the loops here and by BLAS. n <= 0: all cores.
+void SetNumThreads(int n);
+int NumThreads();
+// Which BLAS we link and how it is threaded, for logs.
+const char* BlasInfo();
+
+// ---- matmul.cpp ------------------------------------------------------------
+// out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC]   (bias optional)
+void MatmulForward(float* out, const float* inp, const float* weight, const float* bias,
+                   int64_t N, int64_t C, int64_t OC);
+// dinp[N,C] += dout[N,OC] @ weight[OC,C]; dweight[OC,C] += dout^T @ inp;
+// dbias[OC] += sum over rows of dout. dinp, dweight, dbias optional.
+void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout,
+                    const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+
+// ---- norm.cpp --------------------------------------------------------------
+// LayerNorm over the last dimension, eps = 1e-5 (as torch's default).
+// mean[N], rstd[N] are saved for backward.
+void LayerNormForward(float* out, float* mean, float* rstd, const float* inp,
+                      const float* weight, const float* bias, int64_t N, int64_t C);
+void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, const float* mean,
+                       const float* rstd, int64_t N, int64_t C);
+
+// ---- activation.cpp --------------------------------------------------------
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void GeluForward(float* out, const float* inp, int64_t n);
+void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
+// out = a + b
+void ResidualForward(float* out, const float* a, const float* b, int64_t n);
+// da += dout; db += dout
+void ResidualBackward(float* da, float* db, const float* dout, int64_t n);
+
+// ---- embedding.cpp ---------------------------------------------------------
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+void EncoderForward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                    int64_t B, int64_t T, int64_t C);
+// dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]  (dwpe optional)
+void EncoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                     int64_t B, int64_t T, int64_t C);
+
+// ---- attention.cpp ---------------------------------------------------------
+// Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v one after the
+// other along the last dimension (each C wide, head h at columns h*hs..), as
+// nanoGPT's c_attn output. out[B,T,C] (heads concatenated). att[B,NH,T,T]
+// receives the softmax probabilities (entries above the diagonal are 0),
+// saved for backward. Scale 1/sqrt(hs), hs = C/NH.
+void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                      int64_t C, int64_t NH);
+// dqkv[B,T,3C] += gradient; datt[B,NH,T,T] is scratch (overwritten).
+void AttentionBackward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                       const float* att, int64_t B, int64_t T, int64_t C, int64_t NH);
+
+// ---- loss.cpp --------------------------------------------------------------
+// Softmax cross-entropy over the first V of Vp columns (Vp >= V: padding
+// columns never take part). probs[N,Vp] = softmax (padding columns 0),
+// losses[N] = -log probs[target].
+void CrossEntropyForward(float* losses, float* probs, const float* logits,
+                         const int32_t* targets, int64_t N, int64_t V, int64_t Vp);
+// dlogits[N,Vp] = (probs - onehot(target)) * dloss; padding columns 0.
+// Overwrites (not accumulates) dlogits, and may alias probs (in place).
+void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets,
+                          float dloss, int64_t N, int64_t V, int64_t Vp);
+
+// ---- optimizer.cpp ---------------------------------------------------------
+// One AdamW step over n elements (torch.optim.AdamW semantics, decoupled
+// decay): g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param), with
+// mhat = m / (1 - b1^t), vhat = v / (1 - b2^t), t the 1-based step.
+void AdamWUpdate(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
+                 float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                 float grad_scale);
+// Sum of squares of x[0..n), accumulated in double.
+double SumSquares(const float* x, int64_t n);
+
+}  // namespace scaletrain::cpu

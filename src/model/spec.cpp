@@ -1,0 +1,60 @@
+#include "model/spec.h"
+
+namespace scaletrain {
+
+const char* ArchName(Arch a) { return a == Arch::kGPT2 ? "gpt2" : "llama"; }
+
+Result<Arch> ArchFromName(const std::string& name) {
+  if (name == "gpt2" || name == "gpt") return Arch::kGPT2;
+  if (name == "llama") return Arch::kLlama;
+  return InvalidArgument("unknown model arch '" + name + "'; use \"gpt2\" or \"llama\"");
+}
+
+Status ValidateModelSpec(const ModelSpec& s) {
+  auto positive = [](const char* what, int64_t v) -> Status {
+    if (v <= 0) return InvalidArgument(std::string("model ") + what + " must be positive, got " + std::to_string(v));
+    return Status::Ok();
+  };
+  ST_RETURN_IF_ERROR(positive("n_layer", s.n_layer));
+  ST_RETURN_IF_ERROR(positive("n_head", s.n_head));
+  ST_RETURN_IF_ERROR(positive("n_kv_head", s.n_kv_head));
+  ST_RETURN_IF_ERROR(positive("n_embd", s.n_embd));
+  ST_RETURN_IF_ERROR(positive("ffn_hidden", s.ffn_hidden));
+  ST_RETURN_IF_ERROR(positive("block_size", s.block_size));
+  ST_RETURN_IF_ERROR(positive("vocab_size", s.vocab_size));
+  if (s.n_embd % s.n_head != 0) {
+    return InvalidArgument("model n_embd (" + std::to_string(s.n_embd) + ") is not divisible by n_head (" +
+                           std::to_string(s.n_head) + "); pick n_head dividing n_embd");
+  }
+  if (s.n_head % s.n_kv_head != 0) {
+    return InvalidArgument("model n_head (" + std::to_string(s.n_head) + ") is not divisible by n_kv_head (" +
+                           std::to_string(s.n_kv_head) + "); pick n_kv_head dividing n_head");
+  }
+  if (s.padded_vocab_size < s.vocab_size) {
+    return InvalidArgument("padded_vocab_size must be >= vocab_size");
+  }
+  return Status::Ok();
+}
+
+Result<ModelSpec> ModelSpecFromConfig(const ModelConfig& cfg, int64_t data_vocab_size, int64_t vocab_multiple) {
+  ModelSpec s;
+  s.name = "gpt2-custom";
+  s.arch = Arch::kGPT2;
+  s.n_layer = cfg.n_layer;
+  s.n_head = cfg.n_head;
+  s.n_kv_head = cfg.n_head;
+  s.n_embd = cfg.n_embd;
+  s.ffn_hidden = 4 * cfg.n_embd;
+  s.block_size = cfg.block_size;
+  if (cfg.vocab_size != 0 && cfg.vocab_size < data_vocab_size) {
+    return InvalidArgument("model.vocab_size (" + std::to_string(cfg.vocab_size) +
+                           ") is smaller than the data's vocabulary (" + std::to_string(data_vocab_size) +
+                           "); set model.vocab_size = 0 to take it from the data");
+  }
+  s.vocab_size = cfg.vocab_size != 0 ? cfg.vocab_size : data_vocab_size;
+  s.padded_vocab_size = RoundUp(s.vocab_size, std::max<int64_t>(1, vocab_multiple));
+  ST_RETURN_IF_ERROR(ValidateModelSpec(s));
+  return s;
+}
+
+}  // namespace scaletrain

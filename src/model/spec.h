@@ -1,0 +1,49 @@
+// The description of a model, shared by the trainer (which allocates and runs
+// it) and the planner (which predicts it). One struct covers GPT-2/GPT-3
+// style blocks (LayerNorm, GELU MLP, learned positions, biases, tied head) and
+// Llama style blocks (RMSNorm, SwiGLU, rotary positions, GQA, untied head).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace scaletrain {
+
+enum class Arch { kGPT2, kLlama };
+
+struct ModelSpec {
+  std::string name = "gpt";
+  Arch arch = Arch::kGPT2;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_kv_head = 0;    // == n_head unless grouped-query attention
+  int64_t n_embd = 0;       // hidden size
+  int64_t ffn_hidden = 0;   // MLP inner width (4 * n_embd for GPT)
+  int64_t block_size = 0;   // sequence length
+  int64_t vocab_size = 0;   // real vocabulary
+  int64_t padded_vocab_size = 0;  // rows of the embedding (>= vocab_size)
+
+  int64_t head_dim() const { return n_embd / n_head; }
+  bool tied_embeddings() const { return arch == Arch::kGPT2; }
+  bool learned_positions() const { return arch == Arch::kGPT2; }
+  bool has_bias() const { return arch == Arch::kGPT2; }
+};
+
+const char* ArchName(Arch a);
+Result<Arch> ArchFromName(const std::string& name);
+
+// Rounds v up to a multiple of m.
+inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// A GPT-2 style spec from the [model] config section. `data_vocab_size` is
+// the vocabulary of the data; the config's vocab_size (if non-zero) must be
+// at least that. The embedding is padded to a multiple of `vocab_multiple`.
+Result<ModelSpec> ModelSpecFromConfig(const ModelConfig& cfg, int64_t data_vocab_size,
+                                      int64_t vocab_multiple = 1);
+// Checks the dimensions are positive and divide (heads, kv heads).
+Status ValidateModelSpec(const ModelSpec& spec);
+
+}  // namespace scaletrain

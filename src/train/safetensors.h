@@ -1,0 +1,57 @@
+// The safetensors file format (https://huggingface.co/docs/safetensors):
+// 8-byte little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+//  "__metadata__": {"key": "string value"}}, then the raw little-endian data.
+// Files we write load with the `safetensors` Python package and torch.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace scaletrain {
+
+struct NamedTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  const void* data = nullptr;  // numel(shape) * DTypeSizeBytes(dtype) bytes
+};
+
+// Writes `path` directly (callers wanting atomicity write into a temporary
+// directory and rename it). Tensors are stored in the order given. The data
+// is flushed to disk (fsync) before returning.
+Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                        const std::map<std::string, std::string>& metadata = {});
+
+// A memory-mapped safetensors file, validated on open: header length within
+// the file, JSON well-formed, every dtype known, data_offsets consistent with
+// dtype x shape, inside the data area, not overlapping. A violation is a
+// DataLoss error naming the file and what is wrong.
+class SafetensorsFile {
+ public:
+  static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::vector<NamedTensor>& tensors() const { return tensors_; }  // data points into the map
+  const NamedTensor* Find(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  SafetensorsFile() = default;
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  std::vector<NamedTensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace scaletrain
