@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
 
 namespace scaletrain {
@@ -21,6 +23,10 @@ class Vocabulary {
   static Result<Vocabulary> CharsOf(const std::string& text);
   static Result<Vocabulary> Load(const std::string& path);
   Status Save(const std::string& path) const;
+  // The vocab.json object, and back (checkpoint manifests embed it so a
+  // checkpoint samples text without the data directory).
+  nlohmann::json ToJson() const;
+  static Result<Vocabulary> FromJson(const nlohmann::json& j, const std::string& source);
 
   const std::string& kind() const { return kind_; }
   int64_t size() const { return static_cast<int64_t>(pieces_.size()); }

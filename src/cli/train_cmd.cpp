@@ -1,0 +1,62 @@
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "core/config.h"
+#include "train/trainer.h"
+
+namespace scaletrain::cli {
+namespace {
+
+// runs/<config name>-<YYYYmmdd-HHMMSS>
+std::string DefaultRunDir(const std::string& config_path) {
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return "runs/" + std::filesystem::path(config_path).stem().string() + "-" + stamp;
+}
+
+}  // namespace
+
+void RegisterTrainCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("train", "train a model from a TOML config");
+  struct Args {
+    std::string config, run_dir, resume;
+    std::vector<std::string> sets;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--config", args->config, "TOML config (see configs/)")->required();
+  cmd->add_option("--set", args->sets, "override a config value: section.key=value (repeatable)");
+  cmd->add_option("--run-dir", args->run_dir, "output directory (default runs/<config>-<time>)");
+  cmd->add_option("--resume", args->resume,
+                  "continue from a checkpoint directory, or the newest valid one in a run directory");
+  cmd->add_flag("--quiet", args->quiet, "no per-step lines");
+  cmd->callback([args, exit_code] {
+    auto cfg = LoadRunConfig(args->config, args->sets);
+    if (!cfg.ok()) {
+      std::fprintf(stderr, "error: %s\n", cfg.status().message().c_str());
+      *exit_code = 2;
+      return;
+    }
+    TrainOptions opts;
+    opts.config = std::move(cfg).value();
+    opts.resume = args->resume;
+    opts.run_dir = args->run_dir;
+    if (opts.run_dir.empty() && opts.resume.empty()) opts.run_dir = DefaultRunDir(args->config);
+    opts.quiet = args->quiet;
+    auto r = RunTraining(opts);
+    if (!r.ok()) {
+      std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
+      *exit_code = 1;
+      return;
+    }
+    std::printf("done: %lld steps, final loss %.4f, val loss %.4f, %.0f tokens/s; checkpoint %s\n",
+                static_cast<long long>(r->steps_run), r->final_loss, r->final_val_loss,
+                r->tokens_per_s, r->last_checkpoint.c_str());
+  });
+}
+
+}  // namespace scaletrain::cli

@@ -1,0 +1,163 @@
+// Causal multi-head self-attention. Threads take whole (batch, head) pairs;
+// inside one, the products are per-head sgemm calls on strided views of qkv
+// (the OpenMP build of OpenBLAS runs them single-threaded inside our parallel
+// region). The T x T score matrix is processed in row blocks and only blocks
+// on or below the diagonal are multiplied, which skips nearly half of the
+// work that a full T x T product would do for a causal mask.
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/ops.h"
+
+namespace scaletrain::cpu {
+
+namespace {
+
+// Rows per block of the score matrix. Smaller blocks skip more of the masked
+// upper triangle but make more (and smaller) sgemm calls.
+constexpr int64_t kRowBlock = 32;
+
+// Vectorisable exp; see activation.cpp for why it is written out (and
+// repeated per file: it must inline into each caller's simd loop).
+inline float VecExp(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * kLog2e + kRound) - kRound;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return p * scale;
+}
+
+// In place over row[0..len): row = softmax(row).
+void SoftmaxRow(float* row, int64_t len) {
+  float mx = row[0];
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < len; ++j) mx = std::max(mx, row[j]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < len; ++j) {
+    const float e = VecExp(row[j] - mx);
+    row[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) row[j] *= inv;
+}
+
+}  // namespace
+
+void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                      int64_t C, int64_t NH) {
+  const int64_t hs = C / NH;
+  const int64_t ld3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < NH; ++h) {
+      const float* q = qkv + b * T * ld3 + h * hs;
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* a = att + (b * NH + h) * T * T;
+      float* o = out + b * T * C + h * hs;
+      for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, T - i0);
+        const int64_t cols = i0 + rows;  // keys visible to the block's last row
+        float* ablk = a + i0 * T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+                    static_cast<int>(cols), static_cast<int>(hs), scale, q + i0 * ld3,
+                    static_cast<int>(ld3), k, static_cast<int>(ld3), 0.0f, ablk,
+                    static_cast<int>(T));
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t t = i0 + r;
+          float* row = a + t * T;
+          SoftmaxRow(row, t + 1);
+          std::fill(row + t + 1, row + T, 0.0f);
+        }
+        // Masked entries inside the block are now 0, so the product over the
+        // block's full key range equals the causal one.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
+                    static_cast<int>(hs), static_cast<int>(cols), 1.0f, ablk,
+                    static_cast<int>(T), v, static_cast<int>(ld3), 0.0f, o + i0 * C,
+                    static_cast<int>(C));
+      }
+    }
+  }
+}
+
+void AttentionBackward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                       const float* att, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  const int64_t hs = C / NH;
+  const int64_t ld3 = 3 * C;
+  const int ild3 = static_cast<int>(ld3), iT = static_cast<int>(T), iC = static_cast<int>(C),
+            ihs = static_cast<int>(hs);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < NH; ++h) {
+      const float* q = qkv + b * T * ld3 + h * hs;
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      const float* a = att + (b * NH + h) * T * T;
+      float* da = datt + (b * NH + h) * T * T;
+      const float* dout_bh = dout + b * T * C + h * hs;
+      float* dq = dqkv + b * T * ld3 + h * hs;
+      float* dk = dq + C;
+      float* dv = dq + 2 * C;
+      // Row blocks: dP = dout V^T, then dS = scale * P (dP - rowsum(P dP)),
+      // written over dP, then dq += dS K.
+      for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, T - i0);
+        const int64_t cols = i0 + rows;
+        float* dablk = da + i0 * T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+                    static_cast<int>(cols), ihs, 1.0f, dout_bh + i0 * C, iC, v, ild3, 0.0f,
+                    dablk, iT);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t t = i0 + r;
+          const float* p = a + t * T;
+          float* d = da + t * T;
+          float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t j = 0; j <= t; ++j) dot += p[j] * d[j];
+#pragma omp simd
+          for (int64_t j = 0; j <= t; ++j) d[j] = scale * p[j] * (d[j] - dot);
+          // The block products below read these masked entries.
+          std::fill(d + t + 1, d + cols, 0.0f);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), ihs,
+                    static_cast<int>(cols), 1.0f, dablk, iT, k, ild3, 1.0f, dq + i0 * ld3,
+                    ild3);
+      }
+      // Column blocks: key/value block j0 is seen only by queries t >= j0, so
+      // dv[j0..] += P[j0:, blk]^T dout[j0:] and dk[j0..] += dS[j0:, blk]^T q[j0:].
+      // The upper-triangle entries these blocks touch are 0 in P (forward) and
+      // dS (zeroed above).
+      for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
+        const int64_t width = std::min(kRowBlock, T - j0);
+        const int depth = static_cast<int>(T - j0);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(width), ihs,
+                    depth, 1.0f, a + j0 * T + j0, iT, dout_bh + j0 * C, iC, 1.0f,
+                    dv + j0 * ld3, ild3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(width), ihs,
+                    depth, 1.0f, da + j0 * T + j0, iT, q + j0 * ld3, ild3, 1.0f,
+                    dk + j0 * ld3, ild3);
+      }
+    }
+  }
+}
+
+}  // namespace scaletrain::cpu

@@ -1,0 +1,76 @@
+// Softmax cross-entropy over the real vocabulary of a padded logits matrix.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/ops.h"
+
+namespace scaletrain::cpu {
+
+namespace {
+
+// Vectorisable exp; see activation.cpp for why it is written out (and
+// repeated per file: it must inline into each caller's simd loop).
+inline float VecExp(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * kLog2e + kRound) - kRound;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return p * scale;
+}
+
+}  // namespace
+
+void CrossEntropyForward(float* losses, float* probs, const float* logits,
+                         const int32_t* targets, int64_t N, int64_t V, int64_t Vp) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* x = logits + i * Vp;
+    float* p = probs + i * Vp;
+    float mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, x[j]);
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < V; ++j) {
+      const float e = VecExp(x[j] - mx);
+      p[j] = e;
+      sum += e;
+    }
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < V; ++j) p[j] *= inv;
+    std::fill(p + V, p + Vp, 0.0f);
+    // From the logits, not log(p[target]): a target probability that
+    // underflows to 0 would give an infinite loss.
+    losses[i] = std::log(sum) - (x[targets[i]] - mx);
+  }
+}
+
+void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets,
+                          float dloss, int64_t N, int64_t V, int64_t Vp) {
+  // dlogits may alias probs: each element is read and then written at the
+  // same index, with no dependence across iterations, so `omp simd` is safe.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* p = probs + i * Vp;
+    float* d = dlogits + i * Vp;
+#pragma omp simd
+    for (int64_t j = 0; j < V; ++j) d[j] = p[j] * dloss;
+    d[targets[i]] -= dloss;
+    std::fill(d + V, d + Vp, 0.0f);
+  }
+}
+
+}  // namespace scaletrain::cpu

@@ -1,0 +1,74 @@
+// The GPT-2 model on one rank: parameters, gradients and activations each in
+// one flat buffer allocated at creation, a forward and a backward written out
+// op by op (DESIGN principle 3), reading the parameter-layout table for every
+// offset (principle 1).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/status.h"
+#include "model/param_layout.h"
+#include "model/spec.h"
+
+namespace scaletrain {
+
+class GPT {
+ public:
+  // Allocates parameters and gradients (zeroed) and the activations for up to
+  // max_batch sequences of spec.block_size tokens.
+  static Result<std::unique_ptr<GPT>> Create(const ModelSpec& spec, int64_t max_batch);
+  ~GPT();
+
+  const ModelSpec& spec() const { return spec_; }
+  const ParamLayout& layout() const { return layout_; }
+  int64_t num_params() const { return layout_.total_numel; }
+  float* params() { return params_.f32(); }
+  const float* params() const { return params_.f32(); }
+  float* grads() { return grads_.f32(); }
+  const float* grads() const { return grads_.f32(); }
+  int64_t max_batch() const { return max_batch_; }
+  size_t activation_bytes() const { return acts_.size_bytes(); }
+
+  // GPT-2 initialisation (as nanoGPT): N(0, 0.02) for weights and embeddings,
+  // residual projections N(0, 0.02/sqrt(2 n_layer)), biases 0, norms 1; the
+  // padding rows of the embedding are 0. Deterministic in `seed`.
+  void InitWeights(uint64_t seed);
+
+  // tokens, targets: [B, T] with B <= max_batch, T <= block_size. targets
+  // may be null (inference). Returns the mean cross-entropy (0 if no
+  // targets). Logits of the last call stay readable through logits().
+  float Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
+  // Back-propagates loss_scale x the mean loss of the last Forward (which
+  // must have had targets) and ADDS to grads(): micro-batches accumulate.
+  void Backward(float loss_scale);
+  void ZeroGrad() { grads_.Zero(); }
+
+  // Row (b, t) of the last forward's logits, padded_vocab_size wide.
+  const float* logits(int64_t b, int64_t t) const;
+
+ private:
+  GPT(const ModelSpec& spec, int64_t max_batch);
+  struct Acts;
+  struct LayerOffsets {
+    int64_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+  };
+  // Points every activation slice into `base` (null: a dry run); returns
+  // the floats used.
+  size_t LayOutActivations(float* base);
+
+  ModelSpec spec_;
+  ParamLayout layout_;
+  int64_t max_batch_;
+  int64_t wte_, wpe_, lnfw_, lnfb_;
+  std::vector<LayerOffsets> layer_off_;
+  Buffer params_, grads_, acts_;
+  std::unique_ptr<Acts> a_;
+  // Shape and inputs of the last forward, for backward.
+  int64_t B_ = 0, T_ = 0;
+  std::vector<int32_t> tokens_, targets_;
+};
+
+}  // namespace scaletrain

@@ -1,0 +1,360 @@
+#include "train/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <numeric>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace scaletrain {
+namespace {
+
+constexpr char kMetadataKey[] = "__metadata__";
+// The reference implementation refuses headers above 100 MB; a length beyond
+// that is a corrupt length field, not a real header.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// Data starts at a multiple of this, so every dtype we know is aligned in the
+// memory map (the format allows padding the header with spaces).
+constexpr uint64_t kDataAlignment = 8;
+
+constexpr char kCorruptFix[] =
+    "; the file is truncated or corrupt; use another checkpoint (or rewrite this one)";
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+Status CorruptFile(const std::string& path, const std::string& problem) {
+  return DataLoss(path + ": " + problem + kCorruptFix);
+}
+
+// Writes all of `bytes`, retrying on short writes and EINTR.
+Status WriteAll(int fd, const void* bytes, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(bytes);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return IoError("cannot write " + path + ": " + ErrnoText() +
+                     "; check that the disk has space and the directory is writable");
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+// Little-endian regardless of the host, as the format requires.
+std::string EncodeU64Le(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
+uint64_t DecodeU64Le(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// numel(shape) * element size, or false on a negative dim or overflow.
+bool TensorBytes(const Shape& shape, DType dtype, uint64_t* bytes) {
+  uint64_t n = DTypeSizeBytes(dtype);
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
+  }
+  *bytes = n;
+  return true;
+}
+
+bool ReadU64(const nlohmann::json& j, uint64_t* out) {
+  if (!j.is_number_unsigned()) return false;
+  *out = j.get<uint64_t>();
+  return true;
+}
+
+}  // namespace
+
+Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  // ordered_json keeps the tensors in the caller's order, so the header lists
+  // them in the same order as their bytes follow.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header[kMetadataKey] = std::move(meta);
+  }
+  std::vector<uint64_t> sizes;
+  sizes.reserve(tensors.size());
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const NamedTensor& t : tensors) {
+    if (t.name.empty() || t.name == kMetadataKey) {
+      return InvalidArgument("cannot write " + path + ": tensor name '" + t.name +
+                             "' is reserved or empty; give the tensor another name");
+    }
+    if (!seen.insert(t.name).second) {
+      return InvalidArgument("cannot write " + path + ": tensor '" + t.name +
+                             "' appears twice; each tensor needs a unique name");
+    }
+    uint64_t bytes = 0;
+    if (!TensorBytes(t.shape, t.dtype, &bytes)) {
+      return InvalidArgument("cannot write " + path + ": tensor '" + t.name + "' has shape " +
+                             ShapeToString(t.shape) + " (negative or too large)");
+    }
+    if (bytes > 0 && t.data == nullptr) {
+      return InvalidArgument("cannot write " + path + ": tensor '" + t.name +
+                             "' has no data pointer");
+    }
+    header[t.name] = {{"dtype", std::string(DTypeName(t.dtype))},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    sizes.push_back(bytes);
+    offset += bytes;
+  }
+
+  std::string json;
+  try {
+    json = header.dump();
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument("cannot write " + path +
+                           ": a tensor name or metadata string is not valid UTF-8 (" +
+                           e.what() + ")");
+  }
+  const uint64_t pad = (kDataAlignment - (8 + json.size()) % kDataAlignment) % kDataAlignment;
+  json.append(pad, ' ');
+  const std::string prefix = EncodeU64Le(json.size());
+
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return IoError("cannot create " + path + ": " + ErrnoText() +
+                   "; check that the directory exists and is writable");
+  }
+  Status st = WriteAll(fd, prefix.data(), prefix.size(), path);
+  if (st.ok()) st = WriteAll(fd, json.data(), json.size(), path);
+  for (size_t i = 0; st.ok() && i < tensors.size(); ++i) {
+    st = WriteAll(fd, tensors[i].data, sizes[i], path);
+  }
+  if (st.ok() && ::fsync(fd) != 0) {
+    st = IoError("cannot flush " + path + " to disk: " + ErrnoText() +
+                 "; check the disk and retry");
+  }
+  // close() can report a deferred write error (e.g. on NFS), so it counts.
+  if (::close(fd) != 0 && st.ok()) {
+    st = IoError("cannot close " + path + ": " + ErrnoText() + "; check the disk and retry");
+  }
+  return st;
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return NotFound(path + ": no such file; check the path (a checkpoint directory holds "
+                             "model.safetensors)");
+    }
+    return IoError("cannot open " + path + ": " + ErrnoText() + "; check its permissions");
+  }
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0) {
+    Status st = IoError("cannot stat " + path + ": " + ErrnoText());
+    ::close(fd);
+    return st;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + " is not a regular file; pass a .safetensors file");
+  }
+  const uint64_t file_bytes = static_cast<uint64_t>(sb.st_size);
+  if (file_bytes < 8) {
+    ::close(fd);
+    return CorruptFile(path, "it is " + std::to_string(file_bytes) +
+                                 " bytes, shorter than the 8-byte header length field");
+  }
+
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);  // the mapping keeps the file alive
+  if (map == MAP_FAILED) {
+    return IoError("cannot memory-map " + path + ": " + ErrnoText());
+  }
+  file->map_ = map;
+  file->map_bytes_ = file_bytes;
+  const auto* base = static_cast<const unsigned char*>(map);
+
+  const uint64_t header_bytes = DecodeU64Le(base);
+  if (header_bytes > file_bytes - 8) {
+    return CorruptFile(path, "the header length field says " + std::to_string(header_bytes) +
+                                 " bytes but only " + std::to_string(file_bytes - 8) +
+                                 " bytes follow it");
+  }
+  if (header_bytes > kMaxHeaderBytes) {
+    return CorruptFile(path, "the header length " + std::to_string(header_bytes) +
+                                 " bytes is implausibly large");
+  }
+  const char* header_begin = reinterpret_cast<const char*>(base + 8);
+  const char* header_end = header_begin + header_bytes;
+  if (header_bytes == 0 || header_begin[0] != '{') {
+    return CorruptFile(path, "the header does not start with a JSON object");
+  }
+
+  // nlohmann keeps the last of duplicate keys silently; a duplicated tensor
+  // name would hide a tensor, so catch it while parsing.
+  std::string duplicate;
+  std::set<std::string> top_keys;
+  auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 &&
+        !top_keys.insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(header_begin, header_end, on_event);
+  } catch (const nlohmann::json::exception& e) {
+    return CorruptFile(path, std::string("the JSON header does not parse (") + e.what() + ")");
+  }
+  if (!header.is_object()) {
+    return CorruptFile(path, "the JSON header is not an object");
+  }
+  if (!duplicate.empty()) {
+    return CorruptFile(path, "the header lists '" + duplicate + "' twice");
+  }
+
+  const uint64_t data_begin = 8 + header_bytes;
+  const uint64_t data_bytes = file_bytes - data_begin;
+  struct Span {
+    uint64_t begin, end;
+  };
+  std::vector<Span> spans;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) {
+      if (!value.is_object()) {
+        return CorruptFile(path, "\"__metadata__\" is not an object of strings");
+      }
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string()) {
+          return CorruptFile(path, "metadata value '" + mk + "' is not a string");
+        }
+        file->metadata_[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    const std::string what = "tensor '" + key + "'";
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
+        !value.contains("data_offsets")) {
+      return CorruptFile(path, what + " lacks one of dtype, shape, data_offsets");
+    }
+    const auto& jdtype = value["dtype"];
+    if (!jdtype.is_string()) return CorruptFile(path, what + " has a non-string dtype");
+    Result<DType> dtype = DTypeFromName(jdtype.get<std::string>());
+    if (!dtype.ok()) return CorruptFile(path, what + ": " + dtype.status().message());
+
+    const auto& jshape = value["shape"];
+    if (!jshape.is_array()) return CorruptFile(path, what + " has a shape that is not a list");
+    Shape shape;
+    for (const auto& d : jshape) {
+      uint64_t dim = 0;
+      if (!ReadU64(d, &dim) || dim > static_cast<uint64_t>(INT64_MAX)) {
+        return CorruptFile(path, what + " has a shape entry that is not a non-negative integer");
+      }
+      shape.push_back(static_cast<int64_t>(dim));
+    }
+    const auto& joff = value["data_offsets"];
+    Span span{};
+    if (!joff.is_array() || joff.size() != 2 || !ReadU64(joff[0], &span.begin) ||
+        !ReadU64(joff[1], &span.end) || span.begin > span.end) {
+      return CorruptFile(path, what + " has data_offsets that are not [begin, end] with "
+                                      "0 <= begin <= end");
+    }
+    const std::string range =
+        "[" + std::to_string(span.begin) + ", " + std::to_string(span.end) + "]";
+    uint64_t expected = 0;
+    if (!TensorBytes(shape, *dtype, &expected)) {
+      return CorruptFile(path, what + " has shape " + ShapeToString(shape) + " that overflows");
+    }
+    if (span.end - span.begin != expected) {
+      return CorruptFile(path, what + " (" + std::string(DTypeName(*dtype)) + " " +
+                                   ShapeToString(shape) + ") needs " + std::to_string(expected) +
+                                   " bytes but data_offsets " + range + " span " +
+                                   std::to_string(span.end - span.begin));
+    }
+    if (span.end > data_bytes) {
+      return CorruptFile(path, what + " has data_offsets " + range +
+                                   " past the end of the data area (" +
+                                   std::to_string(data_bytes) + " bytes)");
+    }
+    file->tensors_.push_back(NamedTensor{key, *dtype, std::move(shape), nullptr});
+    spans.push_back(span);
+  }
+
+  // Present tensors in file order: for files we wrote, the writer's order.
+  std::vector<size_t> order(spans.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return spans[a].begin != spans[b].begin ? spans[a].begin < spans[b].begin
+                                            : spans[a].end < spans[b].end;
+  });
+  // Empty tensors own no bytes, so they cannot overlap anything.
+  const size_t none = spans.size();
+  size_t prev = none;
+  for (size_t i : order) {
+    if (spans[i].begin == spans[i].end) continue;
+    if (prev != none && spans[i].begin < spans[prev].end) {
+      return CorruptFile(path, "tensors '" + file->tensors_[prev].name + "' and '" +
+                                   file->tensors_[i].name + "' have overlapping data_offsets");
+    }
+    prev = i;
+  }
+
+  // A header not padded to 8 bytes (other writers) would leave tensor data
+  // misaligned for its element type; copy the data area to page-aligned
+  // memory then, so callers may always read through typed pointers.
+  const unsigned char* data = base + data_begin;
+  if (data_begin % kDataAlignment != 0 && data_bytes > 0) {
+    void* copy = ::mmap(nullptr, data_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    if (copy == MAP_FAILED) {
+      return IoError("cannot allocate " + std::to_string(data_bytes) + " bytes to read " + path +
+                     ": " + ErrnoText());
+    }
+    std::memcpy(copy, data, data_bytes);
+    ::mprotect(copy, data_bytes, PROT_READ);
+    ::munmap(file->map_, file->map_bytes_);
+    file->map_ = copy;
+    file->map_bytes_ = data_bytes;
+    data = static_cast<const unsigned char*>(copy);
+  }
+
+  std::vector<NamedTensor> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order) {
+    NamedTensor t = std::move(file->tensors_[i]);
+    t.data = data + spans[i].begin;
+    sorted.push_back(std::move(t));
+  }
+  file->tensors_ = std::move(sorted);
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+const NamedTensor* SafetensorsFile::Find(const std::string& name) const {
+  auto it = std::find_if(tensors_.begin(), tensors_.end(),
+                         [&](const NamedTensor& t) { return t.name == name; });
+  return it == tensors_.end() ? nullptr : &*it;
+}
+
+}  // namespace scaletrain

@@ -1,0 +1,450 @@
+#include "train/tokenizer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "train/data.h"
+
+namespace scaletrain {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char32_t kMaxCodePoint = 0x10FFFF;
+constexpr const char* kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
+
+std::string Hex(uint32_t v, int width) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%0*X", width, v);
+  return buf;
+}
+
+std::string CodePointName(char32_t cp) { return "U+" + Hex(cp, 4); }
+
+void AppendUtf8(char32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Decodes the code point at text[*pos] and advances *pos past it. Rejects
+// what RFC 3629 forbids (overlong forms, surrogates, > U+10FFFF, truncated
+// or stray continuation bytes) so that every accepted text re-encodes to
+// the same bytes and Decode(Encode(t)) == t holds.
+Result<char32_t> NextCodePoint(const std::string& text, size_t* pos) {
+  const size_t start = *pos;
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char b0 = byte(start);
+  auto bad = [&](size_t at, const std::string& why) {
+    return InvalidArgument("text is not valid UTF-8: " + why + " (byte 0x" + Hex(byte(at), 2) +
+                           " at byte offset " + std::to_string(at) +
+                           "); convert the file to UTF-8, or use the \"byte\" vocabulary");
+  };
+  if (b0 < 0x80) {
+    *pos = start + 1;
+    return static_cast<char32_t>(b0);
+  }
+  int len;
+  char32_t cp;
+  char32_t min_cp;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2, cp = b0 & 0x1F, min_cp = 0x80;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, cp = b0 & 0x0F, min_cp = 0x800;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, cp = b0 & 0x07, min_cp = 0x10000;
+  } else if ((b0 & 0xC0) == 0x80) {
+    return bad(start, "unexpected continuation byte");
+  } else {
+    return bad(start, "byte that never occurs in UTF-8");
+  }
+  for (int k = 1; k < len; ++k) {
+    const size_t i = start + static_cast<size_t>(k);
+    if (i >= text.size()) return bad(start, "sequence cut off by the end of the text");
+    if ((byte(i) & 0xC0) != 0x80) {
+      return bad(i, "expected a continuation byte");
+    }
+    cp = (cp << 6) | (byte(i) & 0x3F);
+  }
+  if (cp < min_cp) return bad(start, "overlong encoding");
+  if (cp >= 0xD800 && cp <= 0xDFFF) return bad(start, "encoded surrogate " + CodePointName(cp));
+  if (cp > kMaxCodePoint) return bad(start, "code point above U+10FFFF");
+  *pos = start + static_cast<size_t>(len);
+  return cp;
+}
+
+// The piece for byte b in vocab.json: JSON strings must be valid UTF-8, so a
+// raw byte >= 0x80 cannot be stored as itself; it is written as the code
+// point of the same value (reading the byte as Latin-1).
+std::string BytePieceForJson(int b) {
+  std::string s;
+  AppendUtf8(static_cast<char32_t>(b), &s);
+  return s;
+}
+
+// Printable form of a character for error messages.
+std::string Describe(char32_t cp) {
+  std::string s;
+  if (cp >= 0x20 && cp != 0x7F) {
+    s = "'";
+    AppendUtf8(cp, &s);
+    s += "' ";
+  }
+  return s + "(" + CodePointName(cp) + ")";
+}
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Same-directory temporary + rename, so a reader (or a crash) never sees a
+// half-written file under the real name.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) {
+    return IoError("cannot create a temporary file beside " + path + ": " + ErrnoText(errno));
+  }
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    return IoError("cannot write " + path + ": " + what + ": " + ErrnoText(err));
+  };
+  if (::fchmod(fd, 0644) != 0) return fail("chmod");
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail("write");
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) return fail("fsync");
+  if (::close(fd) != 0) {
+    fd = -1;
+    return fail("close");
+  }
+  fd = -1;
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename into place");
+  return Status::Ok();
+}
+
+Result<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) return NotFound(what + " " + path + " not found");
+  if (!fs::is_regular_file(st)) return InvalidArgument(what + " " + path + " is not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IoError("cannot open " + what + " " + path + ": " + ErrnoText(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return IoError("cannot read " + what + " " + path);
+  return ss.str();
+}
+
+}  // namespace
+
+Vocabulary Vocabulary::Bytes() {
+  Vocabulary v;
+  v.kind_ = "byte";
+  v.pieces_.reserve(256);
+  for (int b = 0; b < 256; ++b) v.pieces_.emplace_back(1, static_cast<char>(b));
+  return v;
+}
+
+Result<Vocabulary> Vocabulary::CharsOf(const std::string& text) {
+  if (text.empty()) return InvalidArgument("cannot build a char vocabulary from empty text");
+  std::vector<bool> seen(kMaxCodePoint + 1, false);
+  for (size_t pos = 0; pos < text.size();) {
+    ST_ASSIGN_OR_RETURN(char32_t cp, NextCodePoint(text, &pos));
+    seen[cp] = true;
+  }
+  Vocabulary v;
+  v.kind_ = "char";
+  for (char32_t cp = 0; cp <= kMaxCodePoint; ++cp) {
+    if (seen[cp]) {
+      std::string piece;
+      AppendUtf8(cp, &piece);
+      v.pieces_.push_back(std::move(piece));
+    }
+  }
+  return v;
+}
+
+Result<std::vector<int32_t>> Vocabulary::Encode(const std::string& text) const {
+  std::vector<int32_t> ids;
+  if (kind_ == "byte") {
+    ids.reserve(text.size());
+    for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+    return ids;
+  }
+  if (kind_ != "char") {
+    return FailedPrecondition("cannot encode with an empty or unknown vocabulary (kind '" + kind_ +
+                              "'); build or load one first");
+  }
+  // Most text is ASCII: a direct table for it, a map for the rest.
+  int32_t ascii[128];
+  std::fill(std::begin(ascii), std::end(ascii), -1);
+  std::unordered_map<char32_t, int32_t> other;
+  for (size_t id = 0; id < pieces_.size(); ++id) {
+    size_t pos = 0;
+    Result<char32_t> cp = NextCodePoint(pieces_[id], &pos);
+    if (!cp.ok()) continue;  // Load() and CharsOf() never produce such pieces
+    if (*cp < 128) {
+      ascii[*cp] = static_cast<int32_t>(id);
+    } else {
+      other.emplace(*cp, static_cast<int32_t>(id));
+    }
+  }
+  ids.reserve(text.size());
+  int64_t char_index = 0;
+  for (size_t pos = 0; pos < text.size(); ++char_index) {
+    const size_t at = pos;
+    ST_ASSIGN_OR_RETURN(char32_t cp, NextCodePoint(text, &pos));
+    int32_t id = -1;
+    if (cp < 128) {
+      id = ascii[cp];
+    } else if (auto it = other.find(cp); it != other.end()) {
+      id = it->second;
+    }
+    if (id < 0) {
+      return InvalidArgument("character " + Describe(cp) + " at byte offset " +
+                             std::to_string(at) + " (character " + std::to_string(char_index) +
+                             ") is not in the vocabulary of " + std::to_string(size()) +
+                             " characters; rebuild the vocabulary from text that contains it, "
+                             "or use the \"byte\" vocabulary");
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::string Vocabulary::Decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id >= 0 && id < size()) {
+      out += pieces_[static_cast<size_t>(id)];
+    } else {
+      out += kReplacementChar;
+    }
+  }
+  return out;
+}
+
+Status Vocabulary::Save(const std::string& path) const {
+  if (kind_ != "char" && kind_ != "byte") {
+    return FailedPrecondition("cannot save a vocabulary of unknown kind '" + kind_ + "'");
+  }
+  // ordered_json keeps the documented key order (kind, vocab_size, pieces).
+  nlohmann::ordered_json j;
+  j["kind"] = kind_;
+  j["vocab_size"] = size();
+  nlohmann::ordered_json pieces = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    pieces.push_back(kind_ == "byte" ? BytePieceForJson(static_cast<int>(i)) : pieces_[i]);
+  }
+  j["pieces"] = std::move(pieces);
+  std::string text;
+  try {
+    text = j.dump(1) + "\n";
+  } catch (const nlohmann::json::exception& e) {
+    return Internal("cannot serialise vocabulary for " + path + ": " + e.what());
+  }
+  return WriteFileAtomically(path, text);
+}
+
+Result<Vocabulary> Vocabulary::Load(const std::string& path) {
+  Result<std::string> text = ReadWholeFile(path, "vocabulary file");
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) {
+      return NotFound(text.status().message() +
+                      "; it is written beside train.bin by `scaletrain data prepare`");
+    }
+    return text.status();
+  }
+  const std::string fix = "; re-run `scaletrain data prepare` to regenerate it";
+  auto corrupt = [&](const std::string& why) {
+    return DataLoss("vocabulary file " + path + " is invalid: " + why + fix);
+  };
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return corrupt("not valid JSON");
+  if (!j.is_object()) return corrupt("expected a JSON object");
+  if (!j.contains("kind") || !j["kind"].is_string()) return corrupt("missing string \"kind\"");
+  if (!j.contains("pieces") || !j["pieces"].is_array()) return corrupt("missing array \"pieces\"");
+  const std::string kind = j["kind"].get<std::string>();
+  const nlohmann::json& pieces = j["pieces"];
+  if (j.contains("vocab_size")) {
+    if (!j["vocab_size"].is_number_integer()) return corrupt("\"vocab_size\" is not an integer");
+    const int64_t declared = j["vocab_size"].get<int64_t>();
+    if (declared != static_cast<int64_t>(pieces.size())) {
+      return corrupt("\"vocab_size\" is " + std::to_string(declared) + " but there are " +
+                     std::to_string(pieces.size()) + " pieces");
+    }
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!pieces[i].is_string()) return corrupt("piece " + std::to_string(i) + " is not a string");
+  }
+
+  if (kind == "byte") {
+    if (pieces.size() != 256) {
+      return corrupt("a byte vocabulary has 256 pieces, found " + std::to_string(pieces.size()));
+    }
+    for (int b = 0; b < 256; ++b) {
+      if (pieces[static_cast<size_t>(b)].get<std::string>() != BytePieceForJson(b)) {
+        return corrupt("byte piece " + std::to_string(b) + " does not stand for byte " +
+                       std::to_string(b));
+      }
+    }
+    return Bytes();
+  }
+  if (kind != "char") return corrupt("unknown kind '" + kind + "' (expected \"char\" or \"byte\")");
+
+  Vocabulary v;
+  v.kind_ = "char";
+  int64_t prev = -1;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    std::string piece = pieces[i].get<std::string>();
+    size_t pos = 0;
+    Result<char32_t> cp =
+        piece.empty() ? Result<char32_t>(InvalidArgument("empty")) : NextCodePoint(piece, &pos);
+    if (!cp.ok() || pos != piece.size()) {
+      return corrupt("piece " + std::to_string(i) + " is not exactly one character");
+    }
+    // Ids follow code point order; a file out of order or with duplicates
+    // would map text to different ids than the data was prepared with.
+    if (static_cast<int64_t>(*cp) <= prev) {
+      return corrupt("pieces are not in strictly increasing code point order at piece " +
+                     std::to_string(i));
+    }
+    prev = static_cast<int64_t>(*cp);
+    v.pieces_.push_back(std::move(piece));
+  }
+  if (v.pieces_.empty()) return corrupt("no pieces");
+  return v;
+}
+
+Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
+  // Everything that can fail on the input is checked before any file is
+  // written, so a bad run leaves an existing prepared directory untouched.
+  if (opts.input.empty()) return InvalidArgument("data prepare: no input file given");
+  if (opts.output_dir.empty()) return InvalidArgument("data prepare: no output directory given");
+  if (!(opts.val_fraction > 0.0 && opts.val_fraction < 1.0)) {
+    return InvalidArgument("data prepare: val_fraction must be strictly between 0 and 1, got " +
+                           std::to_string(opts.val_fraction));
+  }
+  if (opts.vocab != "char" && opts.vocab != "byte") {
+    return InvalidArgument("data prepare: unknown vocab kind '" + opts.vocab +
+                           "'; use \"char\" or \"byte\"");
+  }
+
+  Result<std::string> text_or = ReadWholeFile(opts.input, "input file");
+  if (!text_or.ok()) return text_or.status().WithContext("data prepare");
+  const std::string& text = *text_or;
+  if (text.empty()) {
+    return InvalidArgument("data prepare: input file " + opts.input +
+                           " is empty; there is nothing to train on");
+  }
+
+  Vocabulary vocab;
+  if (opts.vocab == "char") {
+    Result<Vocabulary> v = Vocabulary::CharsOf(text);
+    if (!v.ok()) return v.status().WithContext("data prepare: input file " + opts.input);
+    vocab = std::move(v).value();
+  } else {
+    vocab = Vocabulary::Bytes();
+  }
+  Result<std::vector<int32_t>> ids_or = vocab.Encode(text);
+  if (!ids_or.ok()) return ids_or.status().WithContext("data prepare: input file " + opts.input);
+  const std::vector<int32_t>& ids = *ids_or;
+
+  const int64_t n = static_cast<int64_t>(ids.size());
+  // Truncation, as nanoGPT's prepare.py does (int(n * 0.9)), so the counts
+  // match that reference.
+  const int64_t n_train = static_cast<int64_t>(static_cast<double>(n) * (1.0 - opts.val_fraction));
+  const int64_t n_val = n - n_train;
+  if (n_train <= 0 || n_val <= 0) {
+    return InvalidArgument("data prepare: input file " + opts.input + " holds only " +
+                           std::to_string(n) + " tokens; val_fraction " +
+                           std::to_string(opts.val_fraction) + " leaves the " +
+                           (n_train <= 0 ? "training" : "validation") +
+                           " split empty; use a larger input or another val_fraction");
+  }
+
+  std::error_code ec;
+  fs::create_directories(opts.output_dir, ec);
+  if (ec || !fs::is_directory(opts.output_dir)) {
+    return IoError("data prepare: cannot create output directory " + opts.output_dir + ": " +
+                   (ec ? ec.message() : std::string("a non-directory is in the way")));
+  }
+
+  const fs::path dir(opts.output_dir);
+  const std::string suffix = ".staging-" + std::to_string(::getpid());
+  struct Output {
+    std::string final_path;
+    std::string staged_path;
+  };
+  const Output train{(dir / "train.bin").string(), (dir / ("train.bin" + suffix)).string()};
+  const Output val{(dir / "val.bin").string(), (dir / ("val.bin" + suffix)).string()};
+  const Output voc{(dir / "vocab.json").string(), (dir / ("vocab.json" + suffix)).string()};
+  const Output* outputs[] = {&train, &val, &voc};
+  auto discard_staged = [&]() {
+    for (const Output* o : outputs) fs::remove(o->staged_path, ec);
+  };
+
+  // All three files are staged first and only then renamed, so a failure
+  // while writing (disk full, say) cannot leave a new train.bin beside an
+  // old val.bin or vocab.json.
+  Status st = WriteTokenShard(train.staged_path,
+                              std::vector<int32_t>(ids.begin(), ids.begin() + n_train));
+  if (st.ok()) {
+    st = WriteTokenShard(val.staged_path, std::vector<int32_t>(ids.begin() + n_train, ids.end()));
+  }
+  if (st.ok()) st = vocab.Save(voc.staged_path);
+  if (!st.ok()) {
+    discard_staged();
+    return st.WithContext("data prepare");
+  }
+  for (const Output* o : outputs) {
+    if (::rename(o->staged_path.c_str(), o->final_path.c_str()) != 0) {
+      const int err = errno;
+      discard_staged();
+      return IoError("data prepare: cannot move " + o->staged_path + " to " + o->final_path +
+                     ": " + ErrnoText(err));
+    }
+  }
+
+  PrepareSummary summary;
+  summary.vocab_size = vocab.size();
+  summary.train_tokens = n_train;
+  summary.val_tokens = n_val;
+  return summary;
+}
+
+}  // namespace scaletrain

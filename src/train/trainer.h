@@ -1,0 +1,29 @@
+// The training loop on one rank: data -> forward/backward over micro-batches
+// -> clip -> AdamW, with validation, metrics, checkpoints and resume.
+#pragma once
+
+#include <string>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace scaletrain {
+
+struct TrainOptions {
+  RunConfig config;
+  std::string run_dir;  // created; must not already hold a run
+  std::string resume;   // checkpoint dir or run dir; empty: fresh start
+  bool quiet = false;   // no per-step lines (tests)
+};
+
+struct TrainSummary {
+  int64_t steps_run = 0;
+  double final_loss = 0.0;
+  double final_val_loss = 0.0;
+  double tokens_per_s = 0.0;
+  std::string last_checkpoint;
+};
+
+Result<TrainSummary> RunTraining(const TrainOptions& opts);
+
+}  // namespace scaletrain
