@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   scaletrain::cli::RegisterDataCommand(app, &exit_code);
   scaletrain::cli::RegisterTrainCommand(app, &exit_code);
   scaletrain::cli::RegisterSampleCommand(app, &exit_code);
-  // (planner) RegisterPlanCommand goes here.
+  scaletrain::cli::RegisterPlanCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

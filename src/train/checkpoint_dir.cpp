@@ -207,16 +207,21 @@ Status WriteCheckpoint(const std::string& checkpoints_root, int64_t step,
 
   auto write_all = [&]() -> Status {
     nlohmann::json files = nlohmann::json::object();
-    ST_RETURN_IF_ERROR(WriteSafetensors((tmp / kModelFile).string(), contents.model));
-    std::error_code size_ec;
-    files[kModelFile] = fs::file_size(tmp / kModelFile, size_ec);
+    auto write_file = [&](const char* name, const std::vector<NamedTensor>& tensors) -> Status {
+      ST_RETURN_IF_ERROR(WriteSafetensors((tmp / name).string(), tensors));
+      std::error_code size_ec;
+      const uintmax_t size = fs::file_size(tmp / name, size_ec);
+      if (size_ec)
+        return IoError("cannot stat " + (tmp / name).string() + ": " + size_ec.message());
+      files[name] = size;
+      return Status::Ok();
+    };
+    ST_RETURN_IF_ERROR(write_file(kModelFile, contents.model));
     if (!contents.optimizer.empty()) {
-      ST_RETURN_IF_ERROR(WriteSafetensors((tmp / kOptimizerFile).string(), contents.optimizer));
-      files[kOptimizerFile] = fs::file_size(tmp / kOptimizerFile, size_ec);
+      ST_RETURN_IF_ERROR(write_file(kOptimizerFile, contents.optimizer));
     }
-    if (size_ec) return IoError("cannot stat the files in " + tmp.string() + ": " + size_ec.message());
-    nlohmann::json manifest = contents.manifest.is_null() ? nlohmann::json::object()
-                                                          : contents.manifest;
+    nlohmann::json manifest =
+        contents.manifest.is_null() ? nlohmann::json::object() : contents.manifest;
     manifest["files"] = std::move(files);
     // Written last: its presence marks the directory complete.
     ST_RETURN_IF_ERROR(WriteFileDurably(tmp / kManifestFile, manifest.dump(2) + "\n"));
@@ -244,8 +249,7 @@ Status WriteCheckpoint(const std::string& checkpoints_root, int64_t step,
 
 Status PruneCheckpoints(const std::string& checkpoints_root, int64_t keep) {
   if (keep < 1) {
-    return InvalidArgument("cannot keep " + std::to_string(keep) +
-                           " checkpoints; keep at least 1");
+    return InvalidArgument("cannot keep " + std::to_string(keep) + " checkpoints; keep at least 1");
   }
   const fs::path root(checkpoints_root);
   std::error_code ec;
@@ -279,8 +283,9 @@ Status PruneCheckpoints(const std::string& checkpoints_root, int64_t keep) {
 Status ValidateCheckpoint(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    return NotFound(dir + " is not a directory; pass a checkpoint directory "
-                          "(.../checkpoints/step_00000010)");
+    return NotFound(dir +
+                    " is not a directory; pass a checkpoint directory "
+                    "(.../checkpoints/step_00000010)");
   }
   ST_ASSIGN_OR_RETURN(nlohmann::json manifest, ReadManifest(dir));
   const std::string manifest_path = (fs::path(dir) / kManifestFile).string();
@@ -319,17 +324,18 @@ Result<std::string> ResolveCheckpoint(const std::string& path) {
   const fs::path p(path);
   std::error_code ec;
   if (!fs::is_directory(p, ec)) {
-    return NotFound(path + " does not exist or is not a directory; pass a checkpoint directory "
-                           "(.../checkpoints/step_00000010) or a run directory that has one");
+    return NotFound(path +
+                    " does not exist or is not a directory; pass a checkpoint directory "
+                    "(.../checkpoints/step_00000010) or a run directory that has one");
   }
   if (fs::exists(p / kManifestFile, ec)) {
     ST_RETURN_IF_ERROR(ValidateCheckpoint(path));
     return path;
   }
   const fs::path root = p / "checkpoints";
-  const std::string expectation =
-      "; pass a checkpoint directory (" + (root / CheckpointDirName(10)).string() +
-      ") or a run directory that has one";
+  const std::string expectation = "; pass a checkpoint directory (" +
+                                  (root / CheckpointDirName(10)).string() +
+                                  ") or a run directory that has one";
   if (!fs::is_directory(root, ec)) {
     return NotFound("no checkpoint under " + root.string() + expectation);
   }

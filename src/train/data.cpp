@@ -103,8 +103,8 @@ Status WriteTokenShard(const std::string& path, const std::vector<int32_t>& toke
   // mkstemp creates 0600; a shard is ordinary shared data.
   if (::fchmod(fd, 0644) != 0) return fail("chmod");
   if (!WriteAll(fd, header, sizeof(header))) return fail("writing header");
-  const bool ok = version == 1 ? WriteTokensAs<uint16_t>(fd, tokens)
-                               : WriteTokensAs<uint32_t>(fd, tokens);
+  const bool ok =
+      version == 1 ? WriteTokensAs<uint16_t>(fd, tokens) : WriteTokensAs<uint32_t>(fd, tokens);
   if (!ok) return fail("writing tokens");
   // Without fsync a crash after rename could leave the new name pointing at
   // an empty or partial file.
@@ -140,15 +140,16 @@ Result<std::unique_ptr<TokenShard>> TokenShard::Open(const std::string& path) {
   } closer{fd};
 
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return IoError("cannot stat token shard " + path + ": " + ErrnoText(errno));
+  if (::fstat(fd, &st) != 0)
+    return IoError("cannot stat token shard " + path + ": " + ErrnoText(errno));
   if (!S_ISREG(st.st_mode)) {
     return InvalidArgument(path + " is not a regular file, so it cannot be a token shard");
   }
   const int64_t actual_bytes = static_cast<int64_t>(st.st_size);
   if (actual_bytes < kHeaderBytes) {
     return DataLoss("token shard " + path + " is truncated: " + std::to_string(actual_bytes) +
-                    " bytes, shorter than the " + std::to_string(kHeaderBytes) +
-                    "-byte header; " + kPrepareHint);
+                    " bytes, shorter than the " + std::to_string(kHeaderBytes) + "-byte header; " +
+                    kPrepareHint);
   }
 
   int32_t header[kShardHeaderInts];
@@ -183,7 +184,8 @@ Result<std::unique_ptr<TokenShard>> TokenShard::Open(const std::string& path) {
   }
 
   void* map = ::mmap(nullptr, static_cast<size_t>(actual_bytes), PROT_READ, MAP_PRIVATE, fd, 0);
-  if (map == MAP_FAILED) return IoError("cannot mmap token shard " + path + ": " + ErrnoText(errno));
+  if (map == MAP_FAILED)
+    return IoError("cannot mmap token shard " + path + ": " + ErrnoText(errno));
 
   std::unique_ptr<TokenShard> shard(new TokenShard());
   shard->path_ = path;
@@ -241,7 +243,8 @@ void TokenDataset::Read(int64_t start, int64_t count, int32_t* out) const {
   // The last shard whose first index is <= start; empty shards share a
   // start with their successor, and upper_bound skips past them.
   size_t s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), start) -
-                                 starts_.begin()) - 1;
+                                 starts_.begin()) -
+             1;
   int64_t local = start - starts_[s];
   while (count > 0) {
     const TokenShard& shard = *shards_[s];
@@ -279,8 +282,8 @@ void BatchSampler::TrainSequences(int64_t batch_index, int64_t first_seq, int64_
                                   int32_t* inputs, int32_t* targets) const {
   const uint64_t span = static_cast<uint64_t>(data_->num_tokens() - T_);
   for (int64_t s = 0; s < count; ++s) {
-    const uint64_t h = HashU64(seed_, static_cast<uint64_t>(batch_index),
-                               static_cast<uint64_t>(first_seq + s));
+    const uint64_t h =
+        HashU64(seed_, static_cast<uint64_t>(batch_index), static_cast<uint64_t>(first_seq + s));
     Window(static_cast<int64_t>(h % span), inputs + s * T_, targets + s * T_);
   }
 }

@@ -8,11 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 namespace scaletrain {
 namespace {
@@ -126,8 +125,8 @@ Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>&
     json = header.dump();
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument("cannot write " + path +
-                           ": a tensor name or metadata string is not valid UTF-8 (" +
-                           e.what() + ")");
+                           ": a tensor name or metadata string is not valid UTF-8 (" + e.what() +
+                           ")");
   }
   const uint64_t pad = (kDataAlignment - (8 + json.size()) % kDataAlignment) % kDataAlignment;
   json.append(pad, ' ');
@@ -144,8 +143,8 @@ Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>&
     st = WriteAll(fd, tensors[i].data, sizes[i], path);
   }
   if (st.ok() && ::fsync(fd) != 0) {
-    st = IoError("cannot flush " + path + " to disk: " + ErrnoText() +
-                 "; check the disk and retry");
+    st =
+        IoError("cannot flush " + path + " to disk: " + ErrnoText() + "; check the disk and retry");
   }
   // close() can report a deferred write error (e.g. on NFS), so it counts.
   if (::close(fd) != 0 && st.ok()) {
@@ -158,8 +157,9 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) {
-      return NotFound(path + ": no such file; check the path (a checkpoint directory holds "
-                             "model.safetensors)");
+      return NotFound(path +
+                      ": no such file; check the path (a checkpoint directory holds "
+                      "model.safetensors)");
     }
     return IoError("cannot open " + path + ": " + ErrnoText() + "; check its permissions");
   }
@@ -198,8 +198,8 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
                                  " bytes follow it");
   }
   if (header_bytes > kMaxHeaderBytes) {
-    return CorruptFile(path, "the header length " + std::to_string(header_bytes) +
-                                 " bytes is implausibly large");
+    return CorruptFile(
+        path, "the header length " + std::to_string(header_bytes) + " bytes is implausibly large");
   }
   const char* header_begin = reinterpret_cast<const char*>(base + 8);
   const char* header_end = header_begin + header_bytes;
@@ -274,8 +274,9 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
     Span span{};
     if (!joff.is_array() || joff.size() != 2 || !ReadU64(joff[0], &span.begin) ||
         !ReadU64(joff[1], &span.end) || span.begin > span.end) {
-      return CorruptFile(path, what + " has data_offsets that are not [begin, end] with "
-                                      "0 <= begin <= end");
+      return CorruptFile(path, what +
+                                   " has data_offsets that are not [begin, end] with "
+                                   "0 <= begin <= end");
     }
     const std::string range =
         "[" + std::to_string(span.begin) + ", " + std::to_string(span.end) + "]";
@@ -291,8 +292,8 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
     }
     if (span.end > data_bytes) {
       return CorruptFile(path, what + " has data_offsets " + range +
-                                   " past the end of the data area (" +
-                                   std::to_string(data_bytes) + " bytes)");
+                                   " past the end of the data area (" + std::to_string(data_bytes) +
+                                   " bytes)");
     }
     file->tensors_.push_back(NamedTensor{key, *dtype, std::move(shape), nullptr});
     spans.push_back(span);
@@ -317,30 +318,49 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
     prev = i;
   }
 
-  // A header not padded to 8 bytes (other writers) would leave tensor data
-  // misaligned for its element type; copy the data area to page-aligned
-  // memory then, so callers may always read through typed pointers.
+  // The format stores tensors back to back (the reference reader rejects
+  // gaps), so a 2-byte tensor followed by a 4-byte one, or a header not padded
+  // to 8 bytes (other writers), leaves data misaligned for its element type.
+  // Then the data area is repacked, each tensor 8-byte aligned, into private
+  // memory so callers may always read through typed pointers.
   const unsigned char* data = base + data_begin;
-  if (data_begin % kDataAlignment != 0 && data_bytes > 0) {
-    void* copy = ::mmap(nullptr, data_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
-    if (copy == MAP_FAILED) {
-      return IoError("cannot allocate " + std::to_string(data_bytes) + " bytes to read " + path +
+  std::vector<uint64_t> offsets(spans.size());
+  bool misaligned = false;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    offsets[i] = spans[i].begin;
+    if ((data_begin + spans[i].begin) % DTypeSizeBytes(file->tensors_[i].dtype) != 0) {
+      misaligned = true;
+    }
+  }
+  if (misaligned) {
+    uint64_t packed_bytes = 0;
+    for (size_t i : order) {
+      offsets[i] = (packed_bytes + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
+      packed_bytes = offsets[i] + (spans[i].end - spans[i].begin);
+    }
+    // packed_bytes > 0: only a tensor with bytes can be misaligned.
+    void* packed =
+        ::mmap(nullptr, packed_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (packed == MAP_FAILED) {
+      return IoError("cannot allocate " + std::to_string(packed_bytes) + " bytes to read " + path +
                      ": " + ErrnoText());
     }
-    std::memcpy(copy, data, data_bytes);
-    ::mprotect(copy, data_bytes, PROT_READ);
+    for (size_t i = 0; i < spans.size(); ++i) {
+      std::memcpy(static_cast<unsigned char*>(packed) + offsets[i], data + spans[i].begin,
+                  spans[i].end - spans[i].begin);
+    }
+    ::mprotect(packed, packed_bytes, PROT_READ);
     ::munmap(file->map_, file->map_bytes_);
-    file->map_ = copy;
-    file->map_bytes_ = data_bytes;
-    data = static_cast<const unsigned char*>(copy);
+    file->map_ = packed;
+    file->map_bytes_ = packed_bytes;
+    data = static_cast<const unsigned char*>(packed);
   }
 
   std::vector<NamedTensor> sorted;
   sorted.reserve(order.size());
   for (size_t i : order) {
     NamedTensor t = std::move(file->tensors_[i]);
-    t.data = data + spans[i].begin;
+    t.data = data + offsets[i];
     sorted.push_back(std::move(t));
   }
   file->tensors_ = std::move(sorted);

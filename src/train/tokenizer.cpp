@@ -10,10 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "train/data.h"
 
@@ -61,9 +60,9 @@ Result<char32_t> NextCodePoint(const std::string& text, size_t* pos) {
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
   const unsigned char b0 = byte(start);
   auto bad = [&](size_t at, const std::string& why) {
-    return InvalidArgument("text is not valid UTF-8: " + why + " (byte 0x" + Hex(byte(at), 2) +
-                           " at byte offset " + std::to_string(at) +
-                           "); convert the file to UTF-8, or use the \"byte\" vocabulary");
+    return InvalidArgument("text is not valid UTF-8 at byte offset " + std::to_string(at) +
+                           " (byte 0x" + Hex(byte(at), 2) + "): " + why +
+                           "; convert the file to UTF-8, or use the \"byte\" vocabulary");
   };
   if (b0 < 0x80) {
     *pos = start + 1;
@@ -87,7 +86,8 @@ Result<char32_t> NextCodePoint(const std::string& text, size_t* pos) {
     const size_t i = start + static_cast<size_t>(k);
     if (i >= text.size()) return bad(start, "sequence cut off by the end of the text");
     if ((byte(i) & 0xC0) != 0x80) {
-      return bad(i, "expected a continuation byte");
+      return bad(start, "a " + std::to_string(len) + "-byte sequence is broken off by byte 0x" +
+                            Hex(byte(i), 2) + " at byte offset " + std::to_string(i));
     }
     cp = (cp << 6) | (byte(i) & 0x3F);
   }
@@ -109,13 +109,10 @@ std::string BytePieceForJson(int b) {
 
 // Printable form of a character for error messages.
 std::string Describe(char32_t cp) {
-  std::string s;
-  if (cp >= 0x20 && cp != 0x7F) {
-    s = "'";
-    AppendUtf8(cp, &s);
-    s += "' ";
-  }
-  return s + "(" + CodePointName(cp) + ")";
+  if (cp < 0x20 || cp == 0x7F) return CodePointName(cp);
+  std::string s = "'";
+  AppendUtf8(cp, &s);
+  return s + "' (" + CodePointName(cp) + ")";
 }
 
 std::string ErrnoText(int err) { return std::strerror(err); }
@@ -160,7 +157,8 @@ Result<std::string> ReadWholeFile(const std::string& path, const std::string& wh
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) return NotFound(what + " " + path + " not found");
-  if (!fs::is_regular_file(st)) return InvalidArgument(what + " " + path + " is not a regular file");
+  if (!fs::is_regular_file(st))
+    return InvalidArgument(what + " " + path + " is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return IoError("cannot open " + what + " " + path + ": " + ErrnoText(errno));
   std::ostringstream ss;
@@ -235,8 +233,8 @@ Result<std::vector<int32_t>> Vocabulary::Encode(const std::string& text) const {
       id = it->second;
     }
     if (id < 0) {
-      return InvalidArgument("character " + Describe(cp) + " at byte offset " +
-                             std::to_string(at) + " (character " + std::to_string(char_index) +
+      return InvalidArgument("character " + Describe(cp) + " at byte offset " + std::to_string(at) +
+                             " (character " + std::to_string(char_index) +
                              ") is not in the vocabulary of " + std::to_string(size()) +
                              " characters; rebuild the vocabulary from text that contains it, "
                              "or use the \"byte\" vocabulary");
@@ -258,22 +256,21 @@ std::string Vocabulary::Decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
+nlohmann::json Vocabulary::ToJson() const {
+  nlohmann::json pieces = nlohmann::json::array();
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    pieces.push_back(kind_ == "byte" ? BytePieceForJson(static_cast<int>(i)) : pieces_[i]);
+  }
+  return {{"kind", kind_}, {"vocab_size", size()}, {"pieces", std::move(pieces)}};
+}
+
 Status Vocabulary::Save(const std::string& path) const {
   if (kind_ != "char" && kind_ != "byte") {
     return FailedPrecondition("cannot save a vocabulary of unknown kind '" + kind_ + "'");
   }
-  // ordered_json keeps the documented key order (kind, vocab_size, pieces).
-  nlohmann::ordered_json j;
-  j["kind"] = kind_;
-  j["vocab_size"] = size();
-  nlohmann::ordered_json pieces = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < pieces_.size(); ++i) {
-    pieces.push_back(kind_ == "byte" ? BytePieceForJson(static_cast<int>(i)) : pieces_[i]);
-  }
-  j["pieces"] = std::move(pieces);
   std::string text;
   try {
-    text = j.dump(1) + "\n";
+    text = ToJson().dump(1) + "\n";
   } catch (const nlohmann::json::exception& e) {
     return Internal("cannot serialise vocabulary for " + path + ": " + e.what());
   }
@@ -289,12 +286,19 @@ Result<Vocabulary> Vocabulary::Load(const std::string& path) {
     }
     return text.status();
   }
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return DataLoss("vocabulary file " + path +
+                    " is invalid: not valid JSON; re-run `scaletrain data prepare` to regenerate it");
+  }
+  return FromJson(j, "vocabulary file " + path);
+}
+
+Result<Vocabulary> Vocabulary::FromJson(const nlohmann::json& j, const std::string& source) {
   const std::string fix = "; re-run `scaletrain data prepare` to regenerate it";
   auto corrupt = [&](const std::string& why) {
-    return DataLoss("vocabulary file " + path + " is invalid: " + why + fix);
+    return DataLoss(source + " is invalid: " + why + fix);
   };
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return corrupt("not valid JSON");
   if (!j.is_object()) return corrupt("expected a JSON object");
   if (!j.contains("kind") || !j["kind"].is_string()) return corrupt("missing string \"kind\"");
   if (!j.contains("pieces") || !j["pieces"].is_array()) return corrupt("missing array \"pieces\"");
@@ -365,7 +369,13 @@ Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
   }
 
   Result<std::string> text_or = ReadWholeFile(opts.input, "input file");
-  if (!text_or.ok()) return text_or.status().WithContext("data prepare");
+  if (!text_or.ok()) {
+    const Status& st = text_or.status();
+    if (st.code() == StatusCode::kNotFound) {
+      return NotFound("data prepare: " + st.message() + "; check the input path");
+    }
+    return st.WithContext("data prepare");
+  }
   const std::string& text = *text_or;
   if (text.empty()) {
     return InvalidArgument("data prepare: input file " + opts.input +
@@ -421,8 +431,8 @@ Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
   // All three files are staged first and only then renamed, so a failure
   // while writing (disk full, say) cannot leave a new train.bin beside an
   // old val.bin or vocab.json.
-  Status st = WriteTokenShard(train.staged_path,
-                              std::vector<int32_t>(ids.begin(), ids.begin() + n_train));
+  Status st =
+      WriteTokenShard(train.staged_path, std::vector<int32_t>(ids.begin(), ids.begin() + n_train));
   if (st.ok()) {
     st = WriteTokenShard(val.staged_path, std::vector<int32_t>(ids.begin() + n_train, ids.end()));
   }
@@ -435,8 +445,8 @@ Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
     if (::rename(o->staged_path.c_str(), o->final_path.c_str()) != 0) {
       const int err = errno;
       discard_staged();
-      return IoError("data prepare: cannot move " + o->staged_path + " to " + o->final_path +
-                     ": " + ErrnoText(err));
+      return IoError("data prepare: cannot move " + o->staged_path + " to " + o->final_path + ": " +
+                     ErrnoText(err));
     }
   }
 

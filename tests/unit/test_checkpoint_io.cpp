@@ -95,19 +95,15 @@ TEST(Safetensors, RoundTripsDtypesShapesAndMetadata) {
   const std::vector<float> f32 = {1.5f, -2.25f, 3.0f, 0.0f, 1e-7f, -1e30f};
   const std::vector<double> f64 = {3.141592653589793, -1.0 / 3.0, 1e300, 0.5};
   const std::vector<uint16_t> bf16 = {0x3f80, 0xc020, 0x3e20};  // 1.0, -2.5, 0.15625
-  const std::vector<uint16_t> f16 = {0x3c00, 0xc000};              // 1.0, -2.0
+  const std::vector<uint16_t> f16 = {0x3c00, 0xc000};           // 1.0, -2.0
   const std::vector<int32_t> i32 = {7, -8, 2147483647, -2147483647 - 1};
   const int64_t scalar = -1234567890123;
   const std::vector<uint8_t> u8 = {0, 1, 254, 255, 128};
   const std::vector<NamedTensor> tensors = {
-      {"layer.0.w", DType::kF32, {2, 3}, f32.data()},
-      {"f64", DType::kF64, {4}, f64.data()},
-      {"bf16", DType::kBF16, {3}, bf16.data()},
-      {"f16", DType::kF16, {1, 2}, f16.data()},
-      {"i32", DType::kI32, {2, 2}, i32.data()},
-      {"scalar", DType::kI64, {}, &scalar},
-      {"empty", DType::kF32, {0, 4}, nullptr},
-      {"u8", DType::kU8, {5}, u8.data()},
+      {"layer.0.w", DType::kF32, {2, 3}, f32.data()}, {"f64", DType::kF64, {4}, f64.data()},
+      {"bf16", DType::kBF16, {3}, bf16.data()},       {"f16", DType::kF16, {1, 2}, f16.data()},
+      {"i32", DType::kI32, {2, 2}, i32.data()},       {"scalar", DType::kI64, {}, &scalar},
+      {"empty", DType::kF32, {0, 4}, nullptr},        {"u8", DType::kU8, {5}, u8.data()},
   };
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", "42"}};
   const std::string path = dir.File("t.safetensors");
@@ -149,10 +145,10 @@ TEST(Safetensors, HeaderIsByteExact) {
   const std::vector<float> w = {1.0f, -2.0f};
   const std::string path = dir.File("w.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{"w", DType::kF32, {2}, w.data()}}).ok());
-  // 52 bytes of JSON + 4 spaces make the data start at 64.
+  // 8 + 54 bytes of JSON + 2 spaces make the data start at 64.
   const std::string json = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
-  ASSERT_EQ(json.size(), 52u);
-  const std::string expected = std::string("\x38\0\0\0\0\0\0\0", 8) + json + "    " +
+  ASSERT_EQ(json.size(), 54u);
+  const std::string expected = std::string("\x38\0\0\0\0\0\0\0", 8) + json + "  " +
                                std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8);
   EXPECT_EQ(ReadBytes(path), expected);
 }
@@ -368,8 +364,7 @@ TEST(Safetensors, LoadsInPython) {
   const std::string script = dir.File("check.py");
   WriteBytes(script, kPythonCheck);
   const std::string out = dir.File("py.out");
-  const std::string cmd =
-      python + " " + script + " " + path + " " + mode + " >" + out + " 2>&1";
+  const std::string cmd = python + " " + script + " " + path + " " + mode + " >" + out + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "python (" << mode << ") rejected the file:\n" << ReadBytes(out);
   EXPECT_NE(ReadBytes(out).find("python-ok"), std::string::npos) << ReadBytes(out);
@@ -416,8 +411,8 @@ TEST(Checkpoint, WriteResolveRead) {
   ASSERT_TRUE(WriteCheckpoint(root.string(), 10, d.contents).ok());
   EXPECT_EQ(Entries(root), std::vector<std::string>{"step_00000010"});
   const fs::path ckpt = root / "step_00000010";
-  EXPECT_EQ(Entries(ckpt),
-            (std::vector<std::string>{"manifest.json", "model.safetensors", "optimizer.safetensors"}));
+  EXPECT_EQ(Entries(ckpt), (std::vector<std::string>{"manifest.json", "model.safetensors",
+                                                     "optimizer.safetensors"}));
   EXPECT_TRUE(ValidateCheckpoint(ckpt.string()).ok());
 
   auto from_run = ResolveCheckpoint(run.path().string());

@@ -1,4 +1,5 @@
 // Token shards, datasets, the batch sampler, vocabularies and `data prepare`.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,13 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "core/rng.h"
 #include "train/data.h"
@@ -34,9 +33,8 @@ class DataTest : public ::testing::Test {
   void SetUp() override {
     static std::atomic<int> counter{0};
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("scaletrain_test_data_" + std::to_string(::getpid()) + "_" + info->name() + "_" +
-            std::to_string(counter++));
+    dir_ = fs::temp_directory_path() / ("scaletrain_test_data_" + std::to_string(::getpid()) + "_" +
+                                        info->name() + "_" + std::to_string(counter++));
     fs::remove_all(dir_);
     ASSERT_TRUE(fs::create_directories(dir_));
   }
@@ -47,7 +45,8 @@ class DataTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::vector<std::string> Listing() const {
     std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(dir_))
+      names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -487,12 +486,14 @@ TEST(VocabularyTest, InvalidUtf8NamesByteOffset) {
     size_t offset;
   };
   const std::vector<Case> cases = {
-      {std::string("ab\xFF" "c"), 2},         // never valid
-      {std::string("abc\xC3"), 3},            // cut off at end
-      {std::string("a\xC0\xAF"), 1},          // overlong '/'
-      {std::string("xy\xED\xA0\x80"), 2},     // surrogate U+D800
-      {std::string("\x80"), 0},               // stray continuation
-      {std::string("ok\xF4\x90\x80\x80"), 2}, // above U+10FFFF
+      {std::string("ab\xFF"
+                   "c"),
+       2},                                     // never valid
+      {std::string("abc\xC3"), 3},             // cut off at end
+      {std::string("a\xC0\xAF"), 1},           // overlong '/'
+      {std::string("xy\xED\xA0\x80"), 2},      // surrogate U+D800
+      {std::string("\x80"), 0},                // stray continuation
+      {std::string("ok\xF4\x90\x80\x80"), 2},  // above U+10FFFF
   };
   for (const Case& c : cases) {
     auto vocab = Vocabulary::CharsOf(c.text);
@@ -502,15 +503,18 @@ TEST(VocabularyTest, InvalidUtf8NamesByteOffset) {
               std::string::npos)
         << vocab.status().message();
   }
-  // A 2-byte sequence whose second byte is not a continuation points at it.
-  auto v = Vocabulary::CharsOf(std::string("\xC3" "A"));
+  // A sequence broken off by an ASCII byte: the message names where the
+  // sequence starts and the byte that broke it.
+  auto v =
+      Vocabulary::CharsOf(std::string("ab\xC3"
+                                      "A"));
   ASSERT_FALSE(v.ok());
-  EXPECT_NE(v.status().message().find("byte offset 1"), std::string::npos);
+  EXPECT_NE(v.status().message().find("byte offset 2"), std::string::npos);
+  EXPECT_NE(v.status().message().find("0x41 at byte offset 3"), std::string::npos)
+      << v.status().message();
 }
 
-TEST(VocabularyTest, EmptyTextIsAnError) {
-  EXPECT_FALSE(Vocabulary::CharsOf("").ok());
-}
+TEST(VocabularyTest, EmptyTextIsAnError) { EXPECT_FALSE(Vocabulary::CharsOf("").ok()); }
 
 TEST(VocabularyTest, ByteVocabularyCoversAllBytes) {
   Vocabulary v = Vocabulary::Bytes();
@@ -529,7 +533,9 @@ TEST(VocabularyTest, ByteVocabularyCoversAllBytes) {
 TEST(VocabularyTest, OutOfRangeIdsDecodeAsReplacementChar) {
   auto v = Vocabulary::CharsOf("ab");
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(v->Decode({0, 2, -1, 1}), "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
+  EXPECT_EQ(v->Decode({0, 2, -1, 1}),
+            "a\xEF\xBF\xBD\xEF\xBF\xBD"
+            "b");
 }
 
 TEST_F(DataTest, VocabularySaveLoadRoundTrip) {
@@ -561,8 +567,11 @@ TEST_F(DataTest, VocabularySaveLoadRoundTrip) {
   ASSERT_TRUE(bytes.ok()) << bytes.status().message();
   EXPECT_EQ(bytes->kind(), "byte");
   EXPECT_EQ(bytes->size(), 256);
-  const std::string raw = "\xFF\x00\x80z";
-  EXPECT_EQ(bytes->Decode(*bytes->Encode(std::string(raw, 4))), std::string(raw, 4));
+  const std::string raw("\xFF\x00\x80z", 4);
+  auto raw_ids = bytes->Encode(raw);
+  ASSERT_TRUE(raw_ids.ok());
+  EXPECT_EQ(*raw_ids, (std::vector<int32_t>{255, 0, 128, 'z'}));
+  EXPECT_EQ(bytes->Decode(*raw_ids), raw);
 }
 
 TEST_F(DataTest, VocabularyLoadErrors) {
@@ -736,7 +745,8 @@ TEST_F(DataTest, PrepareReplacesOutputsWhenItSucceeds) {
   EXPECT_EQ(vocab->size(), 5);  // ' ', '\n', x, y, z
   auto train = TokenShard::Open(Path("out/train.bin"));
   ASSERT_TRUE(train.ok());
-  EXPECT_EQ(vocab->Decode(AllTokens(**train)), std::string("xyz xyz xyz xyz xyz xyz\n").substr(0, 21));
+  EXPECT_EQ(vocab->Decode(AllTokens(**train)),
+            std::string("xyz xyz xyz xyz xyz xyz\n").substr(0, 21));
 }
 
 }  // namespace

@@ -1,0 +1,233 @@
+// `scaletrain plan`: predict, search, sweep and size a training run on a GPU
+// cluster; `scaletrain plan validate`: compare with published runs.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "plan/cost_model.h"
+#include "plan/hardware.h"
+#include "plan/model_preset.h"
+#include "plan/report.h"
+#include "plan/search.h"
+#include "plan/sizing.h"
+#include "plan/validate.h"
+
+namespace scaletrain::cli {
+
+namespace {
+
+using namespace scaletrain::plan;
+
+struct PlanOptions {
+  std::string model, cluster, config_dir, hardware_file, stack = "modern";
+  int64_t gpus = 0;
+  std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
+  std::optional<int> zero;
+  std::string recompute, precision = "bf16", schedule;
+  bool sp = false, search = false, json = false;
+  std::vector<int64_t> sweep;
+  std::string plot;
+  double tokens = 0, rack_kw = 40, usd_per_gpu_hour = 0, pue = 0, utilization = 0.85;
+  size_t top = 5;
+  std::string validate_csv;
+};
+
+Status LoadCatalog(const PlanOptions& o, HardwareCatalog* cat, std::string* config_dir) {
+  if (!o.config_dir.empty()) {
+    *config_dir = o.config_dir;
+  } else {
+    ST_ASSIGN_OR_RETURN(*config_dir, FindConfigDir());
+  }
+  ST_RETURN_IF_ERROR(cat->LoadDir(*config_dir + "/hardware"));
+  if (!o.hardware_file.empty()) ST_RETURN_IF_ERROR(cat->LoadFile(o.hardware_file));
+  return Status::Ok();
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return IoError("cannot write " + path);
+  f << text;
+  if (!f) return IoError("error writing " + path);
+  return Status::Ok();
+}
+
+Status RunPlan(const PlanOptions& o) {
+  HardwareCatalog cat;
+  std::string config_dir;
+  ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &config_dir));
+  if (o.model.empty()) return InvalidArgument("--model is required (a preset name or a model TOML file)");
+  if (o.cluster.empty()) {
+    return InvalidArgument(UnknownNameMessage("cluster", "", cat.ClusterNames()) + "; pass --cluster NAME");
+  }
+  ST_ASSIGN_OR_RETURN(ModelPreset preset, LoadModel(o.model, config_dir));
+  if (o.seq) preset.spec.block_size = *o.seq;
+  ST_RETURN_IF_ERROR(ValidateModelSpec(preset.spec));
+  ST_ASSIGN_OR_RETURN(ClusterSpec cluster, cat.Cluster(o.cluster));
+  ST_ASSIGN_OR_RETURN(Software sw, SoftwareFromName(o.stack));
+  ST_ASSIGN_OR_RETURN(Precision prec, PrecisionFromName(o.precision));
+  CostModel model(preset.spec, cluster, sw);
+  PlanContext ctx{&model, CountParams(preset.spec)};
+
+  const int64_t gb = o.global_batch.value_or(preset.global_batch > 0 ? preset.global_batch : 512);
+  SizingOptions so;
+  so.tokens = o.tokens > 0 ? o.tokens : 20.0 * static_cast<double>(ctx.params);  // Chinchilla: 20 tokens/param
+  so.rack_kw = o.rack_kw;
+  so.usd_per_gpu_hour = o.usd_per_gpu_hour;
+  so.pue = o.pue;
+  so.gpu_utilization = o.utilization;
+
+  SearchOptions search;
+  search.global_batch = gb;
+  search.precision = prec;
+  search.top_k = o.top;
+  search.tp = o.tp, search.pp = o.pp, search.dp = o.dp, search.vpp = o.vpp, search.micro_batch = o.micro_batch;
+  search.zero = o.zero;
+  if (!o.recompute.empty()) {
+    ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(o.recompute));
+    search.recompute = rc;
+  }
+  if (o.sp) search.sp = true;
+
+  if (!o.sweep.empty()) {
+    for (int64_t n : o.sweep) {
+      if (n < 1) return InvalidArgument("--sweep GPU counts must be >= 1");
+    }
+    ST_ASSIGN_OR_RETURN(auto pts, SweepGpuCounts(model, search, o.sweep));
+    if (!o.plot.empty()) ST_RETURN_IF_ERROR(WriteFile(o.plot, SweepToSvg(ctx, pts)));
+    if (o.json) {
+      std::printf("%s\n", SweepToJson(ctx, pts).dump(2).c_str());
+    } else {
+      std::printf("%s", SweepToText(ctx, pts).c_str());
+      if (!o.plot.empty()) std::printf("plot written to %s\n", o.plot.c_str());
+    }
+    return Status::Ok();
+  }
+  if (o.gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
+  search.num_gpus = o.gpus;
+  if (o.search) {
+    ST_ASSIGN_OR_RETURN(SearchResult r, SearchLayouts(model, search));
+    if (o.json) {
+      std::printf("%s\n", SearchToJson(ctx, r, so).dump(2).c_str());
+    } else {
+      std::printf("%s", SearchToText(ctx, r).c_str());
+      if (!r.top.empty()) {
+        Sizing s = SizeRun(r.top[0], cluster, so);
+        std::printf("\nbest layout in detail:\n%s", PlanToText(ctx, r.top[0], &s).c_str());
+      }
+    }
+    return Status::Ok();
+  }
+  Layout l;
+  l.tp = o.tp.value_or(1);
+  l.pp = o.pp.value_or(1);
+  if (o.dp) {
+    l.dp = *o.dp;
+  } else if (o.gpus % (l.tp * l.pp) == 0) {
+    l.dp = o.gpus / (l.tp * l.pp);
+  } else {
+    l.dp = std::max<int64_t>(1, o.gpus / (l.tp * l.pp));  // ValidateLayout names the fix
+  }
+  l.vpp = o.vpp.value_or(1);
+  l.micro_batch = o.micro_batch.value_or(1);
+  l.global_batch = gb;
+  l.zero = o.zero.value_or(0);
+  l.recompute = search.recompute.value_or(Recompute::kNone);
+  l.sp = o.sp;
+  l.precision = prec;
+  if (!o.schedule.empty()) {
+    ST_ASSIGN_OR_RETURN(ScheduleKind k, ScheduleKindFromName(o.schedule));
+    if (k == ScheduleKind::kInterleaved && l.vpp == 1) {
+      return InvalidArgument("--schedule interleaved needs --vpp > 1");
+    }
+    if (k != ScheduleKind::kInterleaved && l.vpp > 1) {
+      return InvalidArgument("--schedule " + o.schedule + " runs one chunk per stage; drop --vpp or use interleaved");
+    }
+    l.gpipe = k == ScheduleKind::kGPipe;
+  }
+  if (l.num_gpus() != o.gpus) {
+    ST_RETURN_IF_ERROR(ValidateLayout(preset.spec, o.gpus, l));
+  }
+  ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
+  Sizing s = SizeRun(p, cluster, so);
+  if (o.json) {
+    std::printf("%s\n", PlanToJson(ctx, p, &s).dump(2).c_str());
+  } else {
+    std::printf("%s", PlanToText(ctx, p, &s).c_str());
+  }
+  return Status::Ok();
+}
+
+Status RunValidate(const PlanOptions& o) {
+  HardwareCatalog cat;
+  std::string config_dir;
+  ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &config_dir));
+  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, config_dir));
+  if (o.json) {
+    std::printf("%s\n", ValidationToJson(rep).dump(2).c_str());
+  } else {
+    std::printf("%s", ValidationToText(rep).c_str());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterPlanCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<PlanOptions>();
+  auto* plan = app.add_subcommand(
+      "plan", "predict step time, memory, MFU and cost of training a model on a GPU cluster; search layouts");
+  plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file");
+  plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
+  plan->add_option("--gpus", o->gpus, "number of GPUs");
+  plan->add_option("--tp", o->tp, "tensor-parallel size");
+  plan->add_option("--pp", o->pp, "pipeline-parallel stages");
+  plan->add_option("--dp", o->dp, "data-parallel size (default: gpus / (tp x pp))");
+  plan->add_option("--vpp", o->vpp, "model chunks per stage (interleaved schedule when > 1)");
+  plan->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch");
+  plan->add_option("--global-batch", o->global_batch, "sequences per optimizer step (default: the preset's)");
+  plan->add_option("--seq", o->seq, "sequence length (default: the preset's)");
+  plan->add_option("--zero", o->zero, "ZeRO stage 0-3");
+  plan->add_option("--recompute", o->recompute, "activation recomputation: none, selective, full");
+  plan->add_flag("--sp", o->sp, "sequence parallelism (with tp > 1)");
+  plan->add_option("--precision", o->precision, "bf16, fp16, fp8, tf32, fp32")->capture_default_str();
+  plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
+  plan->add_option("--stack", o->stack, "software stack: modern or legacy (see docs/planner.md)")
+      ->capture_default_str();
+  plan->add_flag("--search", o->search, "search every valid layout; the given layout flags are held fixed");
+  plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();
+  plan->add_option("--sweep", o->sweep, "GPU counts to sweep, e.g. 8,16,32 (best layout at each)")->delimiter(',');
+  plan->add_option("--plot", o->plot, "with --sweep: write an SVG plot to this file");
+  plan->add_option("--tokens", o->tokens, "tokens to train on (default: 20 per parameter)");
+  plan->add_option("--rack-kw", o->rack_kw, "power limit per rack in kW")->capture_default_str();
+  plan->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour, "price (default: the cluster preset's)");
+  plan->add_option("--pue", o->pue, "power usage effectiveness (default: the cluster preset's)");
+  plan->add_option("--utilization", o->utilization, "average GPU power as a fraction of TDP")->capture_default_str();
+  plan->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/ (default: ./configs)");
+  plan->add_option("--hardware", o->hardware_file, "an extra hardware TOML file (added to the catalog)");
+  plan->add_flag("--json", o->json, "print JSON (schema in docs/planner.md)");
+
+  auto* validate = plan->add_subcommand("validate", "predict published runs from a CSV and report the error");
+  validate->add_option("file", o->validate_csv, "CSV of published runs (tests/plan/published-runs.csv)")->required();
+  validate->add_flag("--json", o->json, "print JSON: rows and mape");
+  validate->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/");
+  validate->callback([o, exit_code] {
+    Status st = RunValidate(*o);
+    if (!st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      *exit_code = 1;
+    }
+  });
+  plan->callback([o, exit_code, validate] {
+    if (validate->parsed()) return;
+    Status st = RunPlan(*o);
+    if (!st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace scaletrain::cli

@@ -1,0 +1,370 @@
+#include "plan/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/param_layout.h"
+
+namespace scaletrain::plan {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Bytes the optimizer step moves per parameter it updates: AdamW reads the
+// fp32 master weight, both moments and the fp32 gradient (16), writes the
+// master weight and moments (12), writes the bf16 copy (2), and the gradient
+// norm for clipping plus zeroing the gradient buffer touch the gradient twice
+// more (4 + 4): 38.
+constexpr double kOptimizerBytesPerParam = 38.0;
+// Memory not tied to the model: CUDA context, cuBLAS/NCCL workspaces and
+// allocator slack, as seen in nvidia-smi of an idle PyTorch/Megatron process
+// after the first step (1-2 GiB); 1.5 GiB is used.
+constexpr double kFrameworkBytes = 1.5 * kGiB;
+
+}  // namespace
+
+double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t hidden, int64_t vocab) {
+  const double B = batch, s = seq, l = layers, h = hidden, V = vocab;
+  return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+}
+
+double BlockForwardFlopsPerSequence(const ModelSpec& m) {
+  const double s = m.block_size, h = m.n_embd, F = m.ffn_hidden;
+  const double kvd = static_cast<double>(m.n_kv_head * m.head_dim());
+  const double mlp_mats = m.arch == Arch::kLlama ? 3.0 : 2.0;
+  const double per_token = 2.0 * h * (h + 2.0 * kvd)  // QKV
+                           + 2.0 * h * h              // attention output projection
+                           + 2.0 * mlp_mats * h * F   // MLP
+                           + 4.0 * s * h;             // QK^T and AV over all s keys
+  return per_token * s * static_cast<double>(m.n_layer);
+}
+
+double ModelFlopsPerSequence(const ModelSpec& m) {
+  const double logits = 2.0 * m.n_embd * static_cast<double>(m.padded_vocab_size) * m.block_size;
+  return 3.0 * (BlockForwardFlopsPerSequence(m) + logits);
+}
+
+double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp, bool sp, Recompute rc,
+                            const Software& sw) {
+  const double s = m.block_size, b = micro_batch, h = m.n_embd, F = m.ffn_hidden, a = m.n_head, t = tp;
+  const double kvd = static_cast<double>(m.n_kv_head * m.head_dim());
+  // Parts outside the tensor-parallel region (norm inputs/outputs, dropout
+  // masks on the residual stream) are whole on every TP rank unless the
+  // sequence is split across them (SP).
+  const double rep_div = sp ? t : 1.0;
+  if (rc == Recompute::kFull) return 2.0 * s * b * h / rep_div;  // only the layer input is kept
+  double rep = 2.0 * h + 2.0 * h + 2.0 * h + 2.0 * h;            // two norm inputs and outputs
+  if (sw.dropout) rep += 2.0 * h * 0.5;                          // two 1-byte dropout masks
+  double split = 2.0 * h + 2.0 * kvd   // Q, K (QK^T inputs)
+                 + 2.0 * kvd           // V
+                 + 2.0 * h;            // attention output (projection input)
+  split += m.arch == Arch::kLlama ? 6.0 * F   // SwiGLU: gate and up outputs, their product
+                                  : 4.0 * F;  // GeLU input and output
+  double scores = 0;  // per token, the s x s parts
+  if (sw.flash_attention) {
+    split += 4.0 * a;  // fp32 log-sum-exp per head
+  } else if (rc != Recompute::kSelective) {
+    scores = 2.0 * a * s;                          // softmax output
+    if (sw.dropout) scores += a * s + 2.0 * a * s;  // dropout mask and output
+  }
+  return s * b * (rep / rep_div + (split + scores) / t);
+}
+
+CostModel::CostModel(ModelSpec spec, ClusterSpec cluster, Software sw)
+    : spec_(std::move(spec)), cluster_(std::move(cluster)), sw_(std::move(sw)) {}
+
+const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t pp) {
+  auto it = stages_.find(pp);
+  if (it != stages_.end()) return it->second;
+  // Parameter counts come from the same layout table the trainer allocates.
+  const ParamLayout layout = BuildParamLayout(spec_, pp);
+  std::vector<StageParams> st(pp);
+  for (const auto& e : layout.entries) {
+    auto& s = st[e.pp_stage];
+    (e.tp_split == TpSplit::kReplicated ? s.replicated : s.split) += static_cast<double>(e.numel);
+  }
+  for (int64_t l = 0; l < spec_.n_layer; ++l) ++st[StageOfLayer(l, spec_.n_layer, pp)].layers;
+  // A tied head on a separate last stage keeps its own copy of the word
+  // embedding (Megatron-LM all-reduces the two copies' gradients).
+  if (pp > 1 && spec_.tied_embeddings()) {
+    st[pp - 1].split += static_cast<double>(spec_.padded_vocab_size * spec_.n_embd);
+  }
+  return stages_.emplace(pp, std::move(st)).first->second;
+}
+
+Result<const CostModel::ScheduleInfo*> CostModel::ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp,
+                                                               int64_t m) {
+  auto key = std::make_tuple(static_cast<int>(kind), pp, vpp, m);
+  auto it = schedules_.find(key);
+  if (it != schedules_.end()) return it->second.get();
+  auto info = std::make_unique<ScheduleInfo>();
+  ST_ASSIGN_OR_RETURN(info->schedule, BuildSchedule(kind, static_cast<int32_t>(pp), static_cast<int32_t>(vpp),
+                                                    static_cast<int32_t>(m)));
+  info->in_flight = PeakInFlight(info->schedule);
+  const ScheduleInfo* p = info.get();
+  schedules_.emplace(key, std::move(info));
+  return p;
+}
+
+Result<double> CostModel::Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd) {
+  // With the same durations on every stage the makespan scales with them, so
+  // one simulation per backward/forward ratio (to 0.1%) serves every layout.
+  const int64_t ratio = std::llround(1000.0 * t_bwd / t_fwd);
+  auto key = std::make_tuple(static_cast<int>(s.schedule.kind), static_cast<int64_t>(s.schedule.pp),
+                             static_cast<int64_t>(s.schedule.vpp), static_cast<int64_t>(s.schedule.micro_batches),
+                             ratio);
+  auto it = makespans_.find(key);
+  if (it != makespans_.end()) return it->second * t_fwd;
+  ST_ASSIGN_OR_RETURN(ScheduleTiming timing, SimulateSchedule(s.schedule, 1.0, ratio / 1000.0));
+  makespans_[key] = timing.makespan;
+  return timing.makespan * t_fwd;
+}
+
+Result<Prediction> CostModel::Predict(const Layout& l) {
+  ST_RETURN_IF_ERROR(ValidateLayout(spec_, l.num_gpus(), l));
+  return Evaluate(l);
+}
+
+Result<Prediction> CostModel::Evaluate(const Layout& l) {
+  const ModelSpec& M = spec_;
+  const GpuSpec& gpu = cluster_.gpu;
+  const NodeSpec& node = cluster_.node;
+  const double peak = gpu.PeakTflops(l.precision) * 1e12;
+  if (peak <= 0) {
+    return InvalidArgument(gpu.name + " has no " + std::string(PrecisionName(l.precision)) +
+                           " tensor-core rate in the catalog; use --precision bf16");
+  }
+  const double t = static_cast<double>(l.tp), d = static_cast<double>(l.dp);
+  const double b = static_cast<double>(l.micro_batch), s = static_cast<double>(M.block_size);
+  const double h = static_cast<double>(M.n_embd), F = static_cast<double>(M.ffn_hidden);
+  const double V = static_cast<double>(M.padded_vocab_size);
+  const double kvd = static_cast<double>(M.n_kv_head * M.head_dim());
+  const double dh = static_cast<double>(M.head_dim());
+  const double heads_local = static_cast<double>(M.n_head) / t;
+  const double T = b * s;  // tokens per micro-batch
+  const double act_bytes = l.precision == Precision::kFP32 ? 4.0 : 2.0;
+  const double mm_rate = peak * gpu.matmul_efficiency;
+  const double hbm = gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency;
+  const double gpn = static_cast<double>(node.gpus_per_node);
+
+  // A GEMM is bound by its math or by moving its three matrices (roofline).
+  auto gemm = [&](double m, double n, double k) {
+    return std::max(2.0 * m * n * k / mm_rate, act_bytes * (m * k + k * n + m * n) / hbm);
+  };
+  const bool llama = M.arch == Arch::kLlama;
+
+  // ---- one transformer layer, one micro-batch, one GPU ----
+  const double gemm_f = gemm(T, (h + 2 * kvd) / t, h) + gemm(T, h, h / t) +
+                        (llama ? gemm(T, 2 * F / t, h) : gemm(T, F / t, h)) + gemm(T, h, F / t);
+  const double gemm_b = 2.0 * gemm_f;  // input and weight gradients: same shapes
+
+  double attn_f = 0, attn_b = 0;
+  if (sw_.flash_attention) {
+    // Causal FlashAttention skips the masked half; its backward does 2.5x
+    // the forward's matmul work (it recomputes the scores).
+    const double bf16_peak = gpu.PeakTflops(Precision::kBF16) * 1e12;
+    const double fwd_flops = 0.5 * 4.0 * b * s * s * h / t;
+    const double rate = bf16_peak * gpu.attention_efficiency;
+    attn_f = fwd_flops / rate;
+    attn_b = 2.5 * fwd_flops / rate;
+  } else {
+    const double batches = b * heads_local;
+    const double bmm = batches * (gemm(s, s, dh) + gemm(s, dh, s));  // QK^T, then scores x V
+    const double elems = batches * s * s;
+    // Fused scale-mask-softmax reads and writes the scores once each way;
+    // dropout on the probabilities adds a read, a write and a 1-byte mask.
+    double fwd_bytes = 2.0 * act_bytes, bwd_bytes = 3.0 * act_bytes;
+    if (sw_.dropout) fwd_bytes += 2.0 * act_bytes + 1.0, bwd_bytes += 2.0 * act_bytes + 1.0;
+    attn_f = bmm + elems * fwd_bytes / hbm;
+    attn_b = 2.0 * bmm + elems * bwd_bytes / hbm;
+  }
+
+  // Memory-bound element-wise work, counted as elements read + written per token.
+  const double rep_div = l.sp ? t : 1.0;
+  double rep_elems = 2 * (2 * h) + 2 * (sw_.dropout ? 3.5 * h : 3 * h);  // 2 norms, 2 (bias-dropout-)adds
+  double split_elems = llama ? 3 * F + 2 * (h + kvd) : 2 * F;           // SwiGLU + RoPE, or bias-GeLU
+  const double elem_f = T * act_bytes * (rep_elems / rep_div + split_elems / t) / hbm;
+  const double elem_b = 2.0 * elem_f;
+
+  // Tensor-parallel collectives: two per layer each way (all-reduce, or
+  // all-gather + reduce-scatter with SP: the same bytes).
+  const bool tp_intra = l.tp <= node.gpus_per_node;
+  const double tp_bw = tp_intra ? cluster_.IntraBusBytesPerS() : cluster_.NicBytesPerSPerGpu();
+  const double tp_lat = (tp_intra ? node.intra_latency_us : cluster_.fabric.latency_us) * 1e-6;
+  const double tp_msg = T * h * act_bytes;
+  const double tp_sent_per_collective = l.tp > 1 ? 2.0 * (t - 1) / t * tp_msg : 0.0;
+  const double tp_one = l.tp > 1 ? tp_sent_per_collective / tp_bw + (l.sp ? 2 : 1) * tp_lat : 0.0;
+  const double tp_f = 2.0 * tp_one, tp_b = 2.0 * tp_one;
+
+  const double layer_f = gemm_f + attn_f + elem_f;
+  const double layer_b = gemm_b + attn_b + elem_b;
+  double layer_rc = 0, tp_rc = 0;
+  if (l.recompute == Recompute::kFull) {
+    layer_rc = layer_f;
+    tp_rc = tp_f;
+  } else if (l.recompute == Recompute::kSelective && !sw_.flash_attention) {
+    layer_rc = attn_f;  // only the attention core is recomputed
+  }
+
+  // ---- per stage ----
+  const auto& stages = StagesFor(l.pp);
+  const double v = static_cast<double>(l.vpp);
+  const double logits_f = gemm(T, V / t, h) + T * (V / t) * 12.0 / hbm;  // + fp32 softmax/cross-entropy
+  const double logits_b = 2.0 * gemm(T, V / t, h) + T * (V / t) * 8.0 / hbm;
+  const double embed = T * h * act_bytes * 2.0 / hbm;
+  double stage_f = 0, stage_b = 0, stage_compute = 0, stage_rc = 0, stage_tp = 0;
+  size_t worst = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const double n = static_cast<double>(stages[i].layers);
+    double c_f = n * layer_f, c_b = n * layer_b;
+    if (i == 0) c_f += embed, c_b += embed;
+    if (i + 1 == stages.size()) c_f += logits_f, c_b += logits_b;
+    const double f = c_f + n * tp_f;
+    const double bw = c_b + n * (layer_rc + tp_rc + tp_b);
+    if (f + bw > stage_f + stage_b) {
+      stage_f = f, stage_b = bw, worst = i;
+      stage_compute = c_f + c_b, stage_rc = n * layer_rc, stage_tp = n * (tp_f + tp_b + tp_rc);
+    }
+  }
+
+  // Pipeline point-to-point: each action receives one activation (or its
+  // gradient), split across the TP ranks (Megatron's scatter-gather).
+  double p2p = 0, p2p_bytes = 0;
+  if (l.pp > 1) {
+    p2p_bytes = T * h * act_bytes / t;
+    const bool inter = static_cast<double>(l.tp * l.dp) >= gpn;
+    const double bw = inter ? cluster_.NicBytesPerSPerGpu() : cluster_.IntraBusBytesPerS();
+    const double lat = (inter ? cluster_.fabric.latency_us : node.intra_latency_us) * 1e-6;
+    p2p = lat + p2p_bytes / bw;
+  }
+  const int64_t m = l.micro_batches();
+  const double chunk_f = stage_f / v + p2p, chunk_b = stage_b / v + p2p;
+  ST_ASSIGN_OR_RETURN(const ScheduleInfo* sched, ScheduleFor(l.schedule(), l.pp, l.vpp, m));
+  ST_ASSIGN_OR_RETURN(double makespan, Makespan(*sched, chunk_f, chunk_b));
+
+  Prediction p;
+  p.layout = l;
+  const double mv = static_cast<double>(m);
+  p.time_s.compute = mv * stage_compute;
+  p.time_s.recompute = mv * stage_rc;
+  p.time_s.tp_comm = mv * stage_tp;
+  p.time_s.pp_comm = mv * v * 2.0 * p2p;
+  p.time_s.bubble = std::max(0.0, makespan - mv * v * (chunk_f + chunk_b));
+
+  // ---- data parallelism and ZeRO ----
+  const StageParams& ws = stages[worst];
+  double local_params = 0;  // on the stage with the most parameters
+  for (const auto& st : stages) local_params = std::max(local_params, st.replicated + st.split / t);
+  const double grad_bytes = local_params * act_bytes;
+  double dp_time = 0, dp_exposed = 0, dp_sent = 0;
+  if (l.dp > 1) {
+    // Ranks are ordered tp fastest, then dp: a DP group has gpn/tp members per node.
+    const double per_node = l.tp >= node.gpus_per_node ? 1.0 : std::min(d, gpn / t);
+    const bool intra = d <= per_node;
+    const double bw = intra ? cluster_.IntraBusBytesPerS()
+                            : std::min(cluster_.IntraBusBytesPerS(), per_node * cluster_.NicBytesPerSPerGpu());
+    const double lat = 2.0 * std::log2(d) * (intra ? node.intra_latency_us : cluster_.fabric.latency_us) * 1e-6;
+    const double ring = (d - 1) / d;
+    const double stage_fwd_compute = stage_f, stage_bwd_compute = stage_b;
+    if (l.zero <= 2) {
+      // All-reduce (ZeRO-0), or reduce-scatter + all-gather (ZeRO-1/2): same bytes.
+      const double rs = ring * grad_bytes / bw + lat, ag = ring * grad_bytes / bw + lat;
+      dp_sent = 2.0 * ring * grad_bytes;
+      dp_time = rs + ag;
+      if (!sw_.overlap_dp) {
+        dp_exposed = dp_time;
+      } else if (l.zero == 0) {
+        // Buckets reduce while the last micro-batch's backward runs.
+        dp_exposed = std::max(dp_time - stage_bwd_compute / v, lat);
+      } else {
+        // Reduce-scatter under the last backward, parameter all-gather under
+        // the next step's first forward.
+        dp_exposed = std::max(rs - stage_bwd_compute / v, lat) + std::max(ag - stage_fwd_compute / v, lat);
+      }
+    } else {
+      // ZeRO-3 / FSDP: every micro-batch gathers the weights for forward and
+      // again for backward, and reduce-scatters the gradients.
+      const double per_mb = 3.0 * (ring * grad_bytes / bw + lat);
+      dp_sent = 3.0 * ring * grad_bytes * mv;
+      dp_time = per_mb * mv;
+      if (!sw_.overlap_dp) {
+        dp_exposed = dp_time;
+      } else {
+        const double first_layer = ring * grad_bytes / std::max<double>(1.0, ws.layers) / bw + lat;
+        dp_exposed = mv * std::max(0.0, per_mb - (stage_f + stage_b)) + first_layer;
+      }
+    }
+  }
+  p.time_s.dp_comm = dp_exposed;
+  p.dp_comm_total_s = dp_time;
+
+  const double opt_params = local_params / (l.zero >= 1 ? d : 1.0);
+  p.time_s.optimizer = opt_params * kOptimizerBytesPerParam / hbm;
+  p.step_time_s = p.time_s.Total();
+
+  // ---- throughput and FLOPs ----
+  const double gb = static_cast<double>(l.global_batch);
+  const double n_gpus = static_cast<double>(l.num_gpus());
+  p.model_flops_per_step = gb * ModelFlopsPerSequence(M);
+  double rc_flops = 0;
+  if (l.recompute == Recompute::kFull) {
+    rc_flops = BlockForwardFlopsPerSequence(M);
+  } else if (l.recompute == Recompute::kSelective) {
+    rc_flops = 4.0 * s * h * s * static_cast<double>(M.n_layer);
+  }
+  p.hw_flops_per_step = p.model_flops_per_step + gb * rc_flops;
+  p.tokens_per_s = gb * s / p.step_time_s;
+  p.tflops_per_gpu = p.model_flops_per_step / p.step_time_s / n_gpus / 1e12;
+  p.hw_tflops_per_gpu = p.hw_flops_per_step / p.step_time_s / n_gpus / 1e12;
+  p.mfu = p.tflops_per_gpu * 1e12 / peak;
+  p.hfu = p.hw_tflops_per_gpu * 1e12 / peak;
+
+  // ---- memory on the most loaded GPU ----
+  double worst_mem = -1;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const auto& st = stages[i];
+    const double params = st.replicated + st.split / t;
+    MemoryBreakdown mem;
+    mem.params = params * act_bytes / (l.zero >= 3 ? d : 1.0);
+    mem.grads = params * 4.0 / (l.zero >= 2 ? d : 1.0);  // fp32 gradient accumulation
+    mem.optimizer = params * 12.0 / (l.zero >= 1 ? d : 1.0);  // fp32 master + two moments
+    const double layers_per_chunk = static_cast<double>(st.layers) / v;
+    const double in_flight = static_cast<double>(sched->in_flight[i]);
+    const double per_layer = LayerActivationBytes(M, l.micro_batch, l.tp, l.sp, l.recompute, sw_);
+    double act = in_flight * layers_per_chunk * per_layer;
+    if (l.recompute == Recompute::kFull) {
+      // Backward rebuilds one layer's full set at a time.
+      act += LayerActivationBytes(M, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw_);
+    }
+    if (i == 0) act += in_flight * T * h * act_bytes / rep_div;  // embedding output
+    if (i + 1 == stages.size()) act += T * (V / t) * (act_bytes + 4.0);  // logits + fp32 softmax
+    mem.activations = act;
+    mem.other = kFrameworkBytes;
+    if (l.zero >= 3) mem.other += 2.0 * params / std::max<double>(1.0, st.layers) * act_bytes * 2.0;  // gather prefetch
+    if (mem.Total() > worst_mem) worst_mem = mem.Total(), p.memory = mem;
+  }
+  p.memory_gib = p.memory.Total() / kGiB;
+  p.capacity_gib = gpu.hbm_gib;
+  p.fits = p.memory_gib <= gpu.hbm_gib;
+
+  // ---- communication volume ----
+  const double stage_layers = static_cast<double>(ws.layers);
+  const double tp_collectives = (4.0 + (l.recompute == Recompute::kFull ? 2.0 : 0.0)) * stage_layers * mv;
+  p.comm_bytes.tp = tp_sent_per_collective * tp_collectives;
+  p.comm_bytes.pp = l.pp > 1 ? 2.0 * p2p_bytes * mv * v : 0.0;
+  p.comm_bytes.dp = dp_sent;
+  const double comm_time = p.time_s.tp_comm + p.time_s.pp_comm + dp_time;
+  p.comm_to_compute = comm_time / (p.time_s.compute + p.time_s.recompute);
+
+  const std::pair<const char*, double> terms[] = {
+      {"tp_comm", p.time_s.tp_comm}, {"pp_comm", p.time_s.pp_comm}, {"dp_comm", p.time_s.dp_comm},
+      {"bubble", p.time_s.bubble},   {"recompute", p.time_s.recompute}, {"optimizer", p.time_s.optimizer}};
+  p.limiter = "compute";
+  double largest = 0.05 * p.step_time_s;
+  for (const auto& [name, val] : terms) {
+    if (val > largest) largest = val, p.limiter = name;
+  }
+  return p;
+}
+
+}  // namespace scaletrain::plan

@@ -1,0 +1,110 @@
+// The cost model: for a model, a cluster, a software stack and a layout, the
+// step time and its parts, throughput, FLOPs, MFU, memory per GPU and the
+// bytes each GPU sends. Method and every factor: docs/planner.md.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/status.h"
+#include "model/spec.h"
+#include "plan/hardware.h"
+#include "plan/layout.h"
+#include "plan/schedule.h"
+
+namespace scaletrain::plan {
+
+struct TimeBreakdown {
+  double compute = 0;    // forward + backward math of the slowest stage
+  double recompute = 0;  // forward work repeated for activation recomputation
+  double tp_comm = 0;    // tensor/sequence-parallel collectives (not overlapped)
+  double pp_comm = 0;    // pipeline point-to-point sends and receives
+  double dp_comm = 0;    // data-parallel / ZeRO traffic left exposed after overlap
+  double bubble = 0;     // pipeline idle time, from simulating the schedule
+  double optimizer = 0;  // the optimizer step (memory-bound)
+  double Total() const { return compute + recompute + tp_comm + pp_comm + dp_comm + bubble + optimizer; }
+};
+
+struct MemoryBreakdown {  // bytes on the most loaded GPU
+  double params = 0, grads = 0, optimizer = 0, activations = 0, other = 0;
+  double Total() const { return params + grads + optimizer + activations + other; }
+};
+
+struct CommBytes {  // bytes one GPU sends per step
+  double tp = 0, pp = 0, dp = 0;
+};
+
+struct Prediction {
+  Layout layout;
+  double step_time_s = 0;
+  TimeBreakdown time_s;
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;     // model FLOPs (no recompute) per second per GPU
+  double hw_tflops_per_gpu = 0;  // including recomputed forward work
+  double mfu = 0, hfu = 0;
+  double model_flops_per_step = 0, hw_flops_per_step = 0;
+  MemoryBreakdown memory;
+  double memory_gib = 0, capacity_gib = 0;
+  bool fits = false;
+  CommBytes comm_bytes;
+  double dp_comm_total_s = 0;     // before overlap
+  double comm_to_compute = 0;     // all communication time / compute time
+  std::string limiter;            // "compute" or the largest other term
+};
+
+// Narayanan et al. (SC'21) eq. for GPT with full recomputation:
+// 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per step.
+double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t hidden, int64_t vocab);
+
+// Model FLOPs of one sequence, forward + backward (3x forward), attention
+// counted over the full s x s scores as Narayanan et al. and MosaicML do.
+double ModelFlopsPerSequence(const ModelSpec& m);
+// Forward FLOPs of the transformer blocks of one sequence (what full
+// recomputation repeats).
+double BlockForwardFlopsPerSequence(const ModelSpec& m);
+
+// Activation bytes one transformer layer keeps for the backward pass, per
+// micro-batch, on one tensor-parallel rank (Korthikanti et al. 2022,
+// generalised to GQA, SwiGLU, FlashAttention and no-dropout training).
+double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp, bool sp, Recompute rc,
+                            const Software& sw);
+
+class CostModel {
+ public:
+  CostModel(ModelSpec spec, ClusterSpec cluster, Software sw);
+
+  // Checks the layout (ValidateLayout) and predicts it.
+  Result<Prediction> Predict(const Layout& l);
+  // Predicts without the checks; the search builds only valid layouts.
+  Result<Prediction> Evaluate(const Layout& l);
+
+  const ModelSpec& spec() const { return spec_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+  const Software& software() const { return sw_; }
+
+ private:
+  struct StageParams {
+    double replicated = 0;  // elements every TP rank holds whole
+    double split = 0;       // elements divided over TP ranks
+    int64_t layers = 0;
+  };
+  struct ScheduleInfo {
+    PipelineSchedule schedule;
+    std::vector<int32_t> in_flight;
+  };
+  const std::vector<StageParams>& StagesFor(int64_t pp);
+  Result<const ScheduleInfo*> ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m);
+  Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd);
+
+  ModelSpec spec_;
+  ClusterSpec cluster_;
+  Software sw_;
+  std::map<int64_t, std::vector<StageParams>> stages_;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<ScheduleInfo>> schedules_;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>, double> makespans_;
+};
+
+}  // namespace scaletrain::plan

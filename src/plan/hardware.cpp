@@ -1,0 +1,240 @@
+#include "plan/hardware.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "plan/toml_util.h"
+
+namespace scaletrain::plan {
+
+namespace fs = std::filesystem;
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kBF16: return "bf16";
+    case Precision::kFP16: return "fp16";
+    case Precision::kFP8: return "fp8";
+    case Precision::kTF32: return "tf32";
+    case Precision::kFP32: return "fp32";
+  }
+  return "?";
+}
+
+Result<Precision> PrecisionFromName(const std::string& name) {
+  for (Precision p : {Precision::kBF16, Precision::kFP16, Precision::kFP8, Precision::kTF32, Precision::kFP32}) {
+    if (name == PrecisionName(p)) return p;
+  }
+  return InvalidArgument("unknown precision '" + name + "'; use bf16, fp16, fp8, tf32 or fp32");
+}
+
+double GpuSpec::PeakTflops(Precision p) const {
+  switch (p) {
+    case Precision::kBF16: return bf16_tflops;
+    case Precision::kFP16: return fp16_tflops;
+    case Precision::kFP8: return fp8_tflops;
+    case Precision::kTF32: return tf32_tflops;
+    case Precision::kFP32: return fp32_tflops;
+  }
+  return 0;
+}
+
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+template <typename Map>
+std::vector<std::string> Keys(const Map& m) {
+  std::vector<std::string> k;
+  for (const auto& [name, v] : m) k.push_back(name);
+  return k;
+}
+
+}  // namespace
+
+std::string UnknownNameMessage(const std::string& what, const std::string& name,
+                               const std::vector<std::string>& known) {
+  std::string msg = "unknown " + what + " '" + name + "'";
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const auto& k : known) {
+    size_t d = EditDistance(name, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  if (!best.empty() && best_d <= std::max<size_t>(2, name.size() / 3)) msg += "; did you mean '" + best + "'?";
+  msg += " known: ";
+  for (size_t i = 0; i < known.size(); ++i) msg += (i ? ", " : "") + known[i];
+  return msg;
+}
+
+Status HardwareCatalog::LoadFile(const std::string& path) {
+  ST_ASSIGN_OR_RETURN(toml::table root, ParseTomlFile(path));
+  for (const auto& [k, v] : root) {
+    const std::string section(k.str());
+    const toml::table* entries = v.as_table();
+    if (entries == nullptr || (section != "gpu" && section != "node" && section != "fabric" && section != "cluster")) {
+      return InvalidArgument(path + ": unknown section '" + section +
+                             "'; a hardware file holds [gpu.NAME], [node.NAME], [fabric.NAME] and [cluster.NAME] tables");
+    }
+    for (const auto& [ek, ev] : *entries) {
+      const std::string name(ek.str());
+      const toml::table* t = ev.as_table();
+      const std::string where = path + ": [" + section + "." + name + "]";
+      if (t == nullptr) return InvalidArgument(where + " must be a table");
+      TableReader r(where);
+      if (section == "gpu") {
+        GpuSpec g;
+        g.name = name;
+        r.Add("description", &g.description);
+        r.Add("bf16_tflops", &g.bf16_tflops, true);
+        r.Add("fp16_tflops", &g.fp16_tflops);
+        r.Add("fp8_tflops", &g.fp8_tflops);
+        r.Add("tf32_tflops", &g.tf32_tflops);
+        r.Add("fp32_tflops", &g.fp32_tflops);
+        r.Add("hbm_gib", &g.hbm_gib, true);
+        r.Add("hbm_tbps", &g.hbm_tbps, true);
+        r.Add("tdp_w", &g.tdp_w, true);
+        r.Add("matmul_efficiency", &g.matmul_efficiency);
+        r.Add("hbm_efficiency", &g.hbm_efficiency);
+        r.Add("attention_efficiency", &g.attention_efficiency);
+        r.Add("reference_cluster", &g.reference_cluster);
+        ST_RETURN_IF_ERROR(r.Read(*t));
+        for (double e : {g.matmul_efficiency, g.hbm_efficiency, g.attention_efficiency}) {
+          if (!(e > 0 && e <= 1)) return InvalidArgument(where + ": efficiency factors must be in (0, 1]");
+        }
+        gpus_[name] = g;
+      } else if (section == "node") {
+        NodeSpec n;
+        n.name = name;
+        r.Add("gpus_per_node", &n.gpus_per_node, true);
+        r.Add("intra_kind", &n.intra_kind);
+        r.Add("intra_gbps", &n.intra_gbps, true);
+        r.Add("intra_efficiency", &n.intra_efficiency);
+        r.Add("intra_latency_us", &n.intra_latency_us);
+        r.Add("max_power_kw", &n.max_power_kw, true);
+        r.Add("overhead_w", &n.overhead_w);
+        ST_RETURN_IF_ERROR(r.Read(*t));
+        if (n.gpus_per_node <= 0 || n.intra_gbps <= 0) {
+          return InvalidArgument(where + ": gpus_per_node and intra_gbps must be positive");
+        }
+        nodes_[name] = n;
+      } else if (section == "fabric") {
+        FabricSpec f;
+        f.name = name;
+        r.Add("kind", &f.kind);
+        r.Add("nics_per_node", &f.nics_per_node, true);
+        r.Add("nic_gbit", &f.nic_gbit, true);
+        r.Add("efficiency", &f.efficiency);
+        r.Add("latency_us", &f.latency_us);
+        ST_RETURN_IF_ERROR(r.Read(*t));
+        if (f.nics_per_node <= 0 || f.nic_gbit <= 0) {
+          return InvalidArgument(where + ": nics_per_node and nic_gbit must be positive");
+        }
+        fabrics_[name] = f;
+      } else {
+        ClusterRef c;
+        r.Add("gpu", &c.gpu, true);
+        r.Add("node", &c.node, true);
+        r.Add("fabric", &c.fabric, true);
+        r.Add("usd_per_gpu_hour", &c.usd_per_gpu_hour);
+        r.Add("pue", &c.pue);
+        ST_RETURN_IF_ERROR(r.Read(*t));
+        clusters_[name] = c;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status HardwareCatalog::LoadDir(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".toml") files.push_back(e.path().string());
+  }
+  if (ec) return NotFound("cannot list hardware catalog directory " + dir + ": " + ec.message());
+  if (files.empty()) return NotFound("no *.toml files in hardware catalog directory " + dir);
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) ST_RETURN_IF_ERROR(LoadFile(f));
+  return Status::Ok();
+}
+
+Result<GpuSpec> HardwareCatalog::Gpu(const std::string& name) const {
+  auto it = gpus_.find(name);
+  if (it == gpus_.end()) return NotFound(UnknownNameMessage("GPU", name, GpuNames()));
+  return it->second;
+}
+
+Result<ClusterSpec> HardwareCatalog::Cluster(const std::string& name) const {
+  auto it = clusters_.find(name);
+  if (it == clusters_.end()) return NotFound(UnknownNameMessage("cluster", name, ClusterNames()));
+  const ClusterRef& ref = it->second;
+  ClusterSpec c;
+  c.name = name;
+  auto gpu = Gpu(ref.gpu);
+  if (!gpu.ok()) return gpu.status().WithContext("cluster " + name);
+  c.gpu = *gpu;
+  auto n = nodes_.find(ref.node);
+  if (n == nodes_.end()) {
+    return NotFound("cluster " + name + ": " + UnknownNameMessage("node", ref.node, Keys(nodes_)));
+  }
+  auto f = fabrics_.find(ref.fabric);
+  if (f == fabrics_.end()) {
+    return NotFound("cluster " + name + ": " + UnknownNameMessage("fabric", ref.fabric, Keys(fabrics_)));
+  }
+  c.node = n->second;
+  c.fabric = f->second;
+  c.usd_per_gpu_hour = ref.usd_per_gpu_hour;
+  c.pue = ref.pue;
+  return c;
+}
+
+Result<ClusterSpec> HardwareCatalog::ClusterForGpu(const std::string& gpu_name) const {
+  ST_ASSIGN_OR_RETURN(GpuSpec g, Gpu(gpu_name));
+  if (!g.reference_cluster.empty()) return Cluster(g.reference_cluster);
+  for (const auto& [name, ref] : clusters_) {
+    if (ref.gpu == gpu_name) return Cluster(name);
+  }
+  return NotFound("GPU '" + gpu_name + "' has no reference_cluster and no cluster preset uses it; add one to configs/hardware");
+}
+
+std::vector<std::string> HardwareCatalog::GpuNames() const { return Keys(gpus_); }
+std::vector<std::string> HardwareCatalog::ClusterNames() const { return Keys(clusters_); }
+
+Result<std::string> FindConfigDir() {
+  auto has_catalog = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_directory(p / "hardware", ec) && fs::is_directory(p / "models", ec);
+  };
+  if (const char* env = std::getenv("SCALETRAIN_CONFIG_DIR"); env != nullptr && *env != '\0') {
+    if (has_catalog(env)) return std::string(env);
+    return NotFound(std::string("SCALETRAIN_CONFIG_DIR=") + env + " has no hardware/ and models/ folders");
+  }
+  if (has_catalog("configs")) return std::string("configs");
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path dir = exe.parent_path();
+    for (int up = 0; up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) {
+      if (has_catalog(dir / "configs")) return (dir / "configs").string();
+      if (dir == dir.root_path()) break;
+    }
+  }
+  return NotFound("cannot find the configs/ folder (hardware and model catalogs); run from the repository root, "
+                  "pass --config-dir DIR, or set SCALETRAIN_CONFIG_DIR");
+}
+
+}  // namespace scaletrain::plan

@@ -1,0 +1,111 @@
+// The hardware catalog: GPUs, nodes, fabrics and the cluster presets built
+// from them, read from TOML files (configs/hardware/*.toml) that a user can
+// extend with their own file. Every number the cost model uses about a
+// machine lives here, so a prediction can be traced to a cited figure.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace scaletrain::plan {
+
+enum class Precision { kBF16, kFP16, kFP8, kTF32, kFP32 };
+const char* PrecisionName(Precision p);
+Result<Precision> PrecisionFromName(const std::string& name);
+
+struct GpuSpec {
+  std::string name;
+  std::string description;
+  double bf16_tflops = 0, fp16_tflops = 0, fp8_tflops = 0, tf32_tflops = 0, fp32_tflops = 0;
+  double hbm_gib = 0;
+  double hbm_tbps = 0;
+  double tdp_w = 0;
+  // Achieved fraction of peak for the three kinds of work the cost model
+  // separates; each is justified in configs/hardware/gpus.toml and
+  // docs/planner.md.
+  double matmul_efficiency = 0.8;
+  double hbm_efficiency = 0.85;
+  double attention_efficiency = 0.5;
+  std::string reference_cluster;
+
+  // Dense tensor-core peak for `p` in TFLOP/s; 0 if the GPU lacks it.
+  double PeakTflops(Precision p) const;
+};
+
+struct NodeSpec {
+  std::string name;
+  int64_t gpus_per_node = 8;
+  std::string intra_kind;     // nvswitch, pcie, xgmi
+  double intra_gbps = 0;      // GB/s per GPU, one direction
+  double intra_efficiency = 0.8;
+  double intra_latency_us = 8;
+  double max_power_kw = 0;    // whole node at full load
+  double overhead_w = 0;      // max_power minus the GPUs' TDP
+};
+
+struct FabricSpec {
+  std::string name;
+  std::string kind;
+  int64_t nics_per_node = 1;
+  double nic_gbit = 0;
+  double efficiency = 0.9;
+  double latency_us = 5;
+};
+
+struct ClusterSpec {
+  std::string name;
+  GpuSpec gpu;
+  NodeSpec node;
+  FabricSpec fabric;
+  double usd_per_gpu_hour = 0;
+  double pue = 1.2;
+
+  // Achievable bus bandwidth (bytes/s) for a collective among GPUs of one node.
+  double IntraBusBytesPerS() const { return node.intra_gbps * 1e9 * node.intra_efficiency; }
+  // Achievable scale-out bandwidth (bytes/s) of one GPU's share of its node's NICs.
+  double NicBytesPerSPerGpu() const {
+    return fabric.nics_per_node * fabric.nic_gbit / 8.0 * 1e9 * fabric.efficiency /
+           static_cast<double>(node.gpus_per_node);
+  }
+};
+
+class HardwareCatalog {
+ public:
+  // Adds every [gpu.X], [node.X], [fabric.X], [cluster.X] table of the file;
+  // a later file may redefine an entry (a user's own numbers win).
+  Status LoadFile(const std::string& path);
+  // Loads every *.toml file of `dir` in name order.
+  Status LoadDir(const std::string& dir);
+
+  Result<GpuSpec> Gpu(const std::string& name) const;
+  Result<ClusterSpec> Cluster(const std::string& name) const;
+  // The reference cluster of a GPU (used when a published run names only the GPU).
+  Result<ClusterSpec> ClusterForGpu(const std::string& gpu_name) const;
+
+  std::vector<std::string> GpuNames() const;
+  std::vector<std::string> ClusterNames() const;
+
+ private:
+  struct ClusterRef {
+    std::string gpu, node, fabric;
+    double usd_per_gpu_hour = 0, pue = 1.2;
+  };
+  std::map<std::string, GpuSpec> gpus_;
+  std::map<std::string, NodeSpec> nodes_;
+  std::map<std::string, FabricSpec> fabrics_;
+  std::map<std::string, ClusterRef> clusters_;
+};
+
+// "unknown cluster 'x'; did you mean 'y'? known: a, b, c" — the shared form
+// of every unknown-name error in the planner.
+std::string UnknownNameMessage(const std::string& what, const std::string& name,
+                               const std::vector<std::string>& known);
+
+// Where configs/ is: $SCALETRAIN_CONFIG_DIR, ./configs, or configs/ beside
+// (or up to three levels above) the running executable.
+Result<std::string> FindConfigDir();
+
+}  // namespace scaletrain::plan

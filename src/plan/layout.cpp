@@ -1,0 +1,145 @@
+#include "plan/layout.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+namespace scaletrain::plan {
+
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+Result<Recompute> RecomputeFromName(const std::string& name) {
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    if (name == RecomputeName(r)) return r;
+  }
+  return InvalidArgument("unknown recompute '" + name + "'; use none, selective or full");
+}
+
+std::string LayoutToString(const Layout& l) {
+  std::string s = "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp);
+  if (l.vpp > 1) s += " vpp=" + std::to_string(l.vpp);
+  s += " mb=" + std::to_string(l.micro_batch) + " gb=" + std::to_string(l.global_batch) +
+       " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) + (l.sp ? " sp" : "");
+  if (l.gpipe) s += " gpipe";
+  return s;
+}
+
+Result<Software> SoftwareFromName(const std::string& name) {
+  Software s;
+  s.name = name;
+  if (name == "modern") return s;
+  if (name == "legacy") {
+    s.flash_attention = false;
+    s.dropout = true;
+    s.overlap_dp = false;
+    return s;
+  }
+  return InvalidArgument("unknown software stack '" + name + "'; use modern or legacy");
+}
+
+namespace {
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i == 0) {
+      d.push_back(i);
+      if (i != n / i) d.push_back(n / i);
+    }
+  }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+// The values of `candidates` nearest to `v` (one below, one above), as text.
+std::string Nearest(int64_t v, const std::vector<int64_t>& candidates) {
+  int64_t below = -1, above = -1;
+  for (int64_t c : candidates) {
+    if (c <= v) below = c;
+    if (c >= v && above < 0) above = c;
+  }
+  std::string s;
+  if (below > 0) s = std::to_string(below);
+  if (above > 0 && above != below) s += (s.empty() ? "" : " or ") + std::to_string(above);
+  return s.empty() ? "none" : s;
+}
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
+  for (auto [what, v] : {std::pair{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"vpp", l.vpp},
+                         {"micro-batch", l.micro_batch}, {"global-batch", l.global_batch}}) {
+    if (v < 1) return InvalidArgument(std::string(what) + " must be >= 1, got " + Str(v));
+  }
+  if (l.zero < 0 || l.zero > 3) return InvalidArgument("zero must be 0, 1, 2 or 3, got " + Str(l.zero));
+  if (l.num_gpus() != n) {
+    std::string fix;
+    if (n % (l.tp * l.pp) == 0) {
+      fix = "use dp=" + Str(n / (l.tp * l.pp));
+    } else {
+      std::vector<int64_t> ok;
+      for (int64_t d : Divisors(n)) ok.push_back(d);
+      fix = "tp x pp must divide " + Str(n) + " (nearest valid tp x pp: " + Nearest(l.tp * l.pp, ok) + ")";
+    }
+    return InvalidArgument("tp x pp x dp = " + Str(l.tp) + " x " + Str(l.pp) + " x " + Str(l.dp) + " = " +
+                           Str(l.num_gpus()) + " but there are " + Str(n) + " GPUs; " + fix);
+  }
+  // Tensor parallelism splits heads, KV heads, the MLP width and the vocabulary.
+  std::vector<int64_t> tp_ok;
+  for (int64_t t : Divisors(m.n_head)) {
+    if (m.n_kv_head % t == 0 && m.ffn_hidden % t == 0 && m.padded_vocab_size % t == 0) tp_ok.push_back(t);
+  }
+  if (m.n_head % l.tp || m.n_kv_head % l.tp || m.ffn_hidden % l.tp || m.padded_vocab_size % l.tp) {
+    std::string why = m.n_head % l.tp ? "heads (" + Str(m.n_head) + ")"
+                      : m.n_kv_head % l.tp ? "KV heads (" + Str(m.n_kv_head) + ")"
+                      : m.ffn_hidden % l.tp ? "the MLP width (" + Str(m.ffn_hidden) + ")"
+                                            : "the padded vocabulary (" + Str(m.padded_vocab_size) +
+                                                  "; pad it to a multiple of tp)";
+    return InvalidArgument("tp=" + Str(l.tp) + " does not divide " + why + " of " + m.name +
+                           "; nearest valid tp: " + Nearest(l.tp, tp_ok));
+  }
+  if (l.pp > m.n_layer) {
+    return InvalidArgument("pp=" + Str(l.pp) + " exceeds the " + Str(m.n_layer) + " layers of " + m.name +
+                           "; use pp <= " + Str(m.n_layer));
+  }
+  if (l.sp && l.tp == 1) return InvalidArgument("sequence parallelism needs tp > 1; drop --sp or raise tp");
+  if (l.vpp > 1) {
+    if (l.pp == 1) return InvalidArgument("vpp=" + Str(l.vpp) + " needs pp > 1; use vpp=1");
+    if (l.gpipe) return InvalidArgument("gpipe runs one chunk per stage; use vpp=1 or drop gpipe");
+    // Each stage's layers are cut into vpp equal chunks; stages may differ
+    // by one layer (Llama 3 405B ran 126 layers on 16 stages, interleaved).
+    const int64_t fullest = (m.n_layer + l.pp - 1) / l.pp;
+    if (fullest % l.vpp != 0) {
+      return InvalidArgument("interleaving needs the layers of a stage (" + Str(fullest) + " = ceil(" +
+                             Str(m.n_layer) + " / pp)) divisible by vpp=" + Str(l.vpp) +
+                             "; nearest valid vpp: " + Nearest(l.vpp, Divisors(fullest)));
+    }
+  }
+  const int64_t per_dp = l.dp * l.micro_batch;
+  if (l.global_batch % per_dp != 0) {
+    const int64_t lo = l.global_batch / per_dp * per_dp, hi = lo + per_dp;
+    std::vector<int64_t> mb_ok;
+    if (l.global_batch % l.dp == 0) mb_ok = Divisors(l.global_batch / l.dp);
+    return InvalidArgument("global batch " + Str(l.global_batch) + " is not divisible by dp x micro-batch = " +
+                           Str(l.dp) + " x " + Str(l.micro_batch) + " = " + Str(per_dp) +
+                           "; nearest valid global batch: " + (lo > 0 ? Str(lo) + " or " : "") + Str(hi) +
+                           (mb_ok.empty() ? "" : "; or keep it and use micro-batch " + Nearest(l.micro_batch, mb_ok)));
+  }
+  if (l.vpp > 1 && l.micro_batches() % l.pp != 0) {
+    return InvalidArgument("the interleaved schedule needs micro-batches per step (" + Str(l.micro_batches()) +
+                           " = global batch / (dp x micro-batch)) to be a multiple of pp=" + Str(l.pp) +
+                           "; change the micro-batch or global batch, or use vpp=1");
+  }
+  return Status::Ok();
+}
+
+}  // namespace scaletrain::plan

@@ -1,0 +1,357 @@
+#include "plan/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+namespace scaletrain::plan {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string Fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+nlohmann::json LayoutJson(const Layout& l) {
+  return {{"tp", l.tp},
+          {"pp", l.pp},
+          {"dp", l.dp},
+          {"vpp", l.vpp},
+          {"micro_batch", l.micro_batch},
+          {"global_batch", l.global_batch},
+          {"zero", l.zero},
+          {"recompute", RecomputeName(l.recompute)},
+          {"sp", l.sp},
+          {"schedule", ScheduleKindName(l.schedule())},
+          {"precision", PrecisionName(l.precision)}};
+}
+
+// Seconds, shown with a unit that keeps 3 significant digits readable.
+std::string Secs(double s) {
+  if (s >= 1.0) return Fmt("%.2f s", s);
+  if (s >= 1e-3) return Fmt("%.1f ms", s * 1e3);
+  return Fmt("%.0f us", s * 1e6);
+}
+
+std::string Bytes(double b) {
+  if (b >= kGiB) return Fmt("%.2f GiB", b / kGiB);
+  return Fmt("%.1f MiB", b / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Sizing* sizing) {
+  const ModelSpec& m = ctx.model->spec();
+  const ClusterSpec& c = ctx.model->cluster();
+  const auto& t = p.time_s;
+  const auto& mem = p.memory;
+  nlohmann::json j = {
+      {"schema", "scaletrain.plan/1"},
+      {"model",
+       {{"name", m.name},
+        {"arch", ArchName(m.arch)},
+        {"params", ctx.params},
+        {"layers", m.n_layer},
+        {"hidden", m.n_embd},
+        {"heads", m.n_head},
+        {"kv_heads", m.n_kv_head},
+        {"ffn_hidden", m.ffn_hidden},
+        {"seq", m.block_size},
+        {"vocab", m.padded_vocab_size}}},
+      {"cluster", {{"name", c.name}, {"gpu", c.gpu.name}, {"gpus", p.layout.num_gpus()}}},
+      {"software", ctx.model->software().name},
+      {"layout", LayoutJson(p.layout)},
+      {"step_time_s", p.step_time_s},
+      {"time_breakdown_s",
+       {{"compute", t.compute},
+        {"recompute", t.recompute},
+        {"tp_comm", t.tp_comm},
+        {"pp_comm", t.pp_comm},
+        {"dp_comm", t.dp_comm},
+        {"bubble", t.bubble},
+        {"optimizer", t.optimizer}}},
+      {"tokens_per_s", p.tokens_per_s},
+      {"tflops_per_gpu", p.tflops_per_gpu},
+      {"hw_tflops_per_gpu", p.hw_tflops_per_gpu},
+      {"mfu", p.mfu},
+      {"hfu", p.hfu},
+      {"memory_per_gpu_gib", p.memory_gib},
+      {"memory_capacity_gib", p.capacity_gib},
+      {"memory_breakdown_gib",
+       {{"params", mem.params / kGiB},
+        {"grads", mem.grads / kGiB},
+        {"optimizer", mem.optimizer / kGiB},
+        {"activations", mem.activations / kGiB},
+        {"other", mem.other / kGiB}}},
+      {"fits", p.fits},
+      {"comm_bytes_per_gpu", {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}}},
+      {"comm_to_compute", p.comm_to_compute},
+      {"limiter", p.limiter}};
+  if (sizing != nullptr) {
+    j["tokens"] = sizing->tokens;
+    j["time_to_train_days"] = sizing->time_to_train_days;
+    j["gpu_hours"] = sizing->gpu_hours;
+    j["energy_mwh"] = sizing->energy_mwh;
+    j["peak_power_mw"] = sizing->peak_power_mw;
+    j["nodes"] = sizing->nodes;
+    j["racks"] = sizing->racks;
+    j["kw_per_rack"] = sizing->kw_per_rack;
+    j["cooling"] = sizing->cooling;
+    j["cost_usd"] = sizing->cost_usd;
+  }
+  return j;
+}
+
+nlohmann::json SearchToJson(const PlanContext& ctx, const SearchResult& r, const SizingOptions& so) {
+  nlohmann::json j;
+  j["schema"] = "scaletrain.plan.search/1";
+  j["layouts_evaluated"] = r.evaluated;
+  j["layouts_fitting"] = r.fitting;
+  j["top"] = nlohmann::json::array();
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    Sizing s = SizeRun(r.top[i], ctx.model->cluster(), so);
+    j["top"].push_back(PlanToJson(ctx, r.top[i], &s));
+  }
+  j["best"] = r.top.empty() ? nlohmann::json(nullptr) : j["top"][0];
+  j["families"] = nlohmann::json::array();
+  for (const auto& f : r.families) {
+    j["families"].push_back({{"tp", f.tp},
+                             {"pp", f.pp},
+                             {"dp", f.dp},
+                             {"layouts", f.evaluated},
+                             {"fits", f.fits},
+                             {"best_tokens_per_s", f.best_tokens_per_s},
+                             {"min_memory_gib", f.min_memory_gib},
+                             {"reason", f.reason}});
+  }
+  return j;
+}
+
+nlohmann::json SweepToJson(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {
+  nlohmann::json j;
+  j["schema"] = "scaletrain.plan.sweep/1";
+  j["points"] = nlohmann::json::array();
+  for (const auto& pt : pts) {
+    nlohmann::json e = {{"gpus", pt.gpus}, {"found", pt.found}, {"speedup", pt.speedup},
+                        {"efficiency", pt.efficiency}, {"note", pt.note}};
+    e["plan"] = pt.found ? PlanToJson(ctx, pt.best, nullptr) : nlohmann::json(nullptr);
+    j["points"].push_back(e);
+  }
+  return j;
+}
+
+nlohmann::json ValidationToJson(const ValidationReport& r) {
+  nlohmann::json j;
+  j["schema"] = "scaletrain.plan.validate/1";
+  j["rows"] = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    nlohmann::json e = {{"id", row.run.id}, {"source", row.run.source}};
+    if (!row.error.empty()) {
+      e["error"] = row.error;
+    } else {
+      e["metric"] = row.metric;
+      e["measured"] = row.measured;
+      e["predicted"] = row.predicted;
+      e["error_pct"] = row.error_pct;
+      e["stack"] = row.stack;
+      e["fits"] = row.fits;
+      e["layout"] = LayoutJson(row.prediction.layout);
+      e["step_time_s"] = row.prediction.step_time_s;
+    }
+    j["rows"].push_back(e);
+  }
+  j["mape"] = r.mape;
+  j["max_abs_error_pct"] = r.max_abs_error;
+  return j;
+}
+
+std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing* sizing) {
+  const ModelSpec& m = ctx.model->spec();
+  const ClusterSpec& c = ctx.model->cluster();
+  const auto& t = p.time_s;
+  std::string o;
+  o += Fmt("model    %s: %.2fB parameters, %lld layers, hidden %lld, seq %lld\n", m.name.c_str(), ctx.params / 1e9,
+           static_cast<long long>(m.n_layer), static_cast<long long>(m.n_embd), static_cast<long long>(m.block_size));
+  o += Fmt("cluster  %s: %lld x %s, %lld per node (%s stack)\n", c.name.c_str(),
+           static_cast<long long>(p.layout.num_gpus()), c.gpu.name.c_str(),
+           static_cast<long long>(c.node.gpus_per_node), ctx.model->software().name.c_str());
+  o += "layout   " + LayoutToString(p.layout) + Fmt(" (%s, %lld micro-batches)\n", ScheduleKindName(p.layout.schedule()),
+                                                    static_cast<long long>(p.layout.micro_batches()));
+  o += Fmt("step     %s   tokens/s %.4g   TFLOP/s/GPU %.1f (with recompute %.1f)   MFU %.1f%%\n",
+           Secs(p.step_time_s).c_str(), p.tokens_per_s, p.tflops_per_gpu, p.hw_tflops_per_gpu, 100 * p.mfu);
+  const std::pair<const char*, double> parts[] = {{"compute", t.compute},   {"recompute", t.recompute},
+                                                  {"tp_comm", t.tp_comm},   {"pp_comm", t.pp_comm},
+                                                  {"dp_comm", t.dp_comm},   {"bubble", t.bubble},
+                                                  {"optimizer", t.optimizer}};
+  o += "time     ";
+  for (const auto& [n, v] : parts) o += Fmt("%s %s (%.0f%%)  ", n, Secs(v).c_str(), 100 * v / p.step_time_s);
+  o += "\n         limited by: " + p.limiter + "\n";
+  const auto& mem = p.memory;
+  o += Fmt("memory   %.1f GiB of %.1f GiB per GPU: %s   params %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
+           "other %.1f GiB\n",
+           p.memory_gib, p.capacity_gib, p.fits ? "fits" : "DOES NOT FIT", mem.params / kGiB, mem.grads / kGiB,
+           mem.optimizer / kGiB, mem.activations / kGiB, mem.other / kGiB);
+  o += Fmt("comm     per GPU per step: TP %s, PP %s, DP %s; communication / computation = %.2f\n",
+           Bytes(p.comm_bytes.tp).c_str(), Bytes(p.comm_bytes.pp).c_str(), Bytes(p.comm_bytes.dp).c_str(),
+           p.comm_to_compute);
+  if (sizing != nullptr) {
+    const Sizing& s = *sizing;
+    o += Fmt("train    %.3g tokens: %.1f days, %.3g GPU-hours, %.3g MWh (PUE %.2f), peak %.2f MW, $%.3g at $%.2f/GPU-h\n",
+             s.tokens, s.time_to_train_days, s.gpu_hours, s.energy_mwh, s.pue, s.peak_power_mw, s.cost_usd,
+             s.usd_per_gpu_hour);
+    o += Fmt("facility %lld nodes in %lld racks (%lld per rack, %.1f kW each): %s cooling\n",
+             static_cast<long long>(s.nodes), static_cast<long long>(s.racks),
+             static_cast<long long>(s.nodes_per_rack), s.kw_per_rack, s.cooling.c_str());
+  }
+  if (!p.fits) o += "hint     the layout does not fit; try --search, more recompute, a higher ZeRO stage, or more tp/pp\n";
+  return o;
+}
+
+std::string SearchToText(const PlanContext& ctx, const SearchResult& r) {
+  std::string o = Fmt("searched %lld layouts, %lld fit in memory\n", static_cast<long long>(r.evaluated),
+                      static_cast<long long>(r.fitting));
+  if (r.top.empty()) {
+    o += "no layout fits";
+    if (r.fastest_unfit) o += Fmt(" (the fastest needs %.1f GiB)", r.fastest_unfit->memory_gib);
+    o += "; use more GPUs, a GPU with more memory, or a smaller global batch\n";
+  } else {
+    o += Fmt("%-4s %-48s %12s %8s %6s %8s  %s\n", "rank", "layout", "tokens/s", "step", "MFU", "mem GiB", "limited by");
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      const auto& p = r.top[i];
+      o += Fmt("%-4zu %-48s %12.4g %8s %5.1f%% %8.1f  %s\n", i + 1, LayoutToString(p.layout).c_str(), p.tokens_per_s,
+               Secs(p.step_time_s).c_str(), 100 * p.mfu, p.memory_gib, p.limiter.c_str());
+    }
+  }
+  o += "\nby (tp, pp) family:\n";
+  for (const auto& f : r.families) {
+    o += Fmt("  tp=%-3lld pp=%-3lld dp=%-6lld %s\n", static_cast<long long>(f.tp), static_cast<long long>(f.pp),
+             static_cast<long long>(f.dp), f.reason.c_str());
+  }
+  (void)ctx;
+  return o;
+}
+
+std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {
+  std::string o = Fmt("%6s %-44s %11s %8s %7s %6s  %s\n", "GPUs", "best layout", "tokens/s", "speedup", "effic.", "MFU",
+                      "where the step goes (compute+rc / tp / pp / dp / bubble / opt)");
+  for (const auto& pt : pts) {
+    if (!pt.found) {
+      o += Fmt("%6lld %s\n", static_cast<long long>(pt.gpus), pt.note.c_str());
+      continue;
+    }
+    const auto& p = pt.best;
+    const auto& t = p.time_s;
+    const double s = p.step_time_s;
+    o += Fmt("%6lld %-44s %11.4g %7.2fx %6.0f%% %5.1f%%  %2.0f / %2.0f / %2.0f / %2.0f / %2.0f / %2.0f %%\n",
+             static_cast<long long>(pt.gpus), LayoutToString(p.layout).c_str(), p.tokens_per_s, pt.speedup,
+             100 * pt.efficiency, 100 * p.mfu, 100 * (t.compute + t.recompute) / s, 100 * t.tp_comm / s,
+             100 * t.pp_comm / s, 100 * t.dp_comm / s, 100 * t.bubble / s, 100 * t.optimizer / s);
+  }
+  bool any = false;
+  for (const auto& pt : pts) {
+    if (pt.found && !pt.note.empty()) {
+      if (!any) o += "\nwhere more GPUs stop helping:\n";
+      any = true;
+      o += Fmt("  at %lld GPUs: %s\n", static_cast<long long>(pt.gpus), pt.note.c_str());
+    }
+  }
+  if (!any) o += "\nevery step of the sweep scales at >= 70% of the GPU ratio\n";
+  (void)ctx;
+  return o;
+}
+
+std::string ValidationToText(const ValidationReport& r) {
+  std::string o = Fmt("%-28s %-15s %11s %11s %8s  %-7s %s\n", "id", "metric", "measured", "predicted", "error",
+                      "stack", "layout (searched where the source is silent)");
+  for (const auto& row : r.rows) {
+    if (!row.error.empty()) {
+      o += Fmt("%-28s error: %s\n", row.run.id.c_str(), row.error.c_str());
+      continue;
+    }
+    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-7s %s%s\n", row.run.id.c_str(), row.metric.c_str(), row.measured,
+             row.predicted, row.error_pct, row.stack.c_str(), LayoutToString(row.prediction.layout).c_str(),
+             row.fits ? "" : " (no layout fits; fastest shown)");
+  }
+  o += Fmt("MAPE %.1f%% over %zu rows, worst %.1f%%\n", r.mape, r.rows.size(), r.max_abs_error);
+  return o;
+}
+
+std::string SweepToSvg(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {
+  std::vector<const SweepPoint*> ok;
+  for (const auto& p : pts) {
+    if (p.found) ok.push_back(&p);
+  }
+  const double W = 1000, H = 440, pad = 60, panel = (W - 3 * pad) / 2, ph = H - 2 * pad - 30;
+  std::string s = Fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+                      W, H);
+  s += Fmt("<text x=\"%.0f\" y=\"24\" font-size=\"15\">%s on %s: best layout at each GPU count (global batch %lld)</text>\n",
+           pad, ctx.model->spec().name.c_str(), ctx.model->cluster().name.c_str(),
+           static_cast<long long>(ok.empty() ? 0 : ok[0]->best.layout.global_batch));
+  if (ok.empty()) return s + "<text x=\"60\" y=\"80\">no GPU count had a layout that fits</text>\n</svg>\n";
+  // Left panel: tokens/s against GPUs, log2 both ways, with the ideal line.
+  const double x0 = pad, y0 = pad + ph;
+  const double gmin = std::log2(static_cast<double>(ok.front()->gpus));
+  const double gmax = std::max(gmin + 1, std::log2(static_cast<double>(ok.back()->gpus)));
+  double tmin = ok.front()->best.tokens_per_s, tmax = tmin;
+  for (auto* p : ok) tmin = std::min(tmin, p->best.tokens_per_s), tmax = std::max(tmax, p->best.tokens_per_s);
+  tmax = std::max(tmax, ok.front()->best.tokens_per_s * std::pow(2.0, gmax - gmin));
+  const double lmin = std::log2(tmin), lmax = std::max(lmin + 1, std::log2(tmax));
+  auto X = [&](double g) { return x0 + (std::log2(g) - gmin) / (gmax - gmin) * panel; };
+  auto Y = [&](double tps) { return y0 - (std::log2(tps) - lmin) / (lmax - lmin) * ph; };
+  s += Fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n", x0, y0 - ph,
+           panel, ph);
+  s += Fmt("<text x=\"%.1f\" y=\"%.1f\">tokens/s (log) vs GPUs (log); dashed: perfect scaling</text>\n", x0, y0 - ph - 8);
+  s += Fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-dasharray=\"5,4\"/>\n",
+           X(static_cast<double>(ok.front()->gpus)), Y(ok.front()->best.tokens_per_s), X(std::pow(2.0, gmax)),
+           Y(ok.front()->best.tokens_per_s * std::pow(2.0, gmax - gmin)));
+  std::string poly;
+  for (auto* p : ok) poly += Fmt("%.1f,%.1f ", X(static_cast<double>(p->gpus)), Y(p->best.tokens_per_s));
+  s += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"" + poly + "\"/>\n";
+  for (auto* p : ok) {
+    const double x = X(static_cast<double>(p->gpus)), y = Y(p->best.tokens_per_s);
+    const bool bad = !p->note.empty();
+    s += Fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"/>\n", x, y, bad ? 6 : 4, bad ? "#d62728" : "#1f77b4");
+    s += Fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x, y0 + 16,
+             static_cast<long long>(p->gpus));
+    s += Fmt("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">%.2fx</text>\n", x + 6, y - 6, p->speedup);
+  }
+  s += Fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">GPUs (red: doubling barely helps)</text>\n",
+           x0 + panel / 2, y0 + 34);
+  // Right panel: stacked shares of the step.
+  const double x1 = 2 * pad + panel;
+  s += Fmt("<text x=\"%.1f\" y=\"%.1f\">share of step time</text>\n", x1, y0 - ph - 8);
+  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#7f7f7f", "#2ca02c"};
+  static const char* kNames[] = {"compute+recompute", "TP comm", "PP comm", "DP comm (exposed)", "bubble", "optimizer"};
+  const double bw = panel / static_cast<double>(ok.size());
+  for (size_t i = 0; i < ok.size(); ++i) {
+    const auto& t = ok[i]->best.time_s;
+    const double parts[] = {t.compute + t.recompute, t.tp_comm, t.pp_comm, t.dp_comm, t.bubble, t.optimizer};
+    double y = y0;
+    for (int k = 0; k < 6; ++k) {
+      const double hgt = parts[k] / ok[i]->best.step_time_s * ph;
+      s += Fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x1 + i * bw + 4, y - hgt,
+               bw - 8, hgt, kColors[k]);
+      y -= hgt;
+    }
+    s += Fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x1 + (i + 0.5) * bw, y0 + 16,
+             static_cast<long long>(ok[i]->gpus));
+  }
+  for (int k = 0; k < 6; ++k) {
+    s += Fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+             x1 + (k % 3) * 150, y0 + 30 + (k / 3) * 16, kColors[k], x1 + (k % 3) * 150 + 14, y0 + 39 + (k / 3) * 16,
+             kNames[k]);
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+}  // namespace scaletrain::plan

@@ -1,0 +1,39 @@
+// Strict reading of one TOML table into plain fields: a key the table does
+// not know, or a value of the wrong type, is an error naming the key, the
+// file and the keys that are valid. Shared by the hardware catalog and the
+// model preset loader.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/status.h"
+
+namespace scaletrain::plan {
+
+class TableReader {
+ public:
+  TableReader(std::string where) : where_(std::move(where)) {}
+  void Add(const char* key, double* out, bool required = false) { fields_.push_back({key, out, required}); }
+  void Add(const char* key, int64_t* out, bool required = false) { fields_.push_back({key, out, required}); }
+  void Add(const char* key, std::string* out, bool required = false) { fields_.push_back({key, out, required}); }
+  Status Read(const toml::table& t) const;
+
+ private:
+  struct Field {
+    const char* key;
+    std::variant<double*, int64_t*, std::string*> out;
+    bool required;
+  };
+  std::string where_;
+  std::vector<Field> fields_;
+};
+
+// Parses a TOML file, turning toml++'s exception into a Status.
+Result<toml::table> ParseTomlFile(const std::string& path);
+
+}  // namespace scaletrain::plan

@@ -1,0 +1,233 @@
+#include "plan/validate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "plan/model_preset.h"
+#include "plan/search.h"
+
+namespace scaletrain::plan {
+
+namespace {
+
+std::string Lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool Contains(const std::string& hay, const std::string& needle) {
+  return Lower(hay).find(Lower(needle)) != std::string::npos;
+}
+
+// Splits CSV text into records of fields (quotes may hold commas, newlines, "").
+Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text, const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false, any = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"', ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+      continue;
+    }
+    if (c == '"') {
+      quoted = true, any = true;
+    } else if (c == ',') {
+      row.push_back(std::move(field)), field.clear(), any = true;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      if (any || !field.empty()) row.push_back(std::move(field));
+      if (!row.empty()) rows.push_back(std::move(row));
+      row.clear(), field.clear(), any = false;
+    } else {
+      field += c, any = true;
+    }
+  }
+  if (quoted) return DataLoss(path + ": unterminated quoted field");
+  if (any || !field.empty()) row.push_back(std::move(field));
+  if (!row.empty()) rows.push_back(std::move(row));
+  return rows;
+}
+
+}  // namespace
+
+Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ST_ASSIGN_OR_RETURN(auto recs, ParseCsv(ss.str(), path));
+  if (recs.empty()) return DataLoss(path + " is empty; expected a header line");
+  static const char* kColumns[] = {"id", "source", "model", "params_b", "layers", "hidden", "heads", "seq", "vocab",
+                                   "gpu", "num_gpus", "tp", "pp", "dp", "vpp", "sp", "recompute", "micro_batch",
+                                   "global_batch", "measured_tflops_per_gpu", "measured_mfu", "measured_step_s",
+                                   "measured_tokens_per_s", "notes"};
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < recs[0].size(); ++i) col[recs[0][i]] = i;
+  for (const char* c : kColumns) {
+    if (!col.count(c)) return InvalidArgument(path + ": header lacks column '" + c + "'");
+  }
+  std::vector<PublishedRun> runs;
+  for (size_t r = 1; r < recs.size(); ++r) {
+    const auto& f = recs[r];
+    const std::string where = path + " line " + std::to_string(r + 1);
+    auto get = [&](const char* name) -> std::string {
+      const size_t i = col[name];
+      return i < f.size() ? f[i] : std::string();
+    };
+    auto num = [&](const char* name, double* out) -> Status {
+      const std::string v = get(name);
+      if (v.empty()) return Status::Ok();
+      try {
+        size_t used = 0;
+        *out = std::stod(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        return InvalidArgument(where + ": column " + name + " = '" + v + "' is not a number");
+      }
+      return Status::Ok();
+    };
+    auto integer = [&](const char* name, int64_t* out) -> Status {
+      double d = 0;
+      ST_RETURN_IF_ERROR(num(name, &d));
+      if (d != std::floor(d)) return InvalidArgument(where + ": column " + name + " must be a whole number");
+      *out = static_cast<int64_t>(d);
+      return Status::Ok();
+    };
+    PublishedRun run;
+    run.id = get("id"), run.source = get("source"), run.model = get("model"), run.gpu = get("gpu");
+    run.notes = get("notes"), run.sp = Lower(get("sp")), run.recompute = Lower(get("recompute"));
+    ST_RETURN_IF_ERROR(num("params_b", &run.params_b));
+    for (auto [name, out] : {std::pair{"layers", &run.layers}, {"hidden", &run.hidden}, {"heads", &run.heads},
+                             {"seq", &run.seq}, {"vocab", &run.vocab}, {"num_gpus", &run.num_gpus},
+                             {"tp", &run.tp}, {"pp", &run.pp}, {"dp", &run.dp}, {"vpp", &run.vpp},
+                             {"micro_batch", &run.micro_batch}, {"global_batch", &run.global_batch}}) {
+      ST_RETURN_IF_ERROR(integer(name, out));
+    }
+    ST_RETURN_IF_ERROR(num("measured_tflops_per_gpu", &run.tflops_per_gpu));
+    ST_RETURN_IF_ERROR(num("measured_mfu", &run.mfu));
+    ST_RETURN_IF_ERROR(num("measured_step_s", &run.step_s));
+    ST_RETURN_IF_ERROR(num("measured_tokens_per_s", &run.tokens_per_s));
+    if (run.num_gpus <= 0 || run.global_batch <= 0 || run.gpu.empty()) {
+      return InvalidArgument(where + " (" + run.id + "): gpu, num_gpus and global_batch are required");
+    }
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
+                                  const std::string& config_dir) {
+  ValidationRow row;
+  row.run = run;
+  // The model: a preset when the row names one, else GPT-style blocks from
+  // the dimension columns (the CSV README's rule).
+  ModelSpec spec;
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(config_dir) / "models" / (run.model + ".toml"), ec)) {
+    ST_ASSIGN_OR_RETURN(ModelPreset p, LoadModel(run.model, config_dir));
+    spec = p.spec;
+  } else {
+    ST_ASSIGN_OR_RETURN(spec, GptSpecFromDims(run.model, run.layers, run.hidden, run.heads, run.seq, run.vocab));
+  }
+  if (run.seq > 0) spec.block_size = run.seq;
+  ST_ASSIGN_OR_RETURN(ClusterSpec cluster, catalog.ClusterForGpu(run.gpu));
+
+  // The software the run used, from its source: Megatron-LM 2021 and BLOOM's
+  // Megatron-DeepSpeed predate FlashAttention and overlapped gradient
+  // reduction, and counted TFLOP/s with the recomputed forward included.
+  const bool legacy = Contains(run.source, "Narayanan") || Contains(run.source, "BLOOM");
+  ST_ASSIGN_OR_RETURN(Software sw, SoftwareFromName(legacy ? "legacy" : "modern"));
+  row.stack = sw.name;
+
+  SearchOptions o;
+  o.num_gpus = run.num_gpus;
+  o.global_batch = run.global_batch;
+  o.top_k = 1;
+  if (run.tp > 0) o.tp = run.tp;
+  if (run.pp > 0) o.pp = run.pp;
+  if (run.dp > 0) o.dp = run.dp;
+  if (run.vpp > 0) o.vpp = run.vpp;
+  if (run.micro_batch > 0) o.micro_batch = run.micro_batch;
+  if (!run.sp.empty()) o.sp = run.sp == "true" || run.sp == "1" || run.sp == "on";
+  if (!run.recompute.empty()) {
+    ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(run.recompute));
+    o.recompute = rc;
+  }
+  if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3")) {
+    o.zero = 3;
+  } else if (Contains(run.notes, "ZeRO-2")) {
+    o.zero = 2;
+  } else if (Contains(run.notes, "ZeRO-1")) {
+    o.zero = 1;
+  }
+  if (legacy) {
+    // Narayanan et al.'s FLOP count assumes full recomputation (their
+    // appendix); neither stack had sequence parallelism or ZeRO beyond what
+    // the notes say.
+    if (!o.recompute) o.recompute = Recompute::kFull;
+    if (!o.sp) o.sp = false;
+    if (!o.zero) o.zero = 0;
+  }
+  CostModel model(spec, cluster, sw);
+  ST_ASSIGN_OR_RETURN(SearchResult sr, SearchLayouts(model, o));
+  if (sr.top.empty() && !sr.fastest_unfit) {
+    return InvalidArgument(run.id + ": no valid layout for the stated knobs (tp, pp, dp, batch)");
+  }
+  row.fits = !sr.top.empty();
+  row.prediction = row.fits ? sr.top[0] : *sr.fastest_unfit;
+  const Prediction& p = row.prediction;
+  if (run.step_s > 0) {
+    row.metric = "step_s", row.measured = run.step_s, row.predicted = p.step_time_s;
+  } else if (run.tokens_per_s > 0) {
+    row.metric = "tokens_per_s", row.measured = run.tokens_per_s, row.predicted = p.tokens_per_s;
+  } else if (run.tflops_per_gpu > 0) {
+    row.metric = "tflops_per_gpu", row.measured = run.tflops_per_gpu;
+    row.predicted = legacy ? p.hw_tflops_per_gpu : p.tflops_per_gpu;
+  } else if (run.mfu > 0) {
+    row.metric = "mfu", row.measured = run.mfu, row.predicted = p.mfu;
+  } else {
+    return InvalidArgument(run.id + ": the row has no measured step time, tokens/s, TFLOP/s or MFU");
+  }
+  row.error_pct = 100.0 * (row.predicted - row.measured) / row.measured;
+  return row;
+}
+
+Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
+                                      const std::string& config_dir) {
+  ST_ASSIGN_OR_RETURN(std::vector<PublishedRun> runs, ReadPublishedRuns(csv_path));
+  ValidationReport rep;
+  double sum = 0;
+  int64_t n = 0;
+  for (const auto& run : runs) {
+    auto r = ValidateRun(run, catalog, config_dir);
+    if (!r.ok()) {
+      ValidationRow bad;
+      bad.run = run;
+      bad.error = r.status().message();
+      rep.rows.push_back(bad);
+      continue;
+    }
+    sum += std::fabs(r->error_pct);
+    rep.max_abs_error = std::max(rep.max_abs_error, std::fabs(r->error_pct));
+    ++n;
+    rep.rows.push_back(*r);
+  }
+  if (n == 0) return InvalidArgument(csv_path + ": no row could be predicted");
+  rep.mape = sum / static_cast<double>(n);
+  return rep;
+}
+
+}  // namespace scaletrain::plan

@@ -1,0 +1,56 @@
+// Validation against published training runs: read the CSV of measured runs
+// (tests/plan/published-runs.csv), predict each with one method for all rows,
+// and compare on the figure the source measured.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "plan/cost_model.h"
+#include "plan/hardware.h"
+
+namespace scaletrain::plan {
+
+struct PublishedRun {
+  std::string id, source, model, gpu, notes;
+  double params_b = 0;
+  int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, num_gpus = 0;
+  int64_t tp = 0, pp = 0, dp = 0, vpp = 0, micro_batch = 0, global_batch = 0;  // 0: not stated
+  std::string sp, recompute;                                                  // "": not stated
+  double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
+};
+
+// Parses the CSV (RFC 4180 quoting); the header must hold every column the
+// issue lists, in any order.
+Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path);
+
+struct ValidationRow {
+  PublishedRun run;
+  std::string stack;     // software stack assumed (modern / legacy)
+  std::string metric;    // step_s, tokens_per_s, tflops_per_gpu or mfu
+  double measured = 0, predicted = 0;
+  double error_pct = 0;  // (predicted - measured) / measured * 100
+  Prediction prediction;
+  bool fits = true;
+  std::string error;     // non-empty if the row could not be predicted
+};
+
+struct ValidationReport {
+  std::vector<ValidationRow> rows;
+  double mape = 0;         // mean |error_pct| over predicted rows
+  double max_abs_error = 0;
+  int64_t layouts_evaluated = 0;
+};
+
+// How a published run is predicted: the knobs the row states are fixed,
+// the rest are searched as the authors would have tuned them (best tokens/s
+// that fits). Runs of Megatron-LM 2021 and of BLOOM's Megatron-DeepSpeed are
+// predicted with the "legacy" stack; others with "modern". Documented in
+// docs/planner.md.
+Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
+                                  const std::string& config_dir);
+Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
+                                      const std::string& config_dir);
+
+}  // namespace scaletrain::plan

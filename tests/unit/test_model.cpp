@@ -1,0 +1,153 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/rng.h"
+
+#include "model/gpt.h"
+#include "model/param_layout.h"
+
+namespace scaletrain {
+namespace {
+
+ModelSpec Gpt2(int64_t L, int64_t H, int64_t C, int64_t T, int64_t V, int64_t Vp) {
+  ModelSpec s;
+  s.n_layer = L; s.n_head = H; s.n_kv_head = H; s.n_embd = C; s.ffn_hidden = 4 * C;
+  s.block_size = T; s.vocab_size = V; s.padded_vocab_size = Vp;
+  return s;
+}
+
+TEST(ParamLayout, Gpt2SmallMatchesPublishedCount) {
+  // GPT-2 124M as published by OpenAI / counted by nanoGPT with tied head.
+  EXPECT_EQ(BuildParamLayout(Gpt2(12, 12, 768, 1024, 50257, 50257)).total_numel, 124439808);
+  // llm.c pads the vocabulary to 50304.
+  EXPECT_EQ(BuildParamLayout(Gpt2(12, 12, 768, 1024, 50257, 50304)).total_numel,
+            124439808 + (50304 - 50257) * 768);
+}
+
+TEST(ParamLayout, OffsetsAreContiguousAndNamed) {
+  ParamLayout l = BuildParamLayout(Gpt2(2, 2, 8, 4, 5, 8));
+  int64_t off = 0;
+  for (const auto& e : l.entries) {
+    EXPECT_EQ(e.offset, off) << e.name;
+    EXPECT_EQ(e.numel, NumElements(e.shape)) << e.name;
+    off += e.numel;
+  }
+  EXPECT_EQ(off, l.total_numel);
+  ASSERT_NE(l.Find("transformer.h.1.attn.c_attn.weight"), nullptr);
+  EXPECT_EQ(l.Find("transformer.h.1.attn.c_attn.weight")->shape, (Shape{24, 8}));
+  EXPECT_EQ(l.Find("transformer.h.1.attn.c_attn.weight")->tp_split, TpSplit::kColumn);
+  EXPECT_EQ(l.Find("transformer.h.1.mlp.c_proj.weight")->tp_split, TpSplit::kRow);
+  EXPECT_FALSE(l.Find("transformer.h.0.ln_1.weight")->weight_decay);
+  EXPECT_FALSE(l.Find("transformer.h.0.attn.c_attn.bias")->weight_decay);
+  EXPECT_TRUE(l.Find("transformer.wte.weight")->weight_decay);
+}
+
+TEST(ParamLayout, StagesAreContiguousAndBalanced) {
+  for (int64_t L : {1, 4, 7, 12}) {
+    for (int64_t pp : {1, 2, 3, 4}) {
+      if (pp > L) continue;
+      std::vector<int64_t> count(pp, 0);
+      int64_t prev = 0;
+      for (int64_t l = 0; l < L; ++l) {
+        int64_t s = StageOfLayer(l, L, pp);
+        ASSERT_GE(s, prev);
+        ASSERT_LT(s, pp);
+        prev = s;
+        count[s]++;
+      }
+      auto [mn, mx] = std::minmax_element(count.begin(), count.end());
+      EXPECT_LE(*mx - *mn, 1) << "L=" << L << " pp=" << pp;
+      EXPECT_GE(*mn, 1);
+    }
+  }
+}
+
+TEST(ParamLayout, LlamaCountsWithGqa) {
+  ModelSpec s;
+  s.arch = Arch::kLlama;
+  s.n_layer = 32; s.n_head = 32; s.n_kv_head = 8; s.n_embd = 4096; s.ffn_hidden = 14336;
+  s.block_size = 8192; s.vocab_size = 128256; s.padded_vocab_size = 128256;
+  // Llama 3 8B: 8.03B parameters (Meta's model card).
+  EXPECT_EQ(BuildParamLayout(s).total_numel, 8030261248);
+}
+
+TEST(Gpt, InitIsDeterministicAndFollowsGpt2Scheme) {
+  auto a = GPT::Create(Gpt2(2, 2, 16, 8, 11, 16), 2);
+  auto b = GPT::Create(Gpt2(2, 2, 16, 8, 11, 16), 2);
+  ASSERT_TRUE(a.ok() && b.ok());
+  (*a)->InitWeights(7);
+  (*b)->InitWeights(7);
+  const int64_t n = (*a)->num_params();
+  EXPECT_EQ(0, std::memcmp((*a)->params(), (*b)->params(), n * sizeof(float)));
+  const ParamLayout& l = (*a)->layout();
+  const float* p = (*a)->params();
+  EXPECT_EQ(p[l.Find("transformer.h.0.ln_1.weight")->offset], 1.0f);
+  EXPECT_EQ(p[l.Find("transformer.h.0.ln_1.bias")->offset], 0.0f);
+  // Padding rows of the embedding are zero.
+  const auto* wte = l.Find("transformer.wte.weight");
+  for (int64_t i = 11 * 16; i < 16 * 16; ++i) EXPECT_EQ(p[wte->offset + i], 0.0f);
+  // Standard deviation of the big weights is near 0.02, residual projections smaller.
+  auto stdev = [&](const std::string& name) {
+    const auto* e = l.Find(name);
+    double s2 = 0;
+    for (int64_t i = 0; i < e->numel; ++i) s2 += double(p[e->offset + i]) * p[e->offset + i];
+    return std::sqrt(s2 / e->numel);
+  };
+  EXPECT_NEAR(stdev("transformer.h.0.mlp.c_fc.weight"), 0.02, 0.003);
+  EXPECT_NEAR(stdev("transformer.h.0.mlp.c_proj.weight"), 0.01, 0.002);
+}
+
+TEST(Gpt, RejectsNonGpt2ArchForTraining) {
+  ModelSpec s = Gpt2(2, 2, 16, 8, 11, 16);
+  s.arch = Arch::kLlama;
+  auto m = GPT::Create(s, 1);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("planner"), std::string::npos);
+}
+
+// Two micro-batches of 4 with loss scale 1/2 give the gradient of one batch
+// of 8: the accumulation the trainer relies on.
+TEST(Gpt, MicroBatchAccumulationEqualsFullBatch) {
+  const ModelSpec s = Gpt2(2, 2, 16, 8, 11, 16);
+  auto full = GPT::Create(s, 8);
+  auto half = GPT::Create(s, 4);
+  ASSERT_TRUE(full.ok() && half.ok());
+  (*full)->InitWeights(3);
+  (*half)->InitWeights(3);
+  Rng rng(5);
+  std::vector<int32_t> tok(8 * 8), tgt(8 * 8);
+  for (auto& t : tok) t = static_cast<int32_t>(rng.Below(11));
+  for (auto& t : tgt) t = static_cast<int32_t>(rng.Below(11));
+  const float loss_full = (*full)->Forward(tok.data(), tgt.data(), 8, 8);
+  (*full)->Backward(1.0f);
+  float loss_half = 0;
+  for (int m = 0; m < 2; ++m) {
+    loss_half += 0.5f * (*half)->Forward(tok.data() + m * 32, tgt.data() + m * 32, 4, 8);
+    (*half)->Backward(0.5f);
+  }
+  EXPECT_NEAR(loss_full, loss_half, 1e-5);
+  double max_abs = 0, max_diff = 0;
+  for (int64_t i = 0; i < (*full)->num_params(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(double((*full)->grads()[i])));
+    max_diff = std::max(max_diff, std::fabs(double((*full)->grads()[i]) - (*half)->grads()[i]));
+  }
+  ASSERT_GT(max_abs, 0);
+  EXPECT_LT(max_diff / max_abs, 1e-5);
+}
+
+// Loss of an untrained model is near ln(vocab): logits start small.
+TEST(Gpt, InitialLossIsNearUniform) {
+  auto m = GPT::Create(Gpt2(2, 2, 32, 16, 50, 64), 4);
+  ASSERT_TRUE(m.ok());
+  (*m)->InitWeights(1);
+  Rng rng(2);
+  std::vector<int32_t> tok(4 * 16), tgt(4 * 16);
+  for (auto& t : tok) t = static_cast<int32_t>(rng.Below(50));
+  for (auto& t : tgt) t = static_cast<int32_t>(rng.Below(50));
+  EXPECT_NEAR((*m)->Forward(tok.data(), tgt.data(), 4, 16), std::log(50.0), 0.1);
+}
+
+}  // namespace
+}  // namespace scaletrain
