@@ -101,7 +101,7 @@ run_torch() {  # layers heads embd ctx batch -> tokens/s
     --block-size "$T" --batch "$B" --threads "$threads" --steps "$torch_steps" --warmup 2 \
     >"$work/torch.json" 2>"$work/torch.log" || {
       echo "error: torch benchmark failed:" >&2; cat "$work/torch.log" >&2; exit 1; }
-  "$py" -c 'import json,sys; print(f"{json.load(open(sys.argv[1]))[\"tokens_per_s\"]:.1f}")' "$work/torch.json"
+  "$py" -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["tokens_per_s"])' "$work/torch.json"
 }
 
 best() { printf '%s\n' "$@" | sort -g | tail -1; }
