@@ -8,6 +8,7 @@ pkgs=(
   libopenblas-openmp-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev
+  libopenmpi-dev openmpi-bin
   # reference checks (PyTorch on the CPU) and the benchmarks
   python3 python3-numpy python3-torch
 )
