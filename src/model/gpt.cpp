@@ -145,7 +145,10 @@ float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   return static_cast<float>(sum / static_cast<double>(N));
 }
 
-void GPT::Backward(float loss_scale) {
+void GPT::Backward(float loss_scale, const std::function<void(int64_t)>& on_grads_ready) {
+  auto ready = [&](int64_t layer) {
+    if (on_grads_ready) on_grads_ready(layer);
+  };
   const int64_t B = B_, T = T_, N = B * T;
   const int64_t C = spec_.n_embd, F = spec_.ffn_hidden, NH = spec_.n_head;
   const int64_t V = spec_.vocab_size, Vp = spec_.padded_vocab_size;
@@ -164,6 +167,7 @@ void GPT::Backward(float loss_scale) {
   zero(a.dres, N * C);
   cpu::LayerNormBackward(a.dres, g + lnfw_, g + lnfb_, a.dln, last_residual, p + lnfw_, a.lnf_mean,
                          a.lnf_rstd, N, C);
+  ready(spec_.n_layer);
 
   // a.dres is the gradient of the residual stream; each residual add passes
   // it through unchanged, so one buffer serves all layers.
@@ -191,8 +195,10 @@ void GPT::Backward(float loss_scale) {
     cpu::MatmulBackward(a.dln, g + o.qkvw, g + o.qkvb, a.dqkv, L.ln1, p + o.qkvw, N, C, 3 * C);
     cpu::LayerNormBackward(a.dres, g + o.ln1w, g + o.ln1b, a.dln, residual_in, p + o.ln1w,
                            L.ln1_mean, L.ln1_rstd, N, C);
+    ready(l);
   }
   cpu::EncoderBackward(g + wte_, g + wpe_, a.dres, tokens_.data(), B, T, C);
+  ready(-1);
 }
 
 const float* GPT::logits(int64_t b, int64_t t) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,7 +44,12 @@ class GPT {
   float Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
   // Back-propagates loss_scale x the mean loss of the last Forward (which
   // must have had targets) and ADDS to grads(): micro-batches accumulate.
-  void Backward(float loss_scale);
+  // `on_grads_ready(layer)`, if given, is called as soon as the gradients of
+  // every parameter entry with that `layer` (see ParamEntry) are complete:
+  // n_layer (final norm), then n_layer-1 ... 0, then -1 (embeddings, whose
+  // tied weight also collects the head's gradient). Data parallelism starts
+  // reducing a gradient bucket from there while backward goes on.
+  void Backward(float loss_scale, const std::function<void(int64_t layer)>& on_grads_ready = nullptr);
   void ZeroGrad() { grads_.Zero(); }
 
   // Row (b, t) of the last forward's logits, padded_vocab_size wide.

@@ -137,6 +137,33 @@ TEST(Gpt, MicroBatchAccumulationEqualsFullBatch) {
   EXPECT_LT(max_diff / max_abs, 1e-5);
 }
 
+// The hook fires once per layer, last layer first, and a layer's gradients
+// no longer change after its call (data parallelism reduces them from there).
+TEST(Gpt, GradsReadyHookOrderAndFinality) {
+  const ModelSpec s = Gpt2(3, 2, 16, 8, 11, 16);
+  auto m = GPT::Create(s, 2);
+  ASSERT_TRUE(m.ok());
+  (*m)->InitWeights(4);
+  std::vector<int32_t> tok(16, 1), tgt(16, 2);
+  for (int i = 0; i < 16; ++i) tok[i] = i % 11, tgt[i] = (i * 7) % 11;
+  (*m)->Forward(tok.data(), tgt.data(), 2, 8);
+  const ParamLayout& l = (*m)->layout();
+  std::vector<int64_t> order;
+  std::vector<std::vector<float>> snap;  // grads of each layer at its call
+  auto layer_grads = [&](int64_t layer) {
+    std::vector<float> g;
+    for (const auto& e : l.entries)
+      if (e.layer == layer) g.insert(g.end(), (*m)->grads() + e.offset, (*m)->grads() + e.offset + e.numel);
+    return g;
+  };
+  (*m)->Backward(1.0f, [&](int64_t layer) {
+    order.push_back(layer);
+    snap.push_back(layer_grads(layer));
+  });
+  EXPECT_EQ(order, (std::vector<int64_t>{3, 2, 1, 0, -1}));
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(snap[i], layer_grads(order[i])) << order[i];
+}
+
 // Loss of an untrained model is near ln(vocab): logits start small.
 TEST(Gpt, InitialLossIsNearUniform) {
   auto m = GPT::Create(Gpt2(2, 2, 32, 16, 50, 64), 4);
