@@ -96,30 +96,68 @@ void Profile(const Shape& s, int64_t V) {
     rows.push_back({name, TimeMs(f), per_step});
   };
   const int64_t L = s.L;
-  add("encoder fwd", 1, [&] { k::EncoderForward(x.data(), tokens.data(), wte.data(), wpe.data(), s.B, s.T, C); });
-  add("layernorm fwd", 2 * L + 1, [&] { k::LayerNormForward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C); });
-  add("matmul qkv fwd", L, [&] { k::MatmulForward(qkv.data(), x.data(), w.data(), b.data(), N, C, 3 * C); });
-  add("attention fwd", L, [&] { k::AttentionForward(y.data(), att.data(), qkv.data(), s.B, s.T, C, s.NH); });
-  add("matmul proj fwd", L, [&] { k::MatmulForward(y.data(), x.data(), w.data(), b.data(), N, C, C); });
+  add("encoder fwd", 1,
+      [&] { k::EncoderForward(x.data(), tokens.data(), wte.data(), wpe.data(), s.B, s.T, C); });
+  add("layernorm fwd", 2 * L + 1, [&] {
+    k::LayerNormForward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  });
+  add("matmul qkv fwd", L,
+      [&] { k::MatmulForward(qkv.data(), x.data(), w.data(), b.data(), N, C, 3 * C); });
+  add("attention fwd", L,
+      [&] { k::AttentionForward(y.data(), att.data(), qkv.data(), s.B, s.T, C, s.NH); });
+  add("matmul proj fwd", L,
+      [&] { k::MatmulForward(y.data(), x.data(), w.data(), b.data(), N, C, C); });
   add("residual fwd", 2 * L, [&] { k::ResidualForward(y.data(), x.data(), dx.data(), N * C); });
-  add("matmul fc fwd", L, [&] { k::MatmulForward(h.data(), x.data(), w.data(), b.data(), N, C, 4 * C); });
+  add("matmul fc fwd", L,
+      [&] { k::MatmulForward(h.data(), x.data(), w.data(), b.data(), N, C, 4 * C); });
   add("gelu fwd", L, [&] { k::GeluForward(h2.data(), h.data(), N * 4 * C); });
-  add("matmul fcproj fwd", L, [&] { k::MatmulForward(y.data(), h2.data(), w.data(), b.data(), N, 4 * C, C); });
-  add("matmul lm_head fwd", 1, [&] { k::MatmulForward(logits.data(), x.data(), wte.data(), nullptr, N, C, Vp); });
-  add("crossentropy fwd", 1, [&] { k::CrossEntropyForward(losses.data(), logits.data(), logits.data(), tokens.data(), N, V, Vp); });
-  add("crossentropy bwd", 1, [&] { k::CrossEntropyBackward(logits.data(), logits.data(), tokens.data(), 1.0f / N, N, V, Vp); });
-  add("matmul lm_head bwd", 1, [&] { k::MatmulBackward(dx.data(), dwte.data(), nullptr, logits.data(), x.data(), wte.data(), N, C, Vp); });
-  add("layernorm bwd", 2 * L + 1, [&] { k::LayerNormBackward(dx.data(), dw.data(), db.data(), y.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C); });
-  add("matmul fcproj bwd", L, [&] { k::MatmulBackward(dh.data(), dw.data(), db.data(), y.data(), h2.data(), w.data(), N, 4 * C, C); });
+  add("matmul fcproj fwd", L,
+      [&] { k::MatmulForward(y.data(), h2.data(), w.data(), b.data(), N, 4 * C, C); });
+  add("matmul lm_head fwd", 1,
+      [&] { k::MatmulForward(logits.data(), x.data(), wte.data(), nullptr, N, C, Vp); });
+  add("crossentropy fwd", 1, [&] {
+    k::CrossEntropyForward(losses.data(), logits.data(), logits.data(), tokens.data(), N, V, Vp);
+  });
+  add("crossentropy bwd", 1, [&] {
+    k::CrossEntropyBackward(logits.data(), logits.data(), tokens.data(), 1.0f / N, N, V, Vp);
+  });
+  add("matmul lm_head bwd", 1, [&] {
+    k::MatmulBackward(dx.data(), dwte.data(), nullptr, logits.data(), x.data(), wte.data(), N, C,
+                      Vp);
+  });
+  add("layernorm bwd", 2 * L + 1, [&] {
+    k::LayerNormBackward(dx.data(), dw.data(), db.data(), y.data(), x.data(), w.data(), mean.data(),
+                         rstd.data(), N, C);
+  });
+  add("matmul fcproj bwd", L, [&] {
+    k::MatmulBackward(dh.data(), dw.data(), db.data(), y.data(), h2.data(), w.data(), N, 4 * C, C);
+  });
   add("gelu bwd", L, [&] { k::GeluBackward(dh.data(), h.data(), h2.data(), N * 4 * C); });
-  add("matmul fc bwd", L, [&] { k::MatmulBackward(dx.data(), dw.data(), db.data(), dh.data(), x.data(), w.data(), N, C, 4 * C); });
+  add("matmul fc bwd", L, [&] {
+    k::MatmulBackward(dx.data(), dw.data(), db.data(), dh.data(), x.data(), w.data(), N, C, 4 * C);
+  });
   add("residual bwd", 2 * L, [&] { k::ResidualBackward(dx.data(), y.data(), x.data(), N * C); });
-  add("matmul proj bwd", L, [&] { k::MatmulBackward(dx.data(), dw.data(), db.data(), y.data(), x.data(), w.data(), N, C, C); });
-  add("attention bwd", L, [&] { k::AttentionBackward(dqkv.data(), datt.data(), y.data(), qkv.data(), att.data(), s.B, s.T, C, s.NH); });
-  add("matmul qkv bwd", L, [&] { k::MatmulBackward(dx.data(), dw.data(), db.data(), dqkv.data(), x.data(), w.data(), N, C, 3 * C); });
-  add("encoder bwd", 1, [&] { k::EncoderBackward(dwte.data(), dwpe.data(), dx.data(), tokens.data(), s.B, s.T, C); });
-  add("sumsquares", 1, [&] { volatile double r = k::SumSquares(g.data(), nparams); (void)r; });
-  add("adamw", 1, [&] { AdamWUpdate(p.data(), g.data(), m.data(), v2.data(), nparams, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 10, 1.0f); });
+  add("matmul proj bwd", L, [&] {
+    k::MatmulBackward(dx.data(), dw.data(), db.data(), y.data(), x.data(), w.data(), N, C, C);
+  });
+  add("attention bwd", L, [&] {
+    k::AttentionBackward(dqkv.data(), datt.data(), y.data(), qkv.data(), att.data(), s.B, s.T, C,
+                         s.NH);
+  });
+  add("matmul qkv bwd", L, [&] {
+    k::MatmulBackward(dx.data(), dw.data(), db.data(), dqkv.data(), x.data(), w.data(), N, C,
+                      3 * C);
+  });
+  add("encoder bwd", 1,
+      [&] { k::EncoderBackward(dwte.data(), dwpe.data(), dx.data(), tokens.data(), s.B, s.T, C); });
+  add("sumsquares", 1, [&] {
+    volatile double r = k::SumSquares(g.data(), nparams);
+    (void)r;
+  });
+  add("adamw", 1, [&] {
+    AdamWUpdate(p.data(), g.data(), m.data(), v2.data(), nparams, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f,
+                10, 1.0f);
+  });
 
   double total = 0.0;
   for (const Row& r : rows) total += r.ms * static_cast<double>(r.per_step);

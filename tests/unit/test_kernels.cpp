@@ -80,8 +80,8 @@ double MaxAbs(const VecD& v) {
   if (worst <= tol * scale) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << "max error " << worst << " at element " << worst_i << " (got " << got[worst_i]
-         << ", reference " << want[worst_i] << "), allowed " << tol * scale
-         << " = " << tol << " * max|reference| " << scale;
+         << ", reference " << want[worst_i] << "), allowed " << tol * scale << " = " << tol
+         << " * max|reference| " << scale;
 }
 
 double Dot(const VecD& a, const VecD& b) {
@@ -139,8 +139,7 @@ void ExpectAccumulates(const std::vector<VecF*>& grads, const std::function<void
 
 // ---- float64 references ----------------------------------------------------
 
-VecD MatmulRef(const VecD& inp, const VecD& w, const VecD* bias, int64_t N, int64_t C,
-               int64_t OC) {
+VecD MatmulRef(const VecD& inp, const VecD& w, const VecD* bias, int64_t N, int64_t C, int64_t OC) {
   VecD out(static_cast<size_t>(N * OC));
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t o = 0; o < OC; ++o) {
@@ -156,8 +155,7 @@ struct LayerNormOut {
   VecD out, mean, rstd;
 };
 
-LayerNormOut LayerNormRef(const VecD& inp, const VecD& w, const VecD& b, int64_t N,
-                          int64_t C) {
+LayerNormOut LayerNormRef(const VecD& inp, const VecD& w, const VecD& b, int64_t N, int64_t C) {
   LayerNormOut r{VecD(static_cast<size_t>(N * C)), VecD(N), VecD(N)};
   for (int64_t i = 0; i < N; ++i) {
     double m = 0.0;
@@ -181,8 +179,8 @@ double GeluRef(double x) {
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
 
-VecD EncoderRef(const std::vector<int32_t>& tokens, const VecD& wte, const VecD& wpe,
-                int64_t B, int64_t T, int64_t C) {
+VecD EncoderRef(const std::vector<int32_t>& tokens, const VecD& wte, const VecD& wpe, int64_t B,
+                int64_t T, int64_t C) {
   VecD out(static_cast<size_t>(B * T * C));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
@@ -238,8 +236,8 @@ struct CrossEntropyOut {
 };
 
 // Reads only the first V columns of each row: the padding is not an input.
-CrossEntropyOut CrossEntropyRef(const VecD& logits, const std::vector<int32_t>& targets,
-                                int64_t N, int64_t V, int64_t Vp) {
+CrossEntropyOut CrossEntropyRef(const VecD& logits, const std::vector<int32_t>& targets, int64_t N,
+                                int64_t V, int64_t Vp) {
   CrossEntropyOut r{VecD(N), VecD(static_cast<size_t>(N * Vp), 0.0)};
   for (int64_t i = 0; i < N; ++i) {
     double mx = -1e300;
@@ -280,12 +278,12 @@ TEST(Matmul, ForwardMatchesReference) {
   VecF out(m.N * m.OC, kNaN);
   MatmulForward(out.data(), m.inp.data(), m.w.data(), m.bias.data(), m.N, m.C, m.OC);
   const VecD bias = ToDouble(m.bias);
-  EXPECT_TRUE(AllClose(out, MatmulRef(ToDouble(m.inp), ToDouble(m.w), &bias, m.N, m.C, m.OC),
-                       kFwdTol));
+  EXPECT_TRUE(
+      AllClose(out, MatmulRef(ToDouble(m.inp), ToDouble(m.w), &bias, m.N, m.C, m.OC), kFwdTol));
   std::fill(out.begin(), out.end(), kNaN);
   MatmulForward(out.data(), m.inp.data(), m.w.data(), nullptr, m.N, m.C, m.OC);
-  EXPECT_TRUE(AllClose(out, MatmulRef(ToDouble(m.inp), ToDouble(m.w), nullptr, m.N, m.C, m.OC),
-                       kFwdTol));
+  EXPECT_TRUE(
+      AllClose(out, MatmulRef(ToDouble(m.inp), ToDouble(m.w), nullptr, m.N, m.C, m.OC), kFwdTol));
 }
 
 // Sizes that are not multiples of any SIMD width or of the bias column block.
@@ -301,8 +299,7 @@ TEST(Matmul, ForwardAndBackwardOddLargerShapes) {
   // the small shape): dinp = dout W, dW = dout^T inp, db = colsum(dout).
   const VecF dout = RandomVec(N * OC, 14);
   VecF dinp(N * C, 0.0f), dw(OC * C, 0.0f), db(OC, 0.0f);
-  MatmulBackward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C,
-                 OC);
+  MatmulBackward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
   VecD want_dinp(N * C, 0.0), want_dw(OC * C, 0.0), want_db(OC, 0.0);
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t o = 0; o < OC; ++o) {
@@ -324,23 +321,20 @@ TEST(Matmul, BackwardMatchesFiniteDifferences) {
   const VecF dout = RandomVec(m.N * m.OC, 4);
   const VecD r = ToDouble(dout);
   VecF dinp(m.N * m.C, 0.0f), dw(m.OC * m.C, 0.0f), db(m.OC, 0.0f);
-  MatmulBackward(dinp.data(), dw.data(), db.data(), dout.data(), m.inp.data(), m.w.data(), m.N,
-                 m.C, m.OC);
+  MatmulBackward(dinp.data(), dw.data(), db.data(), dout.data(), m.inp.data(), m.w.data(), m.N, m.C,
+                 m.OC);
   const VecD inp = ToDouble(m.inp), w = ToDouble(m.w), bias = ToDouble(m.bias);
   EXPECT_TRUE(AllClose(
       dinp,
-      FiniteDiffGrad([&](const VecD& x) { return MatmulRef(x, w, &bias, m.N, m.C, m.OC); },
-                     inp, r),
+      FiniteDiffGrad([&](const VecD& x) { return MatmulRef(x, w, &bias, m.N, m.C, m.OC); }, inp, r),
       kGradTol));
   EXPECT_TRUE(AllClose(
       dw,
-      FiniteDiffGrad([&](const VecD& x) { return MatmulRef(inp, x, &bias, m.N, m.C, m.OC); },
-                     w, r),
+      FiniteDiffGrad([&](const VecD& x) { return MatmulRef(inp, x, &bias, m.N, m.C, m.OC); }, w, r),
       kGradTol));
   EXPECT_TRUE(AllClose(
       db,
-      FiniteDiffGrad([&](const VecD& x) { return MatmulRef(inp, w, &x, m.N, m.C, m.OC); },
-                     bias, r),
+      FiniteDiffGrad([&](const VecD& x) { return MatmulRef(inp, w, &x, m.N, m.C, m.OC); }, bias, r),
       kGradTol));
 }
 
@@ -348,15 +342,15 @@ TEST(Matmul, BackwardSkipsNullGradients) {
   MatmulCase m;
   const VecF dout = RandomVec(m.N * m.OC, 4);
   VecF dw_all(m.OC * m.C, 0.0f), dinp(m.N * m.C, 0.0f), db(m.OC, 0.0f);
-  MatmulBackward(dinp.data(), dw_all.data(), db.data(), dout.data(), m.inp.data(), m.w.data(),
-                 m.N, m.C, m.OC);
-  VecF dw_only(m.OC * m.C, 0.0f);
-  MatmulBackward(nullptr, dw_only.data(), nullptr, dout.data(), m.inp.data(), m.w.data(), m.N,
+  MatmulBackward(dinp.data(), dw_all.data(), db.data(), dout.data(), m.inp.data(), m.w.data(), m.N,
                  m.C, m.OC);
+  VecF dw_only(m.OC * m.C, 0.0f);
+  MatmulBackward(nullptr, dw_only.data(), nullptr, dout.data(), m.inp.data(), m.w.data(), m.N, m.C,
+                 m.OC);
   EXPECT_TRUE(AllClose(dw_only, ToDouble(dw_all), 1e-6));
   VecF dinp_only(m.N * m.C, 0.0f);
-  MatmulBackward(dinp_only.data(), nullptr, nullptr, dout.data(), m.inp.data(), m.w.data(),
-                 m.N, m.C, m.OC);
+  MatmulBackward(dinp_only.data(), nullptr, nullptr, dout.data(), m.inp.data(), m.w.data(), m.N,
+                 m.C, m.OC);
   EXPECT_TRUE(AllClose(dinp_only, ToDouble(dinp), 1e-6));
 }
 
@@ -365,8 +359,8 @@ TEST(Matmul, BackwardAccumulates) {
   const VecF dout = RandomVec(m.N * m.OC, 4);
   VecF dinp(m.N * m.C), dw(m.OC * m.C), db(m.OC);
   ExpectAccumulates({&dinp, &dw, &db}, [&] {
-    MatmulBackward(dinp.data(), dw.data(), db.data(), dout.data(), m.inp.data(), m.w.data(),
-                   m.N, m.C, m.OC);
+    MatmulBackward(dinp.data(), dw.data(), db.data(), dout.data(), m.inp.data(), m.w.data(), m.N,
+                   m.C, m.OC);
   });
 }
 
@@ -383,8 +377,8 @@ struct LayerNormCase {
 TEST(LayerNorm, ForwardMatchesReference) {
   LayerNormCase l;
   VecF out(l.N * l.C, kNaN), mean(l.N, kNaN), rstd(l.N, kNaN);
-  LayerNormForward(out.data(), mean.data(), rstd.data(), l.inp.data(), l.w.data(), l.b.data(),
-                   l.N, l.C);
+  LayerNormForward(out.data(), mean.data(), rstd.data(), l.inp.data(), l.w.data(), l.b.data(), l.N,
+                   l.C);
   const LayerNormOut ref = LayerNormRef(ToDouble(l.inp), ToDouble(l.w), ToDouble(l.b), l.N, l.C);
   EXPECT_TRUE(AllClose(out, ref.out, kFwdTol));
   EXPECT_TRUE(AllClose(mean, ref.mean, kFwdTol));
@@ -410,8 +404,8 @@ TEST(LayerNorm, ForwardLargeMeanSmallSpread) {
 TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
   LayerNormCase l;
   VecF out(l.N * l.C), mean(l.N), rstd(l.N);
-  LayerNormForward(out.data(), mean.data(), rstd.data(), l.inp.data(), l.w.data(), l.b.data(),
-                   l.N, l.C);
+  LayerNormForward(out.data(), mean.data(), rstd.data(), l.inp.data(), l.w.data(), l.b.data(), l.N,
+                   l.C);
   const VecF dout = RandomVec(l.N * l.C, 25);
   const VecD r = ToDouble(dout);
   VecF dinp(l.N * l.C, 0.0f), dw(l.C, 0.0f), db(l.C, 0.0f);
@@ -457,8 +451,7 @@ TEST(LayerNorm, BackwardManyRowsOddWidth) {
     VecF got(dinp.begin() + i * C, dinp.begin() + (i + 1) * C);
     EXPECT_TRUE(AllClose(
         got,
-        FiniteDiffGrad([&](const VecD& x) { return LayerNormRef(x, wd, bd, 1, C).out; }, row,
-                       rrow),
+        FiniteDiffGrad([&](const VecD& x) { return LayerNormRef(x, wd, bd, 1, C).out; }, row, rrow),
         kGradTol))
         << "row " << i;
   }
@@ -467,8 +460,8 @@ TEST(LayerNorm, BackwardManyRowsOddWidth) {
 TEST(LayerNorm, BackwardAccumulates) {
   LayerNormCase l;
   VecF out(l.N * l.C), mean(l.N), rstd(l.N);
-  LayerNormForward(out.data(), mean.data(), rstd.data(), l.inp.data(), l.w.data(), l.b.data(),
-                   l.N, l.C);
+  LayerNormForward(out.data(), mean.data(), rstd.data(), l.inp.data(), l.w.data(), l.b.data(), l.N,
+                   l.C);
   const VecF dout = RandomVec(l.N * l.C, 25);
   VecF dinp(l.N * l.C), dw(l.C), db(l.C);
   ExpectAccumulates({&dinp, &dw, &db}, [&] {
@@ -483,8 +476,8 @@ TEST(Gelu, ForwardMatchesReference) {
   VecF inp = RandomVec(101, 31, -6.0f, 6.0f);
   // Far tails: 1 + tanh(u) cancels for large negative x, and exp overflows
   // for large |x| if not guarded.
-  for (float x : {0.0f, -0.0f, 1e-6f, -1e-6f, -10.0f, 10.0f, -30.0f, 30.0f, -100.0f, 100.0f,
-                  -1e4f, 1e4f}) {
+  for (float x :
+       {0.0f, -0.0f, 1e-6f, -1e-6f, -10.0f, 10.0f, -30.0f, 30.0f, -100.0f, 100.0f, -1e4f, 1e4f}) {
     inp.push_back(x);
   }
   VecF out(inp.size(), kNaN);
@@ -559,8 +552,8 @@ TEST(Encoder, ForwardMatchesReference) {
   EncoderCase e;
   VecF out(e.B * e.T * e.C, kNaN);
   EncoderForward(out.data(), e.tokens.data(), e.wte.data(), e.wpe.data(), e.B, e.T, e.C);
-  EXPECT_TRUE(AllClose(out, EncoderRef(e.tokens, ToDouble(e.wte), ToDouble(e.wpe), e.B, e.T, e.C),
-                       1e-7));
+  EXPECT_TRUE(
+      AllClose(out, EncoderRef(e.tokens, ToDouble(e.wte), ToDouble(e.wpe), e.B, e.T, e.C), 1e-7));
 }
 
 TEST(Encoder, BackwardMatchesFiniteDifferences) {
@@ -658,8 +651,8 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   AttentionForward(out.data(), att.data(), a.qkv.data(), a.B, a.T, a.C, a.NH);
   const VecF dout = RandomVec(a.B * a.T * a.C, 65);
   VecF dqkv(a.qkv.size(), 0.0f), datt(att.size(), kNaN);
-  AttentionBackward(dqkv.data(), datt.data(), dout.data(), a.qkv.data(), att.data(), a.B, a.T,
-                    a.C, a.NH);
+  AttentionBackward(dqkv.data(), datt.data(), dout.data(), a.qkv.data(), att.data(), a.B, a.T, a.C,
+                    a.NH);
   EXPECT_TRUE(AllClose(
       dqkv,
       FiniteDiffGrad([&](const VecD& x) { return AttentionRef(x, a.B, a.T, a.C, a.NH).out; },
@@ -686,9 +679,8 @@ TEST(Attention, BackwardLongSequenceMatchesFiniteDifferences) {
     idx.push_back(static_cast<size_t>(c));
     idx.push_back(static_cast<size_t>((T - 1) * 3 * C + c));
   }
-  const VecD fd = FiniteDiffGrad(
-      [&](const VecD& x) { return AttentionRef(x, B, T, C, NH).out; }, ToDouble(qkv),
-      ToDouble(dout), idx);
+  const VecD fd = FiniteDiffGrad([&](const VecD& x) { return AttentionRef(x, B, T, C, NH).out; },
+                                 ToDouble(qkv), ToDouble(dout), idx);
   VecF got(idx.size());
   VecD want(idx.size());
   for (size_t k = 0; k < idx.size(); ++k) {
@@ -761,8 +753,8 @@ TEST(CrossEntropy, ForwardMatchesReference) {
 TEST(CrossEntropy, PaddingColumnsTakeNoPart) {
   CrossEntropyCase x;
   VecF losses1(x.N), probs1(x.N * x.Vp);
-  CrossEntropyForward(losses1.data(), probs1.data(), x.logits.data(), x.targets.data(), x.N,
-                      x.V, x.Vp);
+  CrossEntropyForward(losses1.data(), probs1.data(), x.logits.data(), x.targets.data(), x.N, x.V,
+                      x.Vp);
   // A padding logit larger than every real one would dominate the softmax
   // (and the max) if it took part.
   VecF padded = x.logits;
@@ -783,8 +775,8 @@ TEST(CrossEntropy, PaddingColumnsTakeNoPart) {
 // Logits of magnitude ~1e3 overflow exp() unless the max is subtracted.
 TEST(CrossEntropy, LargeLogitsAreStable) {
   const int64_t N = 3, V = 5, Vp = 5;
-  const VecF logits = {1000, 990, 1001, -1000, 0, -2000, -1990, -2001, -1995, -2000,
-                       80,   85,  90,   95,    100};
+  const VecF logits = {1000,  990,   1001, -1000, 0,  -2000, -1990, -2001,
+                       -1995, -2000, 80,   85,    90, 95,    100};
   const std::vector<int32_t> targets = {3, 3, 0};
   VecF losses(N, kNaN), probs(N * Vp, kNaN);
   CrossEntropyForward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
@@ -881,13 +873,14 @@ TEST(SumSquares, MatchesDoubleSum) {
     for (float xi : x) want += static_cast<double>(xi) * xi;
     EXPECT_NEAR(SumSquares(x.data(), n), want, 1e-12 * std::max(1.0, want)) << "n=" << n;
   }
-  // One large square and 2^20 tiny ones: a float accumulator would drop
-  // the tiny ones (float spacing at 1e8 is 8). The reference adds the tiny
-  // ones first so that it is itself exact to ~1e-8.
+  // 2^20 tiny squares and one large one: a float accumulator would drop
+  // the tiny ones (float spacing at 1e8 is 8). The large one comes last:
+  // were it first, even a double accumulator would round each of the
+  // 1e-8 additions to 1e8 (spacing 1.5e-8) and drift by ~5e-3.
   VecF x(1 << 20, 1e-4f);
-  x[0] = 1e4f;
+  x.back() = 1e4f;
   double tiny = 0.0;
-  for (size_t i = 1; i < x.size(); ++i) tiny += static_cast<double>(x[i]) * x[i];
+  for (size_t i = 0; i + 1 < x.size(); ++i) tiny += static_cast<double>(x[i]) * x[i];
   EXPECT_NEAR(SumSquares(x.data(), static_cast<int64_t>(x.size())), 1e8 + tiny, 1e-3)
       << "tiny part " << tiny;
 }

@@ -13,11 +13,13 @@ namespace {
 // and tanhf stay scalar calls unless the build uses -ffast-math (which we do
 // not want for the rest of the code). Cody-Waite reduction x = n ln2 + r,
 // |r| <= ln2/2, then a degree-7 Taylor polynomial (truncation error < 1e-8
-// relative) and 2^n built in the exponent bits. Inputs are clamped to the
-// range where 2^n stays a normal float; NaN passes through. The same helper
+// relative) and 2^n built in the exponent bits. Above 88 the result
+// saturates at e^88; below -87 it is exactly 0 (so -inf gives 0, which the
+// attention softmax relies on to mask); NaN passes through. The same helper
 // is repeated in attention.cpp and loss.cpp: it must be inlined into each
 // caller's loop to vectorise, and each op family keeps to its own file.
 inline float VecExp(float x) {
+  const bool underflow = x < -87.0f;
   x = std::min(std::max(x, -87.0f), 88.0f);
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
@@ -32,7 +34,7 @@ inline float VecExp(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return p * scale;
+  return underflow ? 0.0f : p * scale;
 }
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)

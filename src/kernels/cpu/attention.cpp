@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/cpu/ops.h"
 
@@ -18,12 +19,14 @@ namespace scaletrain::cpu {
 namespace {
 
 // Rows per block of the score matrix. Smaller blocks skip more of the masked
-// upper triangle but make more (and smaller) sgemm calls.
-constexpr int64_t kRowBlock = 32;
+// upper triangle but make more (and smaller) sgemm calls; 64 measured a few
+// percent faster than 32 or 128 at T = 128 and 256 (hs = 32, 64).
+constexpr int64_t kRowBlock = 64;
 
 // Vectorisable exp; see activation.cpp for why it is written out (and
 // repeated per file: it must inline into each caller's simd loop).
 inline float VecExp(float x) {
+  const bool underflow = x < -87.0f;
   x = std::min(std::max(x, -87.0f), 88.0f);
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
@@ -38,11 +41,25 @@ inline float VecExp(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return p * scale;
+  return underflow ? 0.0f : p * scale;
 }
 
-// In place over row[0..len): row = softmax(row).
-void SoftmaxRow(float* row, int64_t len) {
+// Row lengths handed to the softmax loops are rounded up to this many
+// floats (one AVX-512 vector), so that the vectorised loops run without a
+// scalar remainder (measured 5-10% faster softmax at T = 128 and 256). The
+// extra entries are masked ones, on the same row, inside the block the
+// sgemm wrote.
+constexpr int64_t kLanes = 16;
+
+int64_t PaddedLength(int64_t valid, int64_t limit) {
+  return std::min((valid + kLanes - 1) / kLanes * kLanes, limit);
+}
+
+// row[0..valid) = softmax(row[0..valid)); row[valid..T) = 0. row[valid..len)
+// is scratch (future keys' scores), set to -inf so that it drops out of the
+// max and the sum without a separate masked loop.
+void CausalSoftmaxRow(float* row, int64_t valid, int64_t len, int64_t T) {
+  std::fill(row + valid, row + len, -std::numeric_limits<float>::infinity());
   float mx = row[0];
 #pragma omp simd reduction(max : mx)
   for (int64_t j = 0; j < len; ++j) mx = std::max(mx, row[j]);
@@ -56,12 +73,13 @@ void SoftmaxRow(float* row, int64_t len) {
   const float inv = 1.0f / sum;
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) row[j] *= inv;
+  std::fill(row + len, row + T, 0.0f);
 }
 
 }  // namespace
 
-void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                      int64_t C, int64_t NH) {
+void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+                      int64_t NH) {
   const int64_t hs = C / NH;
   const int64_t ld3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -81,18 +99,14 @@ void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64
                     static_cast<int>(cols), static_cast<int>(hs), scale, q + i0 * ld3,
                     static_cast<int>(ld3), k, static_cast<int>(ld3), 0.0f, ablk,
                     static_cast<int>(T));
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t t = i0 + r;
-          float* row = a + t * T;
-          SoftmaxRow(row, t + 1);
-          std::fill(row + t + 1, row + T, 0.0f);
+        for (int64_t t = i0; t < i0 + rows; ++t) {
+          CausalSoftmaxRow(a + t * T, t + 1, PaddedLength(t + 1, cols), T);
         }
         // Masked entries inside the block are now 0, so the product over the
         // block's full key range equals the causal one.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
-                    static_cast<int>(hs), static_cast<int>(cols), 1.0f, ablk,
-                    static_cast<int>(T), v, static_cast<int>(ld3), 0.0f, o + i0 * C,
-                    static_cast<int>(C));
+                    static_cast<int>(hs), static_cast<int>(cols), 1.0f, ablk, static_cast<int>(T),
+                    v, static_cast<int>(ld3), 0.0f, o + i0 * C, static_cast<int>(C));
       }
     }
   }
@@ -124,23 +138,24 @@ void AttentionBackward(float* dqkv, float* datt, const float* dout, const float*
         const int64_t cols = i0 + rows;
         float* dablk = da + i0 * T;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-                    static_cast<int>(cols), ihs, 1.0f, dout_bh + i0 * C, iC, v, ild3, 0.0f,
-                    dablk, iT);
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t t = i0 + r;
+                    static_cast<int>(cols), ihs, 1.0f, dout_bh + i0 * C, iC, v, ild3, 0.0f, dablk,
+                    iT);
+        for (int64_t t = i0; t < i0 + rows; ++t) {
           const float* p = a + t * T;
           float* d = da + t * T;
+          // P is 0 above the diagonal, so running the loops past t (up to a
+          // whole vector) adds nothing to the dot product and writes the
+          // 0 that the block products below must read there.
+          const int64_t len = PaddedLength(t + 1, cols);
           float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j <= t; ++j) dot += p[j] * d[j];
+          for (int64_t j = 0; j < len; ++j) dot += p[j] * d[j];
 #pragma omp simd
-          for (int64_t j = 0; j <= t; ++j) d[j] = scale * p[j] * (d[j] - dot);
-          // The block products below read these masked entries.
-          std::fill(d + t + 1, d + cols, 0.0f);
+          for (int64_t j = 0; j < len; ++j) d[j] = scale * p[j] * (d[j] - dot);
+          std::fill(d + len, d + cols, 0.0f);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), ihs,
-                    static_cast<int>(cols), 1.0f, dablk, iT, k, ild3, 1.0f, dq + i0 * ld3,
-                    ild3);
+                    static_cast<int>(cols), 1.0f, dablk, iT, k, ild3, 1.0f, dq + i0 * ld3, ild3);
       }
       // Column blocks: key/value block j0 is seen only by queries t >= j0, so
       // dv[j0..] += P[j0:, blk]^T dout[j0:] and dk[j0..] += dS[j0:, blk]^T q[j0:].
@@ -149,12 +164,10 @@ void AttentionBackward(float* dqkv, float* datt, const float* dout, const float*
       for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
         const int64_t width = std::min(kRowBlock, T - j0);
         const int depth = static_cast<int>(T - j0);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(width), ihs,
-                    depth, 1.0f, a + j0 * T + j0, iT, dout_bh + j0 * C, iC, 1.0f,
-                    dv + j0 * ld3, ild3);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(width), ihs,
-                    depth, 1.0f, da + j0 * T + j0, iT, q + j0 * ld3, ild3, 1.0f,
-                    dk + j0 * ld3, ild3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(width), ihs, depth,
+                    1.0f, a + j0 * T + j0, iT, dout_bh + j0 * C, iC, 1.0f, dv + j0 * ld3, ild3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(width), ihs, depth,
+                    1.0f, da + j0 * T + j0, iT, q + j0 * ld3, ild3, 1.0f, dk + j0 * ld3, ild3);
       }
     }
   }

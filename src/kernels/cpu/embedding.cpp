@@ -19,8 +19,8 @@ void EncoderForward(float* out, const int32_t* tokens, const float* wte, const f
   }
 }
 
-void EncoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                     int64_t B, int64_t T, int64_t C) {
+void EncoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
+                     int64_t T, int64_t C) {
   // Repeated tokens make rows of dwte collide, so threads split the channels
   // instead of the positions: each owns a column block of every row, which
   // needs no atomics and sums in the same order whatever the thread count.

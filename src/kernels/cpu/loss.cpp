@@ -13,6 +13,7 @@ namespace {
 // Vectorisable exp; see activation.cpp for why it is written out (and
 // repeated per file: it must inline into each caller's simd loop).
 inline float VecExp(float x) {
+  const bool underflow = x < -87.0f;
   x = std::min(std::max(x, -87.0f), 88.0f);
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
@@ -27,13 +28,13 @@ inline float VecExp(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return p * scale;
+  return underflow ? 0.0f : p * scale;
 }
 
 }  // namespace
 
-void CrossEntropyForward(float* losses, float* probs, const float* logits,
-                         const int32_t* targets, int64_t N, int64_t V, int64_t Vp) {
+void CrossEntropyForward(float* losses, float* probs, const float* logits, const int32_t* targets,
+                         int64_t N, int64_t V, int64_t Vp) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float* x = logits + i * Vp;
@@ -58,8 +59,8 @@ void CrossEntropyForward(float* losses, float* probs, const float* logits,
   }
 }
 
-void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets,
-                          float dloss, int64_t N, int64_t V, int64_t Vp) {
+void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, float dloss,
+                          int64_t N, int64_t V, int64_t Vp) {
   // dlogits may alias probs: each element is read and then written at the
   // same index, with no dependence across iterations, so `omp simd` is safe.
 #pragma omp parallel for schedule(static)

@@ -30,8 +30,8 @@ const char* BlasInfo() {
   return info.c_str();
 }
 
-void MatmulForward(float* out, const float* inp, const float* weight, const float* bias,
-                   int64_t N, int64_t C, int64_t OC) {
+void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
+                   int64_t C, int64_t OC) {
   float beta = 0.0f;
   if (bias != nullptr) {
     // Seeding out with the bias lets sgemm add it (beta = 1) while it writes
@@ -42,9 +42,9 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
     }
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N),
-              static_cast<int>(OC), static_cast<int>(C), 1.0f, inp, static_cast<int>(C),
-              weight, static_cast<int>(C), beta, out, static_cast<int>(OC));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N), static_cast<int>(OC),
+              static_cast<int>(C), 1.0f, inp, static_cast<int>(C), weight, static_cast<int>(C),
+              beta, out, static_cast<int>(OC));
 }
 
 namespace {
@@ -72,16 +72,16 @@ void BiasBackward(float* dbias, const float* dout, int64_t N, int64_t OC) {
 
 }  // namespace
 
-void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout,
-                    const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, int64_t N, int64_t C, int64_t OC) {
   const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC);
   if (dinp != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, oc, 1.0f, dout, oc, weight,
-                c, 1.0f, dinp, c);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, oc, 1.0f, dout, oc, weight, c,
+                1.0f, dinp, c);
   }
   if (dweight != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dout, oc, inp, c,
-                1.0f, dweight, c);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dout, oc, inp, c, 1.0f,
+                dweight, c);
   }
   if (dbias != nullptr) BiasBackward(dbias, dout, N, OC);
 }

@@ -12,8 +12,8 @@ namespace {
 constexpr float kLayerNormEps = 1e-5f;
 }  // namespace
 
-void LayerNormForward(float* out, float* mean, float* rstd, const float* inp,
-                      const float* weight, const float* bias, int64_t N, int64_t C) {
+void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                      const float* bias, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float* x = inp + i * C;
@@ -39,8 +39,8 @@ void LayerNormForward(float* out, float* mean, float* rstd, const float* inp,
 }
 
 void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, const float* mean,
-                       const float* rstd, int64_t N, int64_t C) {
+                       const float* inp, const float* weight, const float* mean, const float* rstd,
+                       int64_t N, int64_t C) {
   const bool want_params = dweight != nullptr || dbias != nullptr;
   const int nthreads = omp_get_max_threads();
   // Each thread sums its rows' dweight/dbias into its own slice; the slices
@@ -52,8 +52,8 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
   {
 #pragma omp single
     used_threads = omp_get_num_threads();
-    float* pw = want_params ? partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * C
-                            : nullptr;
+    float* pw =
+        want_params ? partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * C : nullptr;
     float* pb = want_params ? pw + C : nullptr;
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < N; ++i) {

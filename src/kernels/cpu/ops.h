@@ -64,6 +64,8 @@ void EncoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t*
 void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
                       int64_t C, int64_t NH);
 // dqkv[B,T,3C] += gradient; datt[B,NH,T,T] is scratch (overwritten).
+// att must be as AttentionForward wrote it: the backward relies on its
+// exact zeros above the diagonal.
 void AttentionBackward(float* dqkv, float* datt, const float* dout, const float* qkv,
                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH);
 
