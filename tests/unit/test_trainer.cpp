@@ -36,7 +36,7 @@ class TrainerTest : public ::testing::Test {
         "model.n_layer=2", "model.n_head=2", "model.n_embd=32", "model.block_size=32",
         "training.steps=20", "training.global_batch_size=8", "training.micro_batch_size=4",
         "training.lr=3e-3", "training.min_lr=3e-4", "training.warmup_steps=5",
-        "training.eval_interval=10", "training.eval_steps=2", "training.threads=2",
+        "training.eval_interval=10", "training.eval_steps=2", "training.threads=1",
         "training.sample_tokens=0", "checkpoint.interval=10", "checkpoint.keep=5",
         "data.train=\"" + (dir_ / "data/train.bin").string() + "\"",
         "data.val=\"" + (dir_ / "data/val.bin").string() + "\""};
@@ -151,17 +151,20 @@ TEST_F(TrainerTest, MissingShardNamesFileAndFix) {
   EXPECT_NE(r.status().message().find("data prepare"), std::string::npos) << r.status().message();
 }
 
-// The default job's recipe learns: a tiny model for a few hundred steps
-// must get well below the loss of guessing among 65 characters (ln 65 = 4.17)
-// and below the unigram entropy of Shakespeare's characters (about 3.3 nats).
+// Training learns: a tiny model for 500 steps must get well below the loss
+// of guessing among 65 characters (ln 65 = 4.17) and of the unigram
+// distribution of Shakespeare's characters (about 3.3 nats), and below 2.3
+// (measured: 2.108 with 1 thread, OpenBLAS, this seed).
 TEST_F(TrainerTest, LearnsShakespeare) {
-  auto cfg = Tiny({"training.steps=300", "training.eval_interval=0", "training.eval_steps=8",
+  auto cfg = Tiny({"training.steps=500", "training.lr=1e-2", "training.eval_interval=0", "training.eval_steps=8",
                    "checkpoint.interval=0", "model.n_embd=64", "model.n_head=4",
                    "model.block_size=64", "training.global_batch_size=16",
                    "training.micro_batch_size=16", "training.warmup_steps=20"});
   auto r = RunTraining({cfg, (dir_ / "run").string(), "", true});
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_LT(r->final_val_loss, 2.4) << "validation loss after 300 steps";
+  RecordProperty("final_val_loss", std::to_string(r->final_val_loss));
+  std::printf("validation loss after 500 steps: %.4f\n", r->final_val_loss);
+  EXPECT_LT(r->final_val_loss, 2.3);
 }
 
 }  // namespace
