@@ -60,7 +60,9 @@ Status RunPlan(const PlanOptions& o) {
   ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &config_dir));
   if (o.model.empty()) return InvalidArgument("--model is required (a preset name or a model TOML file)");
   if (o.cluster.empty()) {
-    return InvalidArgument(UnknownNameMessage("cluster", "", cat.ClusterNames()) + "; pass --cluster NAME");
+    std::string known;
+    for (const auto& n : cat.ClusterNames()) known += (known.empty() ? "" : ", ") + n;
+    return InvalidArgument("--cluster is required; known clusters: " + known);
   }
   ST_ASSIGN_OR_RETURN(ModelPreset preset, LoadModel(o.model, config_dir));
   if (o.seq) preset.spec.block_size = *o.seq;

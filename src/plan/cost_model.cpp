@@ -54,7 +54,7 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
   const double rep_div = sp ? t : 1.0;
   if (rc == Recompute::kFull) return 2.0 * s * b * h / rep_div;  // only the layer input is kept
   double rep = 2.0 * h + 2.0 * h + 2.0 * h + 2.0 * h;            // two norm inputs and outputs
-  if (sw.dropout) rep += 2.0 * h * 0.5;                          // two 1-byte dropout masks
+  if (sw.dropout) rep += 2.0 * h;                                // two 1-byte dropout masks
   double split = 2.0 * h + 2.0 * kvd   // Q, K (QK^T inputs)
                  + 2.0 * kvd           // V
                  + 2.0 * h;            // attention output (projection input)
@@ -137,7 +137,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   const double t = static_cast<double>(l.tp), d = static_cast<double>(l.dp);
   const double b = static_cast<double>(l.micro_batch), s = static_cast<double>(M.block_size);
   const double h = static_cast<double>(M.n_embd), F = static_cast<double>(M.ffn_hidden);
-  const double V = static_cast<double>(M.padded_vocab_size);
+  // Megatron-LM pads the vocabulary so that every TP rank gets equal rows.
+  const double V = static_cast<double>(RoundUp(M.padded_vocab_size, l.tp));
   const double kvd = static_cast<double>(M.n_kv_head * M.head_dim());
   const double dh = static_cast<double>(M.head_dim());
   const double heads_local = static_cast<double>(M.n_head) / t;

@@ -88,7 +88,10 @@ Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
     } else {
       std::vector<int64_t> ok;
       for (int64_t d : Divisors(n)) ok.push_back(d);
-      fix = "tp x pp must divide " + Str(n) + " (nearest valid tp x pp: " + Nearest(l.tp * l.pp, ok) + ")";
+      const int64_t tpp = l.tp * l.pp;
+      fix = "tp x pp must divide " + Str(n) + " (nearest valid tp x pp: " + Nearest(tpp, ok) +
+            "), or use a GPU count that tp x pp divides: " + Str(n / tpp * tpp > 0 ? n / tpp * tpp : tpp) + " or " +
+            Str((n / tpp + 1) * tpp);
     }
     return InvalidArgument("tp x pp x dp = " + Str(l.tp) + " x " + Str(l.pp) + " x " + Str(l.dp) + " = " +
                            Str(l.num_gpus()) + " but there are " + Str(n) + " GPUs; " + fix);
@@ -96,14 +99,14 @@ Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
   // Tensor parallelism splits heads, KV heads, the MLP width and the vocabulary.
   std::vector<int64_t> tp_ok;
   for (int64_t t : Divisors(m.n_head)) {
-    if (m.n_kv_head % t == 0 && m.ffn_hidden % t == 0 && m.padded_vocab_size % t == 0) tp_ok.push_back(t);
+    if (m.n_kv_head % t == 0 && m.ffn_hidden % t == 0) tp_ok.push_back(t);
   }
-  if (m.n_head % l.tp || m.n_kv_head % l.tp || m.ffn_hidden % l.tp || m.padded_vocab_size % l.tp) {
+  // The vocabulary is padded to a multiple of tp (as Megatron-LM does), so
+  // it never rules a tp out.
+  if (m.n_head % l.tp || m.n_kv_head % l.tp || m.ffn_hidden % l.tp) {
     std::string why = m.n_head % l.tp ? "heads (" + Str(m.n_head) + ")"
                       : m.n_kv_head % l.tp ? "KV heads (" + Str(m.n_kv_head) + ")"
-                      : m.ffn_hidden % l.tp ? "the MLP width (" + Str(m.ffn_hidden) + ")"
-                                            : "the padded vocabulary (" + Str(m.padded_vocab_size) +
-                                                  "; pad it to a multiple of tp)";
+                                           : "the MLP width (" + Str(m.ffn_hidden) + ")";
     return InvalidArgument("tp=" + Str(l.tp) + " does not divide " + why + " of " + m.name +
                            "; nearest valid tp: " + Nearest(l.tp, tp_ok));
   }

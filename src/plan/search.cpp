@@ -51,7 +51,7 @@ Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
   std::vector<Prediction> fitting;
   for (int64_t tp : Divisors(N)) {
     if (opt.tp && tp != *opt.tp) continue;
-    if (M.n_head % tp || M.n_kv_head % tp || M.ffn_hidden % tp || M.padded_vocab_size % tp) continue;
+    if (M.n_head % tp || M.n_kv_head % tp || M.ffn_hidden % tp) continue;
     // Beyond one NVLink domain TP traffic would cross the NICs on every
     // layer; no published training run does that, so it is not searched.
     if (!opt.tp && tp > model.cluster().node.gpus_per_node) continue;
@@ -80,6 +80,9 @@ Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
             if (dp == 1 && zero > 0) continue;  // nothing to shard over
             for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
               if (opt.recompute && rc != *opt.recompute) continue;
+              // With FlashAttention there are no stored scores for selective
+              // recomputation to drop: it equals "none" and is not listed twice.
+              if (!opt.recompute && rc == Recompute::kSelective && model.software().flash_attention) continue;
               for (bool sp : {false, true}) {
                 if (sp && tp == 1) continue;
                 if (opt.sp && sp != *opt.sp) continue;

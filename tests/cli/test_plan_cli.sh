@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Command-line tests of `scaletrain plan`. Usage: test_plan_cli.sh SCALETRAIN REPO_ROOT
+set -uo pipefail
+bin=$1
+root=$2
+cd "$root" || exit 1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# A plain prediction in JSON carries every documented field.
+if "$bin" plan --model llama3-70b --cluster dgx-h100 --gpus 512 --tp 8 --pp 4 --recompute selective --sp \
+    --zero 1 --tokens 15e12 --json >"$tmp/plan.json" 2>"$tmp/err"; then
+  python3 - "$tmp/plan.json" <<'PY' || fail "plan --json fields"
+import json, sys
+j = json.load(open(sys.argv[1]))
+for k in ["layout", "step_time_s", "time_breakdown_s", "tokens_per_s", "tflops_per_gpu", "mfu",
+          "memory_per_gpu_gib", "memory_breakdown_gib", "fits", "time_to_train_days", "gpu_hours",
+          "energy_mwh", "peak_power_mw", "cost_usd", "comm_bytes_per_gpu", "comm_to_compute"]:
+    assert k in j, k
+assert set(j["layout"]) >= {"tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "zero", "recompute", "sp"}
+assert set(j["time_breakdown_s"]) == {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer"}
+assert set(j["memory_breakdown_gib"]) == {"params", "grads", "optimizer", "activations", "other"}
+assert abs(sum(j["time_breakdown_s"].values()) - j["step_time_s"]) < 1e-9 * j["step_time_s"]
+assert j["layout"]["dp"] == 16 and j["tokens"] == 15e12
+assert 0 < j["mfu"] < 1
+PY
+else
+  fail "plan --json exited non-zero: $(cat "$tmp/err")"
+fi
+
+# Search and sweep (with a plot).
+"$bin" plan --model gpt3-6.7b --cluster dgx-a100 --gpus 64 --search --top 3 >"$tmp/search.txt" 2>&1 \
+  || fail "search exited non-zero"
+grep -q "^searched [0-9]* layouts" "$tmp/search.txt" || fail "search prints the layout count"
+grep -q "by (tp, pp) family" "$tmp/search.txt" || fail "search explains families"
+"$bin" plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 --global-batch 128 \
+  --plot "$tmp/sweep.svg" >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
+grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"
+grep -q "<svg" "$tmp/sweep.svg" || fail "sweep writes an SVG"
+python3 -c "import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])" "$tmp/sweep.svg" || fail "SVG is well-formed"
+
+# Validation prints every row and the MAPE, in JSON as rows and mape.
+"$bin" plan validate tests/plan/published-runs.csv --json >"$tmp/val.json" 2>&1 || fail "validate exited non-zero"
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert len(j['rows'])==26 and j['mape']>0" \
+  "$tmp/val.json" || fail "validate --json has rows and mape"
+
+# Bad input: non-zero exit and one line naming the fix.
+expect_error() {  # expect_error "text the message must contain" args...
+  local want=$1
+  shift
+  if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then
+    fail "expected failure: $*"
+  elif ! grep -q -- "$want" "$tmp/err"; then
+    fail "message for '$*' lacks '$want': $(cat "$tmp/err")"
+  elif [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+    fail "more than one error line for '$*'"
+  fi
+}
+expect_error "did you mean 'dgx-h100'" plan --model llama3-8b --cluster dgx-h10 --gpus 8
+expect_error "did you mean 'llama3-8b'" plan --model llama3-9b --cluster dgx-h100 --gpus 8
+expect_error "nearest valid tp: 4 or 8" plan --model llama3-8b --cluster dgx-h100 --gpus 12 --tp 6 --pp 1 --dp 2
+expect_error "use dp=4" plan --model llama3-8b --cluster dgx-h100 --gpus 16 --tp 2 --pp 2 --dp 3
+expect_error "nearest valid global batch: 96 or 112" plan --model llama3-8b --cluster dgx-h100 --gpus 8 \
+  --micro-batch 2 --global-batch 100
+expect_error "cannot open" plan validate "$tmp/missing.csv"
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails check(s) failed"
+  exit 1
+fi
+echo "all plan CLI checks passed"

@@ -1,0 +1,83 @@
+// Bad input: one clear message that names the fix.
+#include <gtest/gtest.h>
+
+#include "plan/hardware.h"
+#include "plan/layout.h"
+#include "plan/model_preset.h"
+
+namespace scaletrain::plan {
+namespace {
+
+const std::string kConfigs = std::string(ST_SOURCE_DIR) + "/configs";
+
+bool Has(const Status& st, const std::string& text) { return st.message().find(text) != std::string::npos; }
+
+TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto g = cat.Gpu("h100-sxn");
+  ASSERT_FALSE(g.ok());
+  EXPECT_TRUE(Has(g.status(), "unknown GPU 'h100-sxn'; did you mean 'h100-sxm'?")) << g.status().message();
+  auto c = cat.Cluster("dgx-h10");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(Has(c.status(), "did you mean 'dgx-h100'?")) << c.status().message();
+  auto m = LoadModel("llama3-450b", kConfigs);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(Has(m.status(), "did you mean 'llama3-405b'?")) << m.status().message();
+}
+
+class LayoutErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = LoadModel("gpt3-1.3b", kConfigs);  // 24 layers, 16 heads, MLP 8192
+    ASSERT_TRUE(p.ok());
+    spec = p->spec;
+  }
+  ModelSpec spec;
+};
+
+TEST_F(LayoutErrors, TpNotDividingHeadsNamesNearestTp) {
+  Layout l{6, 1, 2, 1, 1, 64};
+  Status st = ValidateLayout(spec, 12, l);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "tp=6 does not divide heads (16)")) << st.message();
+  EXPECT_TRUE(Has(st, "nearest valid tp: 4 or 8")) << st.message();
+}
+
+TEST_F(LayoutErrors, GpuCountMismatchNamesDp) {
+  Layout l{2, 2, 3, 1, 1, 64};
+  Status st = ValidateLayout(spec, 16, l);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "use dp=4")) << st.message();
+  Layout odd{4, 4, 1, 1, 1, 64};
+  st = ValidateLayout(spec, 24, odd);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "nearest valid tp x pp: 12 or 24")) << st.message();
+}
+
+TEST_F(LayoutErrors, GlobalBatchNotDivisibleNamesNearestBatches) {
+  Layout l{1, 1, 8, 1, 2, 100};
+  Status st = ValidateLayout(spec, 8, l);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "not divisible by dp x micro-batch = 8 x 2 = 16")) << st.message();
+  EXPECT_TRUE(Has(st, "nearest valid global batch: 96 or 112")) << st.message();
+}
+
+TEST_F(LayoutErrors, PipelineAndInterleavingLimits) {
+  Layout deep{1, 32, 1, 1, 1, 64};
+  Status st = ValidateLayout(spec, 32, deep);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "use pp <= 24")) << st.message();
+  Layout vpp{1, 4, 1, 4, 1, 64};  // 6 layers a stage: vpp must divide 6
+  st = ValidateLayout(spec, 4, vpp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "nearest valid vpp: 3 or 6")) << st.message();
+  Layout sp{1, 1, 4, 1, 1, 64};
+  sp.sp = true;
+  EXPECT_FALSE(ValidateLayout(spec, 4, sp).ok());
+  Layout good{4, 2, 2, 3, 1, 64};
+  EXPECT_TRUE(ValidateLayout(spec, 16, good).ok()) << ValidateLayout(spec, 16, good).message();
+}
+
+}  // namespace
+}  // namespace scaletrain::plan

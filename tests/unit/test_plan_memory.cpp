@@ -1,0 +1,95 @@
+// Memory per GPU against Korthikanti et al. (2022) and hand computation.
+#include <gtest/gtest.h>
+
+#include "plan/cost_model.h"
+#include "plan/hardware.h"
+#include "plan/model_preset.h"
+
+namespace scaletrain::plan {
+namespace {
+
+const std::string kConfigs = std::string(ST_SOURCE_DIR) + "/configs";
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+TEST(PlanMemory, ActivationsMatchKorthikantiTable2) {
+  // GPT-3 175B block, s=2048, b=1, a=96, h=12288, with dropout and an
+  // unfused softmax (the paper's setting).
+  auto spec = GptSpecFromDims("gpt3", 96, 12288, 96, 2048, 51200);
+  ASSERT_TRUE(spec.ok());
+  auto legacy = SoftwareFromName("legacy");
+  ASSERT_TRUE(legacy.ok());
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
+  // No parallelism: s b h (34 + 5 a s / h).
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(*spec, 1, 1, false, Recompute::kNone, *legacy),
+                   s * b * h * (34 + 5 * a * s / h));
+  // Tensor parallel: s b h (10 + 24/t + 5 a s / (h t)).
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(*spec, 1, 8, false, Recompute::kNone, *legacy),
+                   s * b * h * (10 + 24 / t + 5 * a * s / (h * t)));
+  // Tensor + sequence parallel: s b h / t (34 + 5 a s / h).
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(*spec, 1, 8, true, Recompute::kNone, *legacy),
+                   s * b * h / t * (34 + 5 * a * s / h));
+  // + selective recomputation: 34 s b h / t.
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(*spec, 1, 8, true, Recompute::kSelective, *legacy), 34 * s * b * h / t);
+  // Full recomputation keeps the layer input only: 2 s b h (/t with SP).
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(*spec, 1, 8, false, Recompute::kFull, *legacy), 2 * s * b * h);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(*spec, 1, 8, true, Recompute::kFull, *legacy), 2 * s * b * h / t);
+}
+
+TEST(PlanMemory, FlashAttentionDropsTheScores) {
+  auto spec = GptSpecFromDims("gpt3", 96, 12288, 96, 2048, 51200);
+  auto modern = SoftwareFromName("modern");
+  // No dropout, FlashAttention: 8h whole + (Q,K,V,O = 8h, GeLU in/out = 16h)/t + 4a/t bytes per token.
+  const double s = 2048, h = 12288, a = 96;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(*spec, 2, 4, false, Recompute::kNone, *modern),
+                   s * 2 * (8 * h + (24 * h + 4 * a) / 4));
+}
+
+TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto preset = LoadModel("gpt2-124m", kConfigs);
+  ASSERT_TRUE(preset.ok());
+  CostModel model(preset->spec, *cat.Cluster("dgx-a100"), *SoftwareFromName("modern"));
+  Layout l;
+  l.dp = 8, l.micro_batch = 4, l.global_batch = 64, l.zero = 1;
+  auto p = model.Predict(l);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const double n = 124439808;
+  EXPECT_DOUBLE_EQ(p->memory.params, 2 * n);       // bf16 weights
+  EXPECT_DOUBLE_EQ(p->memory.grads, 4 * n);        // fp32 gradients, not sharded at ZeRO-1
+  EXPECT_DOUBLE_EQ(p->memory.optimizer, 12 * n / 8);  // fp32 master + 2 moments over dp=8
+  l.zero = 3;
+  auto z3 = model.Predict(l);
+  ASSERT_TRUE(z3.ok());
+  EXPECT_DOUBLE_EQ(z3->memory.params, 2 * n / 8);
+  EXPECT_DOUBLE_EQ(z3->memory.grads, 4 * n / 8);
+  // Activations: 12 layers x 1 micro-batch in flight x per-layer bytes, plus
+  // the embedding output and the logits (bf16 + fp32) of one micro-batch.
+  const ModelSpec& m = preset->spec;
+  const double per_layer = LayerActivationBytes(m, 4, 1, false, Recompute::kNone, *SoftwareFromName("modern"));
+  const double T = 4.0 * 1024;
+  EXPECT_DOUBLE_EQ(p->memory.activations, 12 * per_layer + T * 768 * 2 + T * 50257 * 6);
+  EXPECT_NEAR(p->memory_gib, p->memory.Total() / kGiB, 1e-12);
+}
+
+TEST(PlanMemory, PipelineStagesSplitParamsAndTpSplitsMatrices) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto preset = LoadModel("llama2-7b", kConfigs);
+  ASSERT_TRUE(preset.ok());
+  CostModel model(preset->spec, *cat.Cluster("dgx-h100"), *SoftwareFromName("modern"));
+  Layout l;
+  l.tp = 2, l.pp = 2, l.dp = 2, l.micro_batch = 1, l.global_batch = 8;
+  auto p = model.Predict(l);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  // The most loaded GPU is on stage 0 (two micro-batches in flight under
+  // 1F1B): 16 blocks (matrices split by tp=2, the two RMSNorm weights whole)
+  // and half the vocab-split embedding.
+  const double C = 4096, F = 11008, V = 32000;
+  const double block_split = 4 * C * C + 3 * C * F, block_whole = 2 * C;
+  const double stage0 = 16 * (block_split / 2 + block_whole) + V * C / 2;
+  EXPECT_DOUBLE_EQ(p->memory.params, 2 * stage0);
+}
+
+}  // namespace
+}  // namespace scaletrain::plan

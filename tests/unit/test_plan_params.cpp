@@ -1,0 +1,71 @@
+// Preset parameter counts (from the shared parameter layout) against the
+// counts their sources publish, and the hardware catalog as shipped.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "plan/hardware.h"
+#include "plan/model_preset.h"
+
+namespace scaletrain::plan {
+namespace {
+
+const std::string kConfigs = std::string(ST_SOURCE_DIR) + "/configs";
+
+int64_t Params(const std::string& preset) {
+  auto p = LoadModel(preset, kConfigs);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? CountParams(p->spec) : 0;
+}
+
+TEST(PlanParams, Gpt2SmallIsExact) {
+  // HF gpt2: 124,439,808 with vocab 50257 and a tied head.
+  EXPECT_EQ(Params("gpt2-124m"), 124439808);
+  EXPECT_EQ(Params("gpt2-350m"), 354823168);
+  EXPECT_EQ(Params("gpt2-774m"), 774030080);
+  EXPECT_EQ(Params("gpt2-1.5b"), 1557611200);
+}
+
+TEST(PlanParams, Gpt3AndLlamaMatchPublished) {
+  // GPT-3 175B is usually quoted as 174.6B when counted exactly.
+  EXPECT_NEAR(Params("gpt3-175b") / 1e9, 174.6, 0.1);
+  // Llama 3 405B: 405.85B in the released checkpoint (126 layers, 16384, GQA 8).
+  EXPECT_NEAR(Params("llama3-405b") / 1e9, 405.85, 0.05);
+  EXPECT_NEAR(Params("llama3-8b") / 1e9, 8.03, 0.01);
+  EXPECT_NEAR(Params("llama3-70b") / 1e9, 70.55, 0.01);
+  EXPECT_NEAR(Params("llama2-7b") / 1e9, 6.74, 0.01);
+  EXPECT_NEAR(Params("llama2-70b") / 1e9, 68.98, 0.01);
+}
+
+TEST(PlanParams, EveryPresetWithinThreePercentOfItsSource) {
+  for (const auto& name : ModelPresetNames(kConfigs)) {
+    auto p = LoadModel(name, kConfigs);
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status().message();
+    ASSERT_GT(p->published_params, 0) << name;
+    const double rel = std::fabs(CountParams(p->spec) / p->published_params - 1.0);
+    EXPECT_LT(rel, 0.03) << name << " counts " << CountParams(p->spec) << " vs published " << p->published_params;
+  }
+  EXPECT_GE(ModelPresetNames(kConfigs).size(), 28u);
+}
+
+TEST(PlanCatalog, EveryClusterResolvesAndHasSaneNumbers) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  for (const auto& g : {"a100-40g", "a100-80g", "h100-sxm", "h100-pcie", "h200", "b200", "gb200", "mi300x"}) {
+    auto gpu = cat.Gpu(g);
+    ASSERT_TRUE(gpu.ok()) << g;
+    EXPECT_GT(gpu->bf16_tflops, 100) << g;
+    EXPECT_TRUE(cat.ClusterForGpu(g).ok()) << g;
+  }
+  for (const auto& name : cat.ClusterNames()) {
+    auto c = cat.Cluster(name);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_GT(c->NicBytesPerSPerGpu(), 0);
+    EXPECT_GT(c->IntraBusBytesPerS(), c->NicBytesPerSPerGpu() * 0.99) << name;
+  }
+  // A100 80GB: 312 TFLOP/s dense BF16 (datasheet).
+  EXPECT_DOUBLE_EQ(cat.Gpu("a100-80g")->PeakTflops(Precision::kBF16), 312.0);
+}
+
+}  // namespace
+}  // namespace scaletrain::plan

@@ -1,0 +1,109 @@
+// The layout search: only valid layouts, and its best is at least as good as
+// layouts a person would pick by hand.
+#include <gtest/gtest.h>
+
+#include "plan/hardware.h"
+#include "plan/model_preset.h"
+#include "plan/search.h"
+
+namespace scaletrain::plan {
+namespace {
+
+const std::string kConfigs = std::string(ST_SOURCE_DIR) + "/configs";
+
+struct Fixture {
+  HardwareCatalog cat;
+  std::unique_ptr<CostModel> model;
+  Fixture(const std::string& preset, const std::string& cluster) {
+    EXPECT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+    auto p = LoadModel(preset, kConfigs);
+    EXPECT_TRUE(p.ok());
+    model = std::make_unique<CostModel>(p->spec, *cat.Cluster(cluster), *SoftwareFromName("modern"));
+  }
+};
+
+TEST(PlanSearch, ReturnsValidLayoutsAndBeatsHandLayouts) {
+  Fixture f("llama3-70b", "dgx-h100");
+  SearchOptions o;
+  o.num_gpus = 256;
+  o.global_batch = 512;
+  o.top_k = 10;
+  auto r = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->top.empty());
+  EXPECT_GT(r->evaluated, 100);
+  for (const auto& p : r->top) {
+    EXPECT_TRUE(ValidateLayout(f.model->spec(), 256, p.layout).ok()) << LayoutToString(p.layout);
+    EXPECT_TRUE(p.fits);
+    EXPECT_LE(p.tokens_per_s, r->top[0].tokens_per_s);
+  }
+  const Layout hand[] = {
+      {8, 4, 8, 1, 1, 512, 1, Recompute::kSelective, true},
+      {8, 2, 16, 1, 1, 512, 1, Recompute::kFull, true},
+      {4, 8, 8, 5, 1, 512, 0, Recompute::kSelective, true},
+      {8, 8, 4, 1, 2, 512, 0, Recompute::kFull, false},
+  };
+  int compared = 0;
+  for (const Layout& l : hand) {
+    auto p = f.model->Predict(l);
+    ASSERT_TRUE(p.ok()) << LayoutToString(l) << ": " << p.status().message();
+    if (!p->fits) continue;
+    ++compared;
+    EXPECT_GE(r->top[0].tokens_per_s, p->tokens_per_s) << LayoutToString(l);
+  }
+  EXPECT_GE(compared, 2);
+  // Every family gets a verdict.
+  for (const auto& fam : r->families) EXPECT_FALSE(fam.reason.empty());
+}
+
+TEST(PlanSearch, FixedKnobsAreHeld) {
+  Fixture f("gpt3-13b", "dgx-a100");
+  SearchOptions o;
+  o.num_gpus = 64;
+  o.global_batch = 256;
+  o.tp = 4;
+  o.recompute = Recompute::kFull;
+  auto r = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(r.ok());
+  for (const auto& p : r->top) {
+    EXPECT_EQ(p.layout.tp, 4);
+    EXPECT_EQ(p.layout.recompute, Recompute::kFull);
+  }
+}
+
+TEST(PlanSearch, TooBigModelReportsWhyNothingFits) {
+  Fixture f("llama3-405b", "dgx-a100");
+  SearchOptions o;
+  o.num_gpus = 8;
+  o.global_batch = 64;
+  auto r = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->top.empty());
+  ASSERT_FALSE(r->families.empty());
+  EXPECT_NE(r->families[0].reason.find("does not fit"), std::string::npos);
+}
+
+TEST(PlanSweep, DoublingThatBarelyHelpsIsFlaggedAndExplained) {
+  // GPT-2 1.5B on PCIe H100 servers with one 100 GbE NIC each, global batch
+  // 128: data parallelism over the NIC is too slow, so extra GPUs go into
+  // pipeline stages; at 128 GPUs each pipeline gets a handful of
+  // micro-batches and the bubble eats the gain.
+  Fixture f("gpt2-1.5b", "pcie-h100-100gbe");
+  SearchOptions o;
+  o.global_batch = 128;
+  auto pts = SweepGpuCounts(*f.model, o, {8, 16, 32, 64, 128});
+  ASSERT_TRUE(pts.ok());
+  ASSERT_EQ(pts->size(), 5u);
+  for (const auto& pt : *pts) ASSERT_TRUE(pt.found) << pt.gpus << ": " << pt.note;
+  const auto& p64 = (*pts)[3];
+  const auto& p128 = (*pts)[4];
+  EXPECT_LT(p128.best.tokens_per_s / p64.best.tokens_per_s, 1.3);
+  EXPECT_NE(p128.note.find("bubble"), std::string::npos) << p128.note;
+  EXPECT_GT(p128.best.time_s.bubble / p128.best.step_time_s, p64.best.time_s.bubble / p64.best.step_time_s);
+  // The first point is the reference.
+  EXPECT_DOUBLE_EQ((*pts)[0].speedup, 1.0);
+  EXPECT_NEAR(p128.efficiency, p128.speedup / 16.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace scaletrain::plan
