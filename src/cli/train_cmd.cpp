@@ -49,10 +49,13 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
     opts.quiet = args->quiet;
     auto r = RunTraining(opts);
     if (!r.ok()) {
-      std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
+      // Start-up errors are the same on every rank: rank 0 reports them.
+      // (Errors in a collective are reported by the rank that saw them.)
+      if (LaunchedRank() == 0) std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
       *exit_code = 1;
       return;
     }
+    if (r->rank != 0) return;
     std::printf("done: %lld steps, final loss %.4f, val loss %.4f, %.0f tokens/s; checkpoint %s\n",
                 static_cast<long long>(r->steps_run), r->final_loss, r->final_val_loss,
                 r->tokens_per_s, r->last_checkpoint.c_str());

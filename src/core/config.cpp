@@ -46,6 +46,8 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "zero", c.parallel.zero);
   f("parallel", "sp", c.parallel.sp);
   f("parallel", "schedule", c.parallel.schedule);
+  f("parallel", "bucket_mb", c.parallel.bucket_mb);
+  f("parallel", "comm_timeout_s", c.parallel.comm_timeout_s);
   f("checkpoint", "interval", c.checkpoint.interval);
   f("checkpoint", "keep", c.checkpoint.keep);
 }
@@ -238,6 +240,8 @@ Status ValidateRunConfig(const RunConfig& c) {
     return InvalidArgument("parallel.schedule = '" + p.schedule +
                            "' is unknown; use \"gpipe\", \"1f1b\" or \"interleaved\"");
   }
+  if (!(p.bucket_mb > 0)) return InvalidArgument("parallel.bucket_mb must be positive (25 is PyTorch DDP's default)");
+  if (!(p.comm_timeout_s > 0)) return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
   const int64_t per_step = t.micro_batch_size * p.dp;
   if (t.global_batch_size % per_step != 0) {
     int64_t lo = std::max<int64_t>(per_step, t.global_batch_size / per_step * per_step);

@@ -55,6 +55,8 @@ struct ParallelConfig {
   int64_t zero = 0;
   bool sp = false;
   std::string schedule = "1f1b";
+  double bucket_mb = 25.0;        // gradient bucket size (MiB) for DP reduction
+  double comm_timeout_s = 300.0;  // watchdog: a collective taking longer ends the job
 };
 
 struct CheckpointConfig {

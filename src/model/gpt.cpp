@@ -28,7 +28,8 @@ GPT::GPT(const ModelSpec& spec, int64_t max_batch)
 
 GPT::~GPT() = default;
 
-Result<std::unique_ptr<GPT>> GPT::Create(const ModelSpec& spec, int64_t max_batch) {
+Result<std::unique_ptr<GPT>> GPT::Create(const ModelSpec& spec, int64_t max_batch,
+                                         int64_t flat_multiple) {
   ST_RETURN_IF_ERROR(ValidateModelSpec(spec));
   if (spec.arch != Arch::kGPT2) {
     return InvalidArgument(std::string("the trainer runs GPT-2 style models only; arch '") +
@@ -50,7 +51,8 @@ Result<std::unique_ptr<GPT>> GPT::Create(const ModelSpec& spec, int64_t max_batc
                              off(p + "mlp.c_fc.weight"), off(p + "mlp.c_fc.bias"),
                              off(p + "mlp.c_proj.weight"), off(p + "mlp.c_proj.bias")});
   }
-  const size_t pbytes = static_cast<size_t>(m->layout_.total_numel) * sizeof(float);
+  m->flat_numel_ = RoundUp(m->layout_.total_numel, std::max<int64_t>(1, flat_multiple));
+  const size_t pbytes = static_cast<size_t>(m->flat_numel_) * sizeof(float);
   m->params_ = Buffer(pbytes);
   m->grads_ = Buffer(pbytes);
   m->a_ = std::make_unique<Acts>();

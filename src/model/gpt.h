@@ -19,13 +19,17 @@ namespace scaletrain {
 class GPT {
  public:
   // Allocates parameters and gradients (zeroed) and the activations for up to
-  // max_batch sequences of spec.block_size tokens.
-  static Result<std::unique_ptr<GPT>> Create(const ModelSpec& spec, int64_t max_batch);
+  // max_batch sequences of spec.block_size tokens. The flat parameter and
+  // gradient buffers are padded to a multiple of `flat_multiple` elements
+  // (data parallelism splits them evenly); the padding stays zero.
+  static Result<std::unique_ptr<GPT>> Create(const ModelSpec& spec, int64_t max_batch,
+                                             int64_t flat_multiple = 1);
   ~GPT();
 
   const ModelSpec& spec() const { return spec_; }
   const ParamLayout& layout() const { return layout_; }
   int64_t num_params() const { return layout_.total_numel; }
+  int64_t flat_numel() const { return flat_numel_; }  // num_params() + padding
   float* params() { return params_.f32(); }
   const float* params() const { return params_.f32(); }
   float* grads() { return grads_.f32(); }
@@ -68,6 +72,7 @@ class GPT {
   ModelSpec spec_;
   ParamLayout layout_;
   int64_t max_batch_;
+  int64_t flat_numel_ = 0;
   int64_t wte_, wpe_, lnfw_, lnfb_;
   std::vector<LayerOffsets> layer_off_;
   Buffer params_, grads_, acts_;

@@ -32,6 +32,12 @@ struct ParamEntry {
   bool weight_decay = false;  // AdamW decay applies to matmul weights and embeddings only
 };
 
+// [begin, end) in elements of a flat buffer laid out by a ParamLayout.
+struct FlatRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
 struct ParamLayout {
   std::vector<ParamEntry> entries;  // in forward order: embeddings, blocks, final
   int64_t total_numel = 0;

@@ -20,8 +20,22 @@ constexpr double kOptimizerBytesPerParam = 38.0;
 // allocator slack, as seen in nvidia-smi of an idle PyTorch/Megatron process
 // after the first step (1-2 GiB); 1.5 GiB is used.
 constexpr double kFrameworkBytes = 1.5 * kGiB;
+// FlashAttention's per-query-block fixed cost, in keys (see its use).
+constexpr double kAttentionBlockOverheadKeys = 256.0;
 
 }  // namespace
+
+double TileWaveEfficiency(double m, double n, double batch, double sms) {
+  if (sms <= 0) return 1.0;
+  static constexpr double kTiles[][2] = {{256, 128}, {128, 256}, {128, 128}};
+  double best = 0;
+  for (const auto& tile : kTiles) {
+    const double tiles = std::ceil(m / tile[0]) * std::ceil(n / tile[1]) * batch;
+    const double waves = std::ceil(tiles / sms);
+    best = std::max(best, m * n * batch / (waves * sms * tile[0] * tile[1]));
+  }
+  return best;
+}
 
 double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t hidden, int64_t vocab) {
   const double B = batch, s = seq, l = layers, h = hidden, V = vocab;
@@ -149,9 +163,13 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   const double gpn = static_cast<double>(node.gpus_per_node);
 
   // A GEMM is bound by its math or by moving its three matrices (roofline).
-  auto gemm = [&](double m, double n, double k) {
-    return std::max(2.0 * m * n * k / mm_rate, act_bytes * (m * k + k * n + m * n) / hbm);
+  // Its math runs at the measured large-GEMM rate times the share of the
+  // SMs its tiles keep busy.
+  auto gemm_batched = [&](double batch, double m, double n, double k) {
+    const double util = TileWaveEfficiency(m, n, batch, gpu.sm_count);
+    return batch * std::max(2.0 * m * n * k / (mm_rate * util), act_bytes * (m * k + k * n + m * n) / hbm);
   };
+  auto gemm = [&](double m, double n, double k) { return gemm_batched(1.0, m, n, k); };
   const bool llama = M.arch == Arch::kLlama;
 
   // ---- one transformer layer, one micro-batch, one GPU ----
@@ -163,14 +181,20 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   if (sw_.flash_attention) {
     // Causal FlashAttention skips the masked half; its backward does 2.5x
     // the forward's matmul work (it recomputes the scores).
+    // attention_efficiency is the long-sequence rate; each query block also
+    // pays a fixed cost (loading Q, the partly masked diagonal block, writing
+    // O and the log-sum-exp) worth about two 128-key blocks, so the rate at
+    // sequence s is eff * s / (s + 256). This reproduces FlashAttention-2's
+    // measured curve on H100 (FlashAttention-3 paper, Figs. 5-6, head dim
+    // 128: fwd+bwd 0.30 of peak at 2k, 0.32 at 4k, 0.33 at 8k-16k).
     const double bf16_peak = gpu.PeakTflops(Precision::kBF16) * 1e12;
     const double fwd_flops = 0.5 * 4.0 * b * s * s * h / t;
-    const double rate = bf16_peak * gpu.attention_efficiency;
+    const double rate = bf16_peak * gpu.attention_efficiency * s / (s + kAttentionBlockOverheadKeys);
     attn_f = fwd_flops / rate;
     attn_b = 2.5 * fwd_flops / rate;
   } else {
     const double batches = b * heads_local;
-    const double bmm = batches * (gemm(s, s, dh) + gemm(s, dh, s));  // QK^T, then scores x V
+    const double bmm = gemm_batched(batches, s, s, dh) + gemm_batched(batches, s, dh, s);  // QK^T, then scores x V
     const double elems = batches * s * s;
     // Fused scale-mask-softmax reads and writes the scores once each way;
     // dropout on the probabilities adds a read, a write and a 1-byte mask.
@@ -180,12 +204,27 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     attn_b = 2.0 * bmm + elems * bwd_bytes / hbm;
   }
 
-  // Memory-bound element-wise work, counted as elements read + written per token.
+  // Memory-bound element-wise work: elements read + written per token by each
+  // op, forward and backward, from the op definitions (bf16 activations):
+  //   LayerNorm        fwd: read x, write y (2h)   bwd: read x, dy, write dx (3h)
+  //   residual add     fwd: read 2, write 1 (3h)   bwd: the two branches' gradients
+  //                                                 are summed: read 2, write 1 (3h)
+  //   bias-dropout-add fwd: x, residual in, out, 1-byte mask (3.5h)
+  //   (legacy)         bwd: read dy and mask, write dx (2.5h), bias gradient
+  //                         reduction reads dy (1h), plus the branch sum (3h)
+  //   GeLU             fwd: read, write (2F)       bwd: read x, dy, write dx (3F)
+  //   SwiGLU           fwd: read gate, up, write (3F)
+  //                    bwd: read gate, up, dy, write both gradients (5F)
+  //   RoPE on q and k  fwd and bwd: read, write (2 (h + kvd))
+  // Parts outside the TP region run on every TP rank unless SP splits them.
   const double rep_div = l.sp ? t : 1.0;
-  double rep_elems = 2 * (2 * h) + 2 * (sw_.dropout ? 3.5 * h : 3 * h);  // 2 norms, 2 (bias-dropout-)adds
-  double split_elems = llama ? 3 * F + 2 * (h + kvd) : 2 * F;           // SwiGLU + RoPE, or bias-GeLU
-  const double elem_f = T * act_bytes * (rep_elems / rep_div + split_elems / t) / hbm;
-  const double elem_b = 2.0 * elem_f;
+  const double norms_f = 2 * 2 * h, norms_b = 2 * 3 * h;
+  const double adds_f = sw_.dropout ? 2 * 3.5 * h : 2 * 3 * h;
+  const double adds_b = sw_.dropout ? 2 * (2.5 * h + 1 * h + 3 * h) : 2 * 3 * h;
+  const double act_f = llama ? 3 * F : 2 * F, act_b = llama ? 5 * F : 3 * F;
+  const double rope = llama ? 2 * (h + kvd) : 0.0;
+  const double elem_f = T * act_bytes * ((norms_f + adds_f) / rep_div + (act_f + rope) / t) / hbm;
+  const double elem_b = T * act_bytes * ((norms_b + adds_b) / rep_div + (act_b + rope) / t) / hbm;
 
   // Tensor-parallel collectives: two per layer each way (all-reduce, or
   // all-gather + reduce-scatter with SP: the same bytes).
@@ -210,8 +249,17 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   // ---- per stage ----
   const auto& stages = StagesFor(l.pp);
   const double v = static_cast<double>(l.vpp);
-  const double logits_f = gemm(T, V / t, h) + T * (V / t) * 12.0 / hbm;  // + fp32 softmax/cross-entropy
-  const double logits_b = 2.0 * gemm(T, V / t, h) + T * (V / t) * 8.0 / hbm;
+  // Cross-entropy over the (TP-split) logits in fp32, bytes per logit:
+  // legacy (Megatron's vocab-parallel cross-entropy, one op per pass): upcast
+  // (read 2, write 4), max (4), subtract (8), exp (8), sum (4), divide (8) =
+  // 38 forward; backward scales the saved softmax (8) and casts it back to
+  // 16 bits (6) = 14. modern (PyTorch cross_entropy on upcast logits: fused
+  // log-softmax reads twice and writes once): upcast (6) + 12 = 18 forward;
+  // backward writes the one-hot gradient (4), log-softmax backward (12) and
+  // the cast back (6) = 22.
+  const double ce_f = sw_.fused_log_softmax ? 18.0 : 38.0, ce_b = sw_.fused_log_softmax ? 22.0 : 14.0;
+  const double logits_f = gemm(T, V / t, h) + T * (V / t) * ce_f / hbm;
+  const double logits_b = 2.0 * gemm(T, V / t, h) + T * (V / t) * ce_b / hbm;
   const double embed = T * h * act_bytes * 2.0 / hbm;
   double stage_f = 0, stage_b = 0, stage_compute = 0, stage_rc = 0, stage_tp = 0;
   size_t worst = 0;
@@ -220,6 +268,9 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     double c_f = n * layer_f, c_b = n * layer_b;
     if (i == 0) c_f += embed, c_b += embed;
     if (i + 1 == stages.size()) c_f += logits_f, c_b += logits_b;
+    // Unfused gradient accumulation: every micro-batch adds each new 16-bit
+    // weight gradient into the fp32 buffer (read 2 + 4, write 4 bytes).
+    if (!sw_.fused_grad_accumulation) c_b += (stages[i].replicated + stages[i].split / t) * 10.0 / hbm;
     const double f = c_f + n * tp_f;
     const double bw = c_b + n * (layer_rc + tp_rc + tp_b);
     if (f + bw > stage_f + stage_b) {

@@ -66,6 +66,12 @@ double ModelFlopsPerSequence(const ModelSpec& m);
 // recomputation repeats).
 double BlockForwardFlopsPerSequence(const ModelSpec& m);
 
+// Fraction of the GPU's SMs a GEMM with an m x n output (times `batch`) keeps
+// busy, given tile and wave quantization (NVIDIA Deep Learning Performance
+// Guide, "Matrix Multiplication Background"): the best of 256x128, 128x256
+// and 128x128 tiles, one tile per SM per wave. 1 when sms <= 0.
+double TileWaveEfficiency(double m, double n, double batch, double sms);
+
 // Activation bytes one transformer layer keeps for the backward pass, per
 // micro-batch, on one tensor-parallel rank (Korthikanti et al. 2022,
 // generalised to GQA, SwiGLU, FlashAttention and no-dropout training).

@@ -110,11 +110,13 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
         r.Add("matmul_efficiency", &g.matmul_efficiency);
         r.Add("hbm_efficiency", &g.hbm_efficiency);
         r.Add("attention_efficiency", &g.attention_efficiency);
+        r.Add("sm_count", &g.sm_count);
         r.Add("reference_cluster", &g.reference_cluster);
         ST_RETURN_IF_ERROR(r.Read(*t));
         for (double e : {g.matmul_efficiency, g.hbm_efficiency, g.attention_efficiency}) {
           if (!(e > 0 && e <= 1)) return InvalidArgument(where + ": efficiency factors must be in (0, 1]");
         }
+        if (g.sm_count < 0) return InvalidArgument(where + ": sm_count must be >= 0");
         gpus_[name] = g;
       } else if (section == "node") {
         NodeSpec n;

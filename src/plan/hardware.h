@@ -29,6 +29,10 @@ struct GpuSpec {
   double matmul_efficiency = 0.8;
   double hbm_efficiency = 0.85;
   double attention_efficiency = 0.5;
+  // Streaming multiprocessors (compute units): a GEMM's output tiles run in
+  // waves of this many, so a last partial wave idles the rest (wave
+  // quantization). 0 = not modelled.
+  double sm_count = 0;
   std::string reference_cluster;
 
   // Dense tensor-core peak for `p` in TFLOP/s; 0 if the GPU lacks it.

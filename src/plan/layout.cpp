@@ -39,6 +39,8 @@ Result<Software> SoftwareFromName(const std::string& name) {
     s.flash_attention = false;
     s.dropout = true;
     s.overlap_dp = false;
+    s.fused_log_softmax = false;
+    s.fused_grad_accumulation = false;
     return s;
   }
   return InvalidArgument("unknown software stack '" + name + "'; use modern or legacy");

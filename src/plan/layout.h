@@ -46,6 +46,14 @@ struct Software {
   bool flash_attention = true;
   bool dropout = false;
   bool overlap_dp = true;
+  // Cross-entropy over the logits as PyTorch's fused log-softmax (true) or as
+  // Megatron-LM 2021's vocab-parallel cross-entropy, one kernel per pass.
+  bool fused_log_softmax = true;
+  // Weight-gradient GEMMs accumulate straight into the fp32 gradient buffer
+  // (Megatron's gradient-accumulation fusion, or FSDP's per-micro-batch
+  // reduce-scatter) rather than a separate fp32 add per micro-batch
+  // (Megatron-LM 2021's main_grad hook, DeepSpeed 2022's bf16 optimizer).
+  bool fused_grad_accumulation = true;
 };
 Result<Software> SoftwareFromName(const std::string& name);
 

@@ -1,5 +1,6 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
@@ -14,18 +15,29 @@ double LrSchedule::At(int64_t step) const {
   return min_lr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - min_lr);
 }
 
-AdamW::AdamW(const ParamLayout* layout, const AdamWOptions& opt)
-    : layout_(layout),
-      opt_(opt),
-      m_(static_cast<size_t>(layout->total_numel) * sizeof(float)),
-      v_(static_cast<size_t>(layout->total_numel) * sizeof(float)) {}
+AdamW::AdamW(const ParamLayout* layout, const AdamWOptions& opt, std::vector<FlatRange> owned)
+    : layout_(layout), opt_(opt), owned_(std::move(owned)) {
+  if (owned_.empty()) owned_.push_back({0, layout->total_numel});
+  int64_t state = 0;
+  for (const FlatRange& r : owned_) {
+    for (const auto& e : layout_->entries) {
+      const int64_t b = std::max(r.begin, e.offset), en = std::min(r.end, e.offset + e.numel);
+      if (b < en) segments_.push_back({b, state + (b - r.begin), en - b, e.weight_decay});
+    }
+    state += r.size();
+  }
+  state_numel_ = state;
+  m_ = Buffer(static_cast<size_t>(state) * sizeof(float));
+  v_ = Buffer(static_cast<size_t>(state) * sizeof(float));
+}
 
-void AdamW::Step(float* params, const float* grads, double lr, double grad_scale) {
+void AdamW::Step(float* params, const float* grads, double lr, double grad_scale, bool grads_compact) {
   ++t_;
-  for (const auto& e : layout_->entries) {
-    const float wd = e.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
-    cpu::AdamWUpdate(params + e.offset, grads + e.offset, m_.f32() + e.offset, v_.f32() + e.offset,
-                     e.numel, static_cast<float>(lr), static_cast<float>(opt_.beta1),
+  for (const Segment& s : segments_) {
+    const float wd = s.decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
+    const float* g = grads + (grads_compact ? s.state_begin : s.flat_begin);
+    cpu::AdamWUpdate(params + s.flat_begin, g, m_.f32() + s.state_begin, v_.f32() + s.state_begin,
+                     s.count, static_cast<float>(lr), static_cast<float>(opt_.beta1),
                      static_cast<float>(opt_.beta2), static_cast<float>(opt_.eps), wd, t_,
                      static_cast<float>(grad_scale));
   }

@@ -3,12 +3,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/ops.h"
 #include "model/gpt.h"
+#include "parallel/data_parallel.h"
+#include "parallel/process_groups.h"
 #include "train/checkpoint_dir.h"
 #include "train/data.h"
 #include "train/generate.h"
@@ -19,6 +22,14 @@
 namespace fs = std::filesystem;
 
 namespace scaletrain {
+
+int LaunchedRank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  }
+  return 0;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -39,17 +50,23 @@ std::string FormatDuration(double s) {
   return buf;
 }
 
-// The parallel layouts land with the data/tensor/pipeline parallel issues;
-// until then a layout other than 1x1x1 is refused rather than ignored.
-Status CheckSingleRankLayout(const ParallelConfig& p) {
-  if (p.dp != 1 || p.tp != 1 || p.pp != 1 || p.vpp != 1 || p.zero != 0 || p.sp) {
+// Tensor and pipeline parallelism land with their issue; until then such a
+// layout is refused rather than ignored.
+Status CheckSupportedLayout(const ParallelConfig& p) {
+  if (p.tp != 1 || p.pp != 1 || p.vpp != 1 || p.sp) {
     return InvalidArgument(
-        "this build trains on a single rank: parallel.dp, tp, pp and vpp must be 1, zero 0 and "
-        "sp false (got dp=" + std::to_string(p.dp) + " tp=" + std::to_string(p.tp) +
-        " pp=" + std::to_string(p.pp) + " vpp=" + std::to_string(p.vpp) +
-        " zero=" + std::to_string(p.zero) + "); remove the [parallel] overrides");
+        "this build trains with data parallelism only: parallel.tp, pp and vpp must be 1 and sp "
+        "false (got tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) +
+        " vpp=" + std::to_string(p.vpp) + "); use parallel.dp to scale out");
   }
   return Status::Ok();
+}
+
+bool LaunchedByMpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"}) {
+    if (std::getenv(var)) return true;
+  }
+  return false;
 }
 
 // The vocabulary: the configured file, else vocab.json beside the training
@@ -77,29 +94,26 @@ Status PrepareRunDir(const std::string& run_dir, bool continuing) {
   return Status::Ok();
 }
 
-struct Evaluator {
-  const BatchSampler* sampler;
-  int64_t micro_batch, T, steps;
-  std::vector<int32_t> in, tgt;
-  double Run(GPT& model) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < steps; ++i) {
-      sampler->EvalSequences(i * micro_batch, micro_batch, in.data(), tgt.data());
-      sum += model.Forward(in.data(), tgt.data(), micro_batch, T);
-    }
-    return sum / static_cast<double>(steps);
-  }
-};
+// Every rank learns whether any rank failed, so none waits forever in a
+// collective for a rank that already gave up.
+Status Agree(Communicator& world, Status local) {
+  int64_t failed = local.ok() ? 0 : 1;
+  Status st = world.Allreduce(&failed, 1, ReduceOp::kSum);
+  if (!st.ok()) return st;
+  if (!local.ok()) return local;
+  if (failed > 0) return FailedPrecondition("another rank failed during start-up (see its message)");
+  return Status::Ok();
+}
 
 }  // namespace
 
 Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   const RunConfig& cfg = opts.config;
   const TrainingConfig& tc = cfg.training;
-  ST_RETURN_IF_ERROR(CheckSingleRankLayout(cfg.parallel));
+  ST_RETURN_IF_ERROR(CheckSupportedLayout(cfg.parallel));
   cpu::SetNumThreads(static_cast<int>(tc.threads));
 
-  // Data and vocabulary.
+  // Data and vocabulary: every rank opens the same files.
   if (cfg.data.train.empty() || cfg.data.val.empty()) {
     return InvalidArgument("data.train and data.val must name token shards; create them with "
                            "`scaletrain data prepare --input FILE --output DIR`");
@@ -107,25 +121,37 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   ST_ASSIGN_OR_RETURN(auto train_data, TokenDataset::Open(cfg.data.train));
   ST_ASSIGN_OR_RETURN(auto val_data, TokenDataset::Open(cfg.data.val));
   ST_ASSIGN_OR_RETURN(std::optional<Vocabulary> vocab, FindVocabulary(cfg.data));
-  const int64_t data_vocab = vocab ? vocab->size()
-      : std::max(train_data->max_token(), val_data->max_token()) + 1;
+  const int32_t max_token = std::max(train_data->max_token(), val_data->max_token());
+  const int64_t data_vocab = vocab ? vocab->size() : max_token + 1;
   ST_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromConfig(cfg.model, data_vocab));
-  if (std::max(train_data->max_token(), val_data->max_token()) >= spec.vocab_size) {
-    return InvalidArgument("the data holds token id " +
-                           std::to_string(std::max(train_data->max_token(), val_data->max_token())) +
+  if (max_token >= spec.vocab_size) {
+    return InvalidArgument("the data holds token id " + std::to_string(max_token) +
                            " but the vocabulary has " + std::to_string(spec.vocab_size) +
                            " entries; use the vocab.json written with the data or raise model.vocab_size");
   }
-  const int64_t T = spec.block_size, mb = tc.micro_batch_size;
-  const int64_t accum = tc.global_batch_size / (mb * cfg.parallel.dp);
+  const int64_t T = spec.block_size, mb = tc.micro_batch_size, dp_size = cfg.parallel.dp;
+  const int64_t accum = tc.global_batch_size / (mb * dp_size);
+  const int64_t seqs_per_rank = tc.global_batch_size / dp_size;
   BatchSampler train_sampler(train_data.get(), T, static_cast<uint64_t>(tc.seed));
   BatchSampler val_sampler(val_data.get(), T, static_cast<uint64_t>(tc.seed));
   ST_RETURN_IF_ERROR(train_sampler.Check().WithContext("data.train"));
   ST_RETURN_IF_ERROR(val_sampler.Check().WithContext("data.val"));
 
-  // Model and optimizer.
-  ST_ASSIGN_OR_RETURN(std::unique_ptr<GPT> model, GPT::Create(spec, mb));
-  AdamW adamw(&model->layout(), {tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+  // Communicators: the world must be dp x tp x pp.
+  std::string backend = opts.backend;
+  if (backend == "auto") backend = (LaunchedByMpi() || dp_size > 1) ? "mpi" : "self";
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroups> groups,
+                      CreateCommunicators(cfg.parallel, backend, cfg.parallel.comm_timeout_s));
+  Communicator& world = *groups->world;
+  Communicator& dp_comm = *groups->dp;
+  const bool lead = groups->rank == 0;  // writes logs, metrics and checkpoints
+  const bool quiet = opts.quiet || !lead;
+
+  // Model, data parallelism, optimizer.
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<GPT> model, GPT::Create(spec, mb, dp_size));
+  DataParallel dpar(model->layout(), &dp_comm,
+                    {cfg.parallel.zero, static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0)});
+  AdamW adamw(&model->layout(), {tc.beta1, tc.beta2, tc.eps, tc.weight_decay}, dpar.OwnedRanges());
   LrSchedule sched{tc.lr, tc.min_lr, tc.warmup_steps, tc.steps};
   int64_t start_step = 0;
 
@@ -147,8 +173,13 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                                 "exactly; use a checkpoint written by `scaletrain train`");
     }
     ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.model, model->layout(), model->params()));
-    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.optimizer, model->layout(), adamw.exp_avg(), "exp_avg."));
-    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.optimizer, model->layout(), adamw.exp_avg_sq(), "exp_avg_sq."));
+    // Checkpoints hold the whole optimizer state; each rank keeps its shard,
+    // whatever dp and ZeRO stage wrote it.
+    Buffer full(static_cast<size_t>(model->flat_numel()) * sizeof(float));
+    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.optimizer, model->layout(), full.f32(), "exp_avg."));
+    dpar.ScatterState(full.f32(), adamw.exp_avg());
+    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.optimizer, model->layout(), full.f32(), "exp_avg_sq."));
+    dpar.ScatterState(full.f32(), adamw.exp_avg_sq());
     adamw.set_step_count(ck.manifest.at("optimizer").at("step").get<int64_t>());
     start_step = ck.manifest.at("step").get<int64_t>();
     if (start_step >= tc.steps) {
@@ -162,96 +193,167 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                 : fs::path(ckpt_dir).parent_path().parent_path().string();
       continuing = true;
     }
-    std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt_dir.c_str(),
-                 static_cast<long long>(start_step));
+    if (lead) {
+      std::fprintf(stderr, "resuming from %s at step %lld\n", ckpt_dir.c_str(),
+                   static_cast<long long>(start_step));
+    }
   } else {
     model->InitWeights(static_cast<uint64_t>(tc.seed));
   }
   if (run_dir.empty()) return InvalidArgument("no run directory given; pass --run-dir DIR");
-  ST_RETURN_IF_ERROR(PrepareRunDir(run_dir, continuing));
-  {
-    std::ofstream out(fs::path(run_dir) / "config.resolved.toml");
-    out << RunConfigToToml(cfg);
-    if (!out) return IoError("cannot write " + run_dir + "/config.resolved.toml (disk full?)");
-  }
-  std::ofstream metrics(fs::path(run_dir) / "metrics.jsonl", continuing ? std::ios::app : std::ios::trunc);
-  if (!metrics) return IoError("cannot write " + run_dir + "/metrics.jsonl");
+
+  std::ofstream metrics;
   const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
+  const int64_t param_bytes = model->flat_numel() * static_cast<int64_t>(sizeof(float));
+  const nlohmann::json memory = {{"params_bytes", param_bytes},
+                                 {"grads_bytes", dpar.persistent_grad_bytes()},
+                                 {"optimizer_bytes", static_cast<int64_t>(adamw.state_bytes())},
+                                 {"activations_bytes", static_cast<int64_t>(model->activation_bytes())}};
+  Status setup;
+  if (lead) {
+    setup = PrepareRunDir(run_dir, continuing);
+    if (setup.ok()) {
+      std::ofstream out(fs::path(run_dir) / "config.resolved.toml");
+      out << RunConfigToToml(cfg);
+      std::ofstream mem(fs::path(run_dir) / "memory.json");
+      mem << nlohmann::json{{"per_rank", memory}, {"dp", dp_size}, {"zero", cfg.parallel.zero}}.dump(1) << "\n";
+      metrics.open(fs::path(run_dir) / "metrics.jsonl", continuing ? std::ios::app : std::ios::trunc);
+      if (!out || !mem || !metrics) setup = IoError("cannot write into run directory '" + run_dir + "' (disk full?)");
+    }
+  }
+  ST_RETURN_IF_ERROR(Agree(world, setup));
+
+  // A collective that fails (the watchdog, or a lost rank) ends the job on
+  // every surviving rank: the state can no longer be trusted to agree.
+  auto comm_fail = [&](const Status& st) {
+    std::fprintf(stderr, "error: rank %lld: %s\n", static_cast<long long>(groups->rank), st.message().c_str());
+    std::fflush(stderr);
+    world.Abort(3);
+  };
+#define ST_COMM_OR_ABORT(expr)        \
+  do {                                \
+    Status st_c_ = (expr);            \
+    if (!st_c_.ok()) comm_fail(st_c_); \
+  } while (0)
 
   auto save_checkpoint = [&](int64_t step, double lr) -> Result<std::string> {
-    CheckpointContents c;
-    c.model = LayoutTensors(model->layout(), model->params());
-    auto m = LayoutTensors(model->layout(), adamw.exp_avg(), "exp_avg.");
-    auto v = LayoutTensors(model->layout(), adamw.exp_avg_sq(), "exp_avg_sq.");
-    c.optimizer = std::move(m);
-    c.optimizer.insert(c.optimizer.end(), v.begin(), v.end());
-    c.manifest = {
-        {"format", "scaletrain-checkpoint"},
-        {"version", 1},
-        {"step", step},
-        {"model", SpecToJson(spec)},
-        {"layout", {{"dp", 1}, {"tp", 1}, {"pp", 1}, {"zero", 0}}},
-        {"optimizer", {{"type", "adamw"}, {"step", adamw.step_count()}, {"lr", lr},
-                       {"beta1", tc.beta1}, {"beta2", tc.beta2}, {"eps", tc.eps},
-                       {"weight_decay", tc.weight_decay}}},
-        // Batch k's sequences are a function of (seed, k): the next batch
-        // index and the seed are the whole data position and RNG state.
-        {"data", {{"next_batch", step}, {"seed", tc.seed}, {"train", cfg.data.train},
-                  {"val", cfg.data.val}}},
-        {"config", RunConfigToToml(cfg)},
-        {"vocab", vocab ? vocab->ToJson() : nlohmann::json(nullptr)},
-    };
-    ST_RETURN_IF_ERROR(WriteCheckpoint(ckpt_root, step, c));
-    ST_RETURN_IF_ERROR(PruneCheckpoints(ckpt_root, cfg.checkpoint.keep));
-    return (fs::path(ckpt_root) / CheckpointDirName(step)).string();
+    // Every rank contributes its optimizer shard; the lead writes the whole.
+    Buffer m(static_cast<size_t>(model->flat_numel()) * sizeof(float));
+    Buffer v(static_cast<size_t>(model->flat_numel()) * sizeof(float));
+    ST_COMM_OR_ABORT(dpar.GatherState(adamw.exp_avg(), m.f32()));
+    ST_COMM_OR_ABORT(dpar.GatherState(adamw.exp_avg_sq(), v.f32()));
+    const std::string dir = (fs::path(ckpt_root) / CheckpointDirName(step)).string();
+    Status written;
+    if (lead) {
+      CheckpointContents c;
+      c.model = LayoutTensors(model->layout(), model->params());
+      c.optimizer = LayoutTensors(model->layout(), m.f32(), "exp_avg.");
+      auto vt = LayoutTensors(model->layout(), v.f32(), "exp_avg_sq.");
+      c.optimizer.insert(c.optimizer.end(), vt.begin(), vt.end());
+      c.manifest = {
+          {"format", "scaletrain-checkpoint"},
+          {"version", 1},
+          {"step", step},
+          {"model", SpecToJson(spec)},
+          {"layout", {{"dp", dp_size}, {"tp", 1}, {"pp", 1}, {"zero", cfg.parallel.zero}}},
+          {"optimizer", {{"type", "adamw"}, {"step", adamw.step_count()}, {"lr", lr},
+                         {"beta1", tc.beta1}, {"beta2", tc.beta2}, {"eps", tc.eps},
+                         {"weight_decay", tc.weight_decay}}},
+          // Batch k's sequences are a function of (seed, k): the next batch
+          // index and the seed are the whole data position and RNG state.
+          {"data", {{"next_batch", step}, {"seed", tc.seed}, {"train", cfg.data.train},
+                    {"val", cfg.data.val}}},
+          {"config", RunConfigToToml(cfg)},
+          {"vocab", vocab ? vocab->ToJson() : nlohmann::json(nullptr)},
+      };
+      written = WriteCheckpoint(ckpt_root, step, c);
+      if (written.ok()) written = PruneCheckpoints(ckpt_root, cfg.checkpoint.keep);
+    }
+    ST_RETURN_IF_ERROR(Agree(world, written));
+    return dir;
   };
 
-  if (!opts.quiet) {
+  if (!quiet) {
     std::printf("model: %lld layers, %lld heads, %lld wide, context %lld, vocab %lld -> %.2fM parameters\n",
                 static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_head),
                 static_cast<long long>(spec.n_embd), static_cast<long long>(T),
                 static_cast<long long>(spec.vocab_size), model->num_params() / 1e6);
-    std::printf("batch: %lld sequences x %lld tokens = %lld tokens/step (%lld micro-batches of %lld); "
-                "%d threads, %s\n",
+    std::printf("batch: %lld sequences x %lld tokens = %lld tokens/step (dp %lld x %lld micro-batches "
+                "of %lld); %d threads, %s\n",
                 static_cast<long long>(tc.global_batch_size), static_cast<long long>(T),
-                static_cast<long long>(tc.global_batch_size * T), static_cast<long long>(accum),
-                static_cast<long long>(mb), cpu::NumThreads(), cpu::BlasInfo());
+                static_cast<long long>(tc.global_batch_size * T), static_cast<long long>(dp_size),
+                static_cast<long long>(accum), static_cast<long long>(mb), cpu::NumThreads(),
+                cpu::BlasInfo());
+    if (dp_size > 1) {
+      std::printf("data parallel: dp %lld, zero %lld, %zu gradient buckets; per rank: params %.2f MiB, "
+                  "grads %.2f MiB, optimizer %.2f MiB\n",
+                  static_cast<long long>(dp_size), static_cast<long long>(cfg.parallel.zero),
+                  dpar.buckets().size(), param_bytes / 1048576.0,
+                  dpar.persistent_grad_bytes() / 1048576.0, adamw.state_bytes() / 1048576.0);
+    }
     std::printf("train: %lld tokens, val: %lld tokens; run dir %s\n",
                 static_cast<long long>(train_data->num_tokens()),
                 static_cast<long long>(val_data->num_tokens()), run_dir.c_str());
     std::fflush(stdout);
   }
 
-  Evaluator eval{&val_sampler, mb, T, tc.eval_steps,
-                 std::vector<int32_t>(mb * T), std::vector<int32_t>(mb * T)};
   std::vector<int32_t> inputs(mb * T), targets(mb * T);
+  // Validation micro-batches are dealt out over the DP ranks and averaged.
+  auto evaluate = [&]() -> double {
+    double sum = 0.0;
+    for (int64_t i = dp_comm.rank(); i < tc.eval_steps; i += dp_size) {
+      val_sampler.EvalSequences(i * mb, mb, inputs.data(), targets.data());
+      sum += model->Forward(inputs.data(), targets.data(), mb, T);
+    }
+    ST_COMM_OR_ABORT(dp_comm.Allreduce(&sum, 1, ReduceOp::kSum));
+    return sum / static_cast<double>(tc.eval_steps);
+  };
+
   TrainSummary summary;
+  summary.rank = static_cast<int>(groups->rank);
   double time_sum = 0.0;
   int64_t timed_steps = 0;
   const int64_t tokens_per_step = tc.global_batch_size * T;
+  const int64_t first_seq = dp_comm.rank() * seqs_per_rank;
+  auto on_ready = [&](int64_t layer) { dpar.OnGradsReady(layer); };
 
   for (int64_t step = start_step; step < tc.steps; ++step) {
+    groups->SetStep(step + 1);
+    dp_comm.TakeStats();
     const auto t0 = Clock::now();
-    double data_s = 0, fwd_s = 0, bwd_s = 0;
-    model->ZeroGrad();
+    double data_s = 0, fwd_s = 0, bwd_s = 0, sync_s = 0;
+    dpar.ZeroGradState(model->grads());
     double loss = 0.0;
     for (int64_t micro = 0; micro < accum; ++micro) {
       const auto a = Clock::now();
-      train_sampler.TrainSequences(step, micro * mb, mb, inputs.data(), targets.data());
+      train_sampler.TrainSequences(step, first_seq + micro * mb, mb, inputs.data(), targets.data());
       const auto b = Clock::now();
       loss += model->Forward(inputs.data(), targets.data(), mb, T);
       const auto c = Clock::now();
-      model->Backward(1.0f / static_cast<float>(accum));
+      dpar.BeginBackward(micro == accum - 1 || cfg.parallel.zero == 2, model->grads());
+      model->Backward(1.0f / static_cast<float>(accum), on_ready);
       const auto d = Clock::now();
+      ST_COMM_OR_ABORT(dpar.EndBackward());
+      const auto e = Clock::now();
       data_s += Seconds(a, b);
       fwd_s += Seconds(b, c);
       bwd_s += Seconds(c, d);
+      sync_s += Seconds(d, e);
     }
     loss /= static_cast<double>(accum);
     const auto o0 = Clock::now();
-    const double norm = GlobalGradNorm(model->grads(), model->num_params());
+    if (dp_size > 1) {
+      auto avg = dpar.Average(loss);
+      if (!avg.ok()) comm_fail(avg.status());
+      loss = *avg;
+    }
+    auto norm_r = dpar.GradNorm(model->grads());
+    if (!norm_r.ok()) comm_fail(norm_r.status());
+    const double norm = *norm_r;
     const double lr = sched.At(step);
-    adamw.Step(model->params(), model->grads(), lr, ClipScale(norm, tc.grad_clip));
+    adamw.Step(model->params(), dpar.optimizer_grads(model->grads()), lr, ClipScale(norm, tc.grad_clip),
+               dpar.grads_compact());
+    ST_COMM_OR_ABORT(dpar.GatherParams(model->params()));
     const auto t1 = Clock::now();
     const double step_s = Seconds(t0, t1);
     if (step > start_step || tc.steps - start_step == 1) {  // the first step warms caches
@@ -260,6 +362,7 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     }
     const double avg_s = timed_steps ? time_sum / timed_steps : step_s;
     const int64_t done = step + 1;
+    const CommStats cs = dp_comm.TakeStats();
 
     nlohmann::json line = {{"step", done},
                            {"loss", loss},
@@ -270,13 +373,19 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                            {"data_s", data_s},
                            {"forward_s", fwd_s},
                            {"backward_s", bwd_s},
+                           {"grad_sync_wait_s", sync_s},
+                           {"exposed_comm_s", cs.wait_s},
                            {"optimizer_s", Seconds(o0, t1)}};
+    if (dp_size > 1) {
+      line["comm_bytes"] = {{"dp", cs.payload_bytes()}};
+      line["comm_calls"] = {{"dp", cs.calls()}};
+    }
     if (!std::isfinite(loss)) {
-      metrics << line.dump() << "\n";
+      if (lead) metrics << line.dump() << "\n";
       return Internal("loss became " + std::to_string(loss) + " at step " + std::to_string(done) +
                       "; lower training.lr or set training.grad_clip (the last checkpoint is intact)");
     }
-    if (!opts.quiet) {
+    if (!quiet) {
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n",
                   static_cast<long long>(done), static_cast<long long>(tc.steps), loss, lr, norm,
                   step_s * 1e3, tokens_per_step / step_s,
@@ -284,24 +393,27 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     }
     const bool last = done == tc.steps;
     if ((tc.eval_interval > 0 && done % tc.eval_interval == 0) || last) {
-      const double val = eval.Run(*model);
+      const double val = evaluate();
       line["val_loss"] = val;
       summary.final_val_loss = val;
-      if (!opts.quiet) std::printf("step %5lld | val loss %.4f\n", static_cast<long long>(done), val);
+      if (!quiet) std::printf("step %5lld | val loss %.4f\n", static_cast<long long>(done), val);
     }
-    metrics << line.dump() << "\n" << std::flush;
-    if (!metrics) return IoError("cannot append to " + run_dir + "/metrics.jsonl (disk full?)");
-    if (!opts.quiet) std::fflush(stdout);
+    if (lead) {
+      metrics << line.dump() << "\n" << std::flush;
+      if (!metrics) return IoError("cannot append to " + run_dir + "/metrics.jsonl (disk full?)");
+    }
+    if (!quiet) std::fflush(stdout);
     if ((cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0) || last) {
       ST_ASSIGN_OR_RETURN(summary.last_checkpoint, save_checkpoint(done, lr));
-      if (!opts.quiet) std::printf("checkpoint: %s\n", summary.last_checkpoint.c_str());
+      if (!quiet) std::printf("checkpoint: %s\n", summary.last_checkpoint.c_str());
     }
     summary.final_loss = loss;
     summary.steps_run++;
   }
+#undef ST_COMM_OR_ABORT
   summary.tokens_per_s = timed_steps ? tokens_per_step / (time_sum / timed_steps) : 0.0;
 
-  if (!opts.quiet && tc.sample_tokens > 0) {
+  if (!quiet && tc.sample_tokens > 0) {
     std::printf("\n--- sample (%lld tokens, temperature 0.8) ---\n", static_cast<long long>(tc.sample_tokens));
     std::vector<int32_t> prompt;
     if (vocab) {

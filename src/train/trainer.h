@@ -14,7 +14,15 @@ struct TrainOptions {
   std::string run_dir;  // created; must not already hold a run
   std::string resume;   // checkpoint dir or run dir; empty: fresh start
   bool quiet = false;   // no per-step lines (tests)
+  // "self" (one process), "mpi", or "auto": mpi when launched by mpirun or
+  // when the layout has more than one rank.
+  std::string backend = "auto";
+  std::string trace;    // Chrome trace JSON path; "%r" is replaced by the rank
 };
+
+// This process's rank as the launcher announced it (0 without a launcher);
+// known before MPI starts, so only rank 0 reports start-up errors.
+int LaunchedRank();
 
 struct TrainSummary {
   int64_t steps_run = 0;
@@ -22,6 +30,7 @@ struct TrainSummary {
   double final_val_loss = 0.0;
   double tokens_per_s = 0.0;
   std::string last_checkpoint;
+  int rank = 0;
 };
 
 Result<TrainSummary> RunTraining(const TrainOptions& opts);

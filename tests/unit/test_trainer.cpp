@@ -136,11 +136,20 @@ TEST_F(TrainerTest, CheckpointOfOtherModelIsRefusedAndLeftIntact) {
   EXPECT_FALSE(fs::exists(dir_ / "other/metrics.jsonl"));
 }
 
-TEST_F(TrainerTest, ParallelLayoutIsRefusedUntilBuilt) {
-  TrainOptions o{Tiny({"parallel.dp=2"}), (dir_ / "run").string(), "", true};
+TEST_F(TrainerTest, TensorParallelIsRefusedUntilBuilt) {
+  TrainOptions o{Tiny({"parallel.tp=2"}), (dir_ / "run").string(), "", true};
   auto r = RunTraining(o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("parallel.dp"), std::string::npos);
+  EXPECT_NE(r.status().message().find("parallel.tp"), std::string::npos);
+}
+
+TEST_F(TrainerTest, WorldSizeMismatchSaysHowToLaunch) {
+  TrainOptions o{Tiny({"parallel.dp=2"}), (dir_ / "run").string(), "", true};
+  o.backend = "self";
+  auto r = RunTraining(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("mpirun -np 2"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(dir_ / "run/metrics.jsonl"));
 }
 
 TEST_F(TrainerTest, MissingShardNamesFileAndFix) {

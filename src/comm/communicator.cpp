@@ -1,0 +1,330 @@
+#include "comm/communicator.h"
+
+#include <climits>
+#include <cstdio>
+#include <utility>
+
+#include "comm/comm_state.h"
+#include "comm/mpi_communicator.h"
+#include "comm/self_communicator.h"
+
+namespace scaletrain {
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+  }
+  return "?";
+}
+
+const char* CommOpName(CommOp op) {
+  switch (op) {
+    case CommOp::kAllreduce:
+      return "allreduce";
+    case CommOp::kReduceScatter:
+      return "reduce_scatter";
+    case CommOp::kAllgather:
+      return "allgather";
+    case CommOp::kBroadcast:
+      return "broadcast";
+    case CommOp::kSend:
+      return "send";
+    case CommOp::kRecv:
+      return "recv";
+    case CommOp::kBarrier:
+      return "barrier";
+  }
+  return "?";
+}
+
+const char* CommDTypeName(CommDType dtype) {
+  switch (dtype) {
+    case CommDType::kF32:
+      return "float32";
+    case CommDType::kF64:
+      return "float64";
+    case CommDType::kI64:
+      return "int64";
+    case CommDType::kU8:
+      return "uint8";
+  }
+  return "?";
+}
+
+int64_t CommDTypeSize(CommDType dtype) {
+  switch (dtype) {
+    case CommDType::kF32:
+      return 4;
+    case CommDType::kF64:
+      return 8;
+    case CommDType::kI64:
+      return 8;
+    case CommDType::kU8:
+      return 1;
+  }
+  return 0;
+}
+
+double RingEquivalentBytes(CommOp op, int64_t group_size, int64_t payload_bytes) {
+  if (group_size <= 1) return 0;
+  const double n = static_cast<double>(group_size);
+  const double bytes = static_cast<double>(payload_bytes);
+  switch (op) {
+    case CommOp::kAllreduce:
+      return 2 * (n - 1) / n * bytes;
+    case CommOp::kReduceScatter:
+    case CommOp::kAllgather:
+    case CommOp::kBroadcast:
+      return (n - 1) / n * bytes;
+    case CommOp::kSend:
+    case CommOp::kRecv:
+      return bytes;
+    case CommOp::kBarrier:
+      return 0;
+  }
+  return 0;
+}
+
+int64_t CommStats::calls() const {
+  int64_t total = 0;
+  for (const CommOpStats& s : ops) total += s.calls;
+  return total;
+}
+
+int64_t CommStats::payload_bytes() const {
+  int64_t total = 0;
+  for (const CommOpStats& s : ops) total += s.payload_bytes;
+  return total;
+}
+
+double CommStats::ring_equivalent_bytes(int64_t group_size) const {
+  double total = 0;
+  for (int i = 0; i < kNumCommOps; ++i) {
+    // A recv is the other end of a send: count the bytes leaving this rank.
+    if (static_cast<CommOp>(i) == CommOp::kRecv) continue;
+    total += RingEquivalentBytes(static_cast<CommOp>(i), group_size, ops[i].payload_bytes);
+  }
+  return total;
+}
+
+// --- CommHandle ---
+
+CommHandle::CommHandle(std::shared_ptr<internal::CommState> state) : state_(std::move(state)) {}
+
+Status CommHandle::Wait() {
+  if (!state_) return Status::Ok();
+  return Wait(state_->timeout_s);
+}
+
+Status CommHandle::Wait(double timeout_s) {
+  if (!state_) return Status::Ok();
+  internal::CommState& s = *state_;
+  if (s.done.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.status;
+  }
+  if (s.progress) s.progress->WaitBegin();
+  const auto t0 = std::chrono::steady_clock::now();
+  bool finished;
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    auto is_done = [&s] { return s.done.load(std::memory_order_acquire); };
+    if (timeout_s > 0) {
+      finished = s.cv.wait_for(lock, std::chrono::duration<double>(timeout_s), is_done);
+    } else {
+      s.cv.wait(lock, is_done);
+      finished = true;
+    }
+  }
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  if (s.counters) {
+    s.counters->wait_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count(),
+        std::memory_order_relaxed);
+  }
+  if (s.progress) s.progress->WaitEnd();
+  if (!finished) {
+    char limit[32];
+    std::snprintf(limit, sizeof(limit), "%g", timeout_s);
+    Status timed_out =
+        Internal("watchdog: " + s.what + " did not finish within " + limit + " s at step " +
+                 std::to_string(s.step) +
+                 ": a rank of the group died or hangs; ending the job (raise the limit if a "
+                 "step legitimately takes longer)");
+    if (s.progress) s.progress->WaitTimedOut(timed_out);
+    return timed_out;
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.status;
+}
+
+bool CommHandle::Test() const { return !state_ || state_->done.load(std::memory_order_acquire); }
+
+std::chrono::steady_clock::time_point CommHandle::issue_time() const {
+  if (!state_) return {};
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->issue_time;
+}
+
+std::chrono::steady_clock::time_point CommHandle::start_time() const {
+  if (!state_) return {};
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->start_time;
+}
+
+std::chrono::steady_clock::time_point CommHandle::end_time() const {
+  if (!state_) return {};
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->end_time;
+}
+
+// --- Communicator ---
+
+Communicator::Communicator(std::string name)
+    : name_(std::move(name)), counters_(std::make_shared<internal::CommCounters>()) {}
+
+Communicator::~Communicator() = default;
+
+CommStats Communicator::stats() const {
+  CommStats out;
+  for (int i = 0; i < kNumCommOps; ++i) {
+    out.ops[i].calls = counters_->calls[i].load(std::memory_order_relaxed);
+    out.ops[i].payload_bytes = counters_->payload_bytes[i].load(std::memory_order_relaxed);
+  }
+  out.wait_s = static_cast<double>(counters_->wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+  return out;
+}
+
+void Communicator::ResetStats() { TakeStats(); }
+
+CommStats Communicator::TakeStats() {
+  CommStats out;
+  for (int i = 0; i < kNumCommOps; ++i) {
+    out.ops[i].calls = counters_->calls[i].exchange(0, std::memory_order_relaxed);
+    out.ops[i].payload_bytes = counters_->payload_bytes[i].exchange(0, std::memory_order_relaxed);
+  }
+  out.wait_s =
+      static_cast<double>(counters_->wait_ns.exchange(0, std::memory_order_relaxed)) * 1e-9;
+  return out;
+}
+
+namespace {
+
+bool Overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a);
+  const auto pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + static_cast<uintptr_t>(b_bytes) && pb < pa + static_cast<uintptr_t>(a_bytes);
+}
+
+// The payload figure the header defines, per operation.
+int64_t PayloadBytes(const Communicator::OpDesc& op, int group_size) {
+  const int64_t elem = CommDTypeSize(op.dtype);
+  switch (op.op) {
+    case CommOp::kReduceScatter:
+    case CommOp::kAllgather:
+      return op.count * group_size * elem;
+    case CommOp::kBarrier:
+      return 0;
+    default:
+      return op.count * elem;
+  }
+}
+
+}  // namespace
+
+Status Communicator::Validate(const OpDesc& op) const {
+  if (op.count < 0) {
+    return InvalidArgument("negative element count " + std::to_string(op.count));
+  }
+  // MPI counts are ints; the full buffer of reduce_scatter/allgather too.
+  const bool blocked = op.op == CommOp::kReduceScatter || op.op == CommOp::kAllgather;
+  const int64_t total = op.count > INT_MAX ? op.count : (blocked ? op.count * size() : op.count);
+  if (total > INT_MAX) {
+    return InvalidArgument(std::to_string(total) +
+                           " elements exceed the 2^31-1 an MPI call takes; split the buffer");
+  }
+  const bool reduces = op.op == CommOp::kAllreduce || op.op == CommOp::kReduceScatter;
+  if (reduces && op.dtype == CommDType::kU8) {
+    return InvalidArgument("cannot reduce raw bytes; use float32, float64 or int64");
+  }
+  if (reduces && op.reduce == ReduceOp::kAverage && op.dtype == CommDType::kI64) {
+    return InvalidArgument("average of int64 would truncate; sum and divide instead");
+  }
+  if (op.count > 0) {
+    const bool needs_send = op.op == CommOp::kSend || (blocked && op.send != nullptr);
+    if (op.recv == nullptr && op.op != CommOp::kSend) {
+      return InvalidArgument("null buffer");
+    }
+    if (needs_send && op.send == nullptr) return InvalidArgument("null buffer");
+  }
+  if (op.op == CommOp::kBroadcast || op.op == CommOp::kSend || op.op == CommOp::kRecv) {
+    const char* role = op.op == CommOp::kBroadcast ? "root" : "peer";
+    if (op.peer < 0 || op.peer >= size()) {
+      return InvalidArgument(std::string(role) + " " + std::to_string(op.peer) +
+                             " is not a rank of this group of " + std::to_string(size()));
+    }
+  }
+  if ((op.op == CommOp::kSend || op.op == CommOp::kRecv) && (op.tag < 0 || op.tag > 32767)) {
+    // 32767 is the smallest tag bound MPI guarantees.
+    return InvalidArgument("tag " + std::to_string(op.tag) + " outside [0, 32767]");
+  }
+  if (blocked && op.send != nullptr && op.count > 0) {
+    const int64_t elem = CommDTypeSize(op.dtype);
+    const int64_t send_bytes =
+        op.op == CommOp::kReduceScatter ? op.count * size() * elem : op.count * elem;
+    const int64_t recv_bytes =
+        op.op == CommOp::kReduceScatter ? op.count * elem : op.count * size() * elem;
+    if (Overlap(op.send, send_bytes, op.recv, recv_bytes)) {
+      return InvalidArgument("send and recv buffers overlap; use the InPlace form");
+    }
+  }
+  return Status::Ok();
+}
+
+CommHandle Communicator::Issue(const OpDesc& op) {
+  auto state = std::make_shared<internal::CommState>();
+  state->step = step_;
+  state->timeout_s = timeout_s_;
+  state->counters = counters_;
+  state->progress = progress();
+
+  const int64_t payload = PayloadBytes(op, size());
+  std::string what = CommOpName(op.op);
+  if (op.op != CommOp::kBarrier) {
+    what += " of " + std::to_string(payload) + " bytes (" + CommDTypeName(op.dtype);
+    if (op.op == CommOp::kAllreduce || op.op == CommOp::kReduceScatter) {
+      what += std::string(", ") + ReduceOpName(op.reduce);
+    }
+    if (op.op == CommOp::kBroadcast) what += ", root " + std::to_string(op.peer);
+    if (op.op == CommOp::kSend) what += ", to " + std::to_string(op.peer);
+    if (op.op == CommOp::kRecv) what += ", from " + std::to_string(op.peer);
+    what += ")";
+  }
+  what += " on group '" + name_ + "' (rank " + std::to_string(rank()) + " of " +
+          std::to_string(size()) + ")";
+  state->what = std::move(what);
+
+  Status valid = Validate(op);
+  if (!valid.ok()) {
+    // Not counted: nothing was handed to the backend.
+    state->Complete(valid);
+    return CommHandle(std::move(state));
+  }
+  const int index = static_cast<int>(op.op);
+  counters_->calls[index].fetch_add(1, std::memory_order_relaxed);
+  counters_->payload_bytes[index].fetch_add(payload, std::memory_order_relaxed);
+  Start(op, state);
+  return CommHandle(std::move(state));
+}
+
+Result<std::unique_ptr<Communicator>> CreateWorldCommunicator(const std::string& backend) {
+  if (backend == "self") return CreateSelfCommunicator("world");
+  if (backend == "mpi") return CreateMpiWorldCommunicator();
+  return InvalidArgument("unknown communication backend '" + backend +
+                         "'; valid backends: self, mpi");
+}
+
+}  // namespace scaletrain

@@ -1,0 +1,154 @@
+#include "parallel/data_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/ops.h"
+
+namespace scaletrain {
+
+DataParallel::DataParallel(const ParamLayout& layout, Communicator* comm,
+                           const DataParallelOptions& opt)
+    : layout_(layout),
+      comm_(comm),
+      dp_(comm->size()),
+      rank_(comm->rank()),
+      zero_(opt.zero),
+      padded_(PaddedNumel(layout.total_numel, comm->size())) {
+  const int64_t per_bucket =
+      std::max<int64_t>(dp_, opt.bucket_bytes / static_cast<int64_t>(sizeof(float)) / dp_ * dp_);
+  // Buckets from the end of the buffer: the final norm and last blocks, whose
+  // gradients backward completes first, go out first.
+  for (int64_t end = padded_; end > 0;) {
+    GradBucket b;
+    b.end = end;
+    b.begin = std::max<int64_t>(0, end - per_bucket);
+    b.min_layer = INT64_MAX;
+    for (const auto& e : layout_.entries) {
+      if (e.offset < b.end && e.offset + e.numel > b.begin) b.min_layer = std::min(b.min_layer, e.layer);
+    }
+    if (b.min_layer == INT64_MAX) b.min_layer = INT64_MAX - 1;  // padding only: ready at once
+    buckets_.push_back(b);
+    end = b.begin;
+  }
+  launched_.assign(buckets_.size(), false);
+  if (zero_ == 2) shard_grads_ = Buffer(static_cast<size_t>(owned_numel()) * sizeof(float));
+}
+
+std::vector<FlatRange> DataParallel::OwnedRanges() const {
+  if (zero_ == 0) return {{0, padded_}};
+  std::vector<FlatRange> out;
+  for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
+    const int64_t blk = it->size() / dp_;
+    out.push_back({it->begin + rank_ * blk, it->begin + (rank_ + 1) * blk});
+  }
+  return out;
+}
+
+int64_t DataParallel::owned_numel() const { return zero_ == 0 ? padded_ : padded_ / dp_; }
+
+void DataParallel::BeginBackward(bool communicates, float* grads) {
+  communicating_ = communicates;
+  grads_ = grads;
+  std::fill(launched_.begin(), launched_.end(), false);
+  pending_.clear();
+}
+
+void DataParallel::Launch(size_t i) {
+  const GradBucket& b = buckets_[i];
+  launched_[i] = true;
+  if (zero_ == 0) {
+    pending_.push_back(comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kAverage));
+  } else {
+    pending_.push_back(
+        comm_->IReduceScatterInPlace(grads_ + b.begin, b.size() / dp_, ReduceOp::kAverage));
+  }
+}
+
+void DataParallel::OnGradsReady(int64_t layer) {
+  if (!communicating_) return;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    if (!launched_[i] && layer <= buckets_[i].min_layer) Launch(i);
+  }
+}
+
+Status DataParallel::EndBackward() {
+  if (!communicating_) return Status::Ok();
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    if (!launched_[i]) Launch(i);
+  }
+  for (CommHandle& h : pending_) ST_RETURN_IF_ERROR(h.Wait());
+  pending_.clear();
+  if (zero_ == 2) {
+    float* acc = shard_grads_.f32();
+    int64_t k = 0;
+    for (const FlatRange& r : OwnedRanges()) {
+      const float* src = grads_ + r.begin;
+      for (int64_t i = 0; i < r.size(); ++i) acc[k + i] += src[i];
+      k += r.size();
+    }
+    std::memset(grads_, 0, static_cast<size_t>(padded_) * sizeof(float));
+  }
+  communicating_ = false;
+  return Status::Ok();
+}
+
+const float* DataParallel::optimizer_grads(const float* flat_grads) const {
+  return zero_ == 2 ? shard_grads_.f32() : flat_grads;
+}
+
+void DataParallel::ZeroGradState(float* flat_grads) {
+  std::memset(flat_grads, 0, static_cast<size_t>(padded_) * sizeof(float));
+  shard_grads_.Zero();
+}
+
+Result<double> DataParallel::GradNorm(const float* flat_grads) {
+  if (zero_ == 0) return std::sqrt(cpu::SumSquares(flat_grads, padded_));
+  double sq = 0.0;
+  if (zero_ == 2) {
+    sq = cpu::SumSquares(shard_grads_.f32(), owned_numel());
+  } else {
+    for (const FlatRange& r : OwnedRanges()) sq += cpu::SumSquares(flat_grads + r.begin, r.size());
+  }
+  ST_RETURN_IF_ERROR(comm_->Allreduce(&sq, 1, ReduceOp::kSum));
+  return std::sqrt(sq);
+}
+
+Status DataParallel::GatherParams(float* params) {
+  if (zero_ == 0) return Status::Ok();
+  std::vector<CommHandle> hs;
+  for (const GradBucket& b : buckets_) hs.push_back(comm_->IAllgatherInPlace(params + b.begin, b.size() / dp_));
+  for (CommHandle& h : hs) ST_RETURN_IF_ERROR(h.Wait());
+  return Status::Ok();
+}
+
+Result<double> DataParallel::Average(double value) {
+  ST_RETURN_IF_ERROR(comm_->Allreduce(&value, 1, ReduceOp::kAverage));
+  return value;
+}
+
+Status DataParallel::GatherState(const float* compact, float* full) {
+  int64_t k = 0;
+  for (const FlatRange& r : OwnedRanges()) {
+    std::memcpy(full + r.begin, compact + k, static_cast<size_t>(r.size()) * sizeof(float));
+    k += r.size();
+  }
+  if (zero_ == 0) return Status::Ok();
+  for (const GradBucket& b : buckets_) ST_RETURN_IF_ERROR(comm_->AllgatherInPlace(full + b.begin, b.size() / dp_));
+  return Status::Ok();
+}
+
+void DataParallel::ScatterState(const float* full, float* compact) const {
+  int64_t k = 0;
+  for (const FlatRange& r : OwnedRanges()) {
+    std::memcpy(compact + k, full + r.begin, static_cast<size_t>(r.size()) * sizeof(float));
+    k += r.size();
+  }
+}
+
+int64_t DataParallel::persistent_grad_bytes() const {
+  return (zero_ == 2 ? owned_numel() : padded_) * static_cast<int64_t>(sizeof(float));
+}
+
+}  // namespace scaletrain
