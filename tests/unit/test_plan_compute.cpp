@@ -1,0 +1,79 @@
+// The compute-time terms of the cost model against hand computation: tile and
+// wave quantization of GEMMs, FlashAttention's sequence-length dependence, and
+// the unfused fp32 gradient accumulation of the legacy stack.
+#include <gtest/gtest.h>
+
+#include "plan/cost_model.h"
+#include "plan/hardware.h"
+#include "plan/model_preset.h"
+
+namespace scaletrain::plan {
+namespace {
+
+const std::string kConfigs = std::string(ST_SOURCE_DIR) + "/configs";
+
+TEST(PlanCompute, TileAndWaveQuantization) {
+  // 108 tiles of 256x128 fill one wave of an A100 exactly.
+  EXPECT_DOUBLE_EQ(TileWaveEfficiency(256.0 * 12, 128.0 * 9, 1, 108), 1.0);
+  // One more row of 128x128 tiles: 256x128 needs 2 waves for 114 tiles
+  // (114 x 32768 / (216 x 32768)); 128x128 needs 3 waves for 225 tiles
+  // (225 / 324) and wins.
+  EXPECT_DOUBLE_EQ(TileWaveEfficiency(128.0 * 25, 128.0 * 9, 1, 108), 225.0 / 324.0);
+  // A ragged edge pads the last tile: m = 100 in one 128-row tile.
+  EXPECT_DOUBLE_EQ(TileWaveEfficiency(100, 128, 1, 1), 100.0 / 128.0);
+  // Batched GEMMs share the waves.
+  EXPECT_DOUBLE_EQ(TileWaveEfficiency(128, 128, 216, 108), 1.0);
+  EXPECT_DOUBLE_EQ(TileWaveEfficiency(128, 128, 1, 0), 1.0);
+}
+
+// Compute time of one layout with the given GPU and software.
+double ComputeSeconds(const ModelSpec& spec, const ClusterSpec& c, const Software& sw, const Layout& l) {
+  CostModel model(spec, c, sw);
+  auto p = model.Predict(l);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? p->time_s.compute : 0.0;
+}
+
+TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto spec = GptSpecFromDims("gpt", 4, 2048, 16, 4096, 50304);
+  ASSERT_TRUE(spec.ok());
+  ClusterSpec c = *cat.Cluster("dgx-h100");
+  Layout l;
+  l.dp = 1, l.micro_batch = 2, l.global_batch = 6;  // 3 micro-batches
+  const Software sw = *SoftwareFromName("modern");
+  const double base = ComputeSeconds(*spec, c, sw, l);
+  // Halving the attention efficiency adds exactly the attention time once more.
+  const double e = c.gpu.attention_efficiency;
+  c.gpu.attention_efficiency = e / 2;
+  const double slow = ComputeSeconds(*spec, c, sw, l);
+  const double s = 4096, b = 2, h = 2048;
+  const double fwd_flops = 0.5 * 4 * b * s * s * h;  // causal half, one layer, one micro-batch
+  const double rate = c.gpu.bf16_tflops * 1e12 * e * s / (s + 256);
+  const double attention = 3 * 4 * 3.5 * fwd_flops / rate;  // 3 micro-batches, 4 layers, fwd + 2.5x bwd
+  EXPECT_NEAR(slow - base, attention, 1e-9 * attention);
+}
+
+TEST(PlanCompute, LegacyGradientAccumulationIsChargedPerMicroBatch) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto preset = LoadModel("gpt2-124m", kConfigs);
+  ASSERT_TRUE(preset.ok());
+  const ClusterSpec c = *cat.Cluster("dgx-a100");
+  Layout l;
+  l.dp = 2, l.micro_batch = 2, l.global_batch = 16;  // 4 micro-batches
+  Software legacy = *SoftwareFromName("legacy");
+  ASSERT_FALSE(legacy.fused_grad_accumulation);
+  const double unfused = ComputeSeconds(preset->spec, c, legacy, l);
+  legacy.fused_grad_accumulation = true;
+  const double fused = ComputeSeconds(preset->spec, c, legacy, l);
+  // Read the 16-bit gradient and the fp32 buffer, write the buffer: 10 bytes
+  // per parameter per micro-batch, at the achievable HBM bandwidth.
+  const double n = 124439808;
+  const double expected = 4 * n * 10 / (c.gpu.hbm_tbps * 1e12 * c.gpu.hbm_efficiency);
+  EXPECT_NEAR(unfused - fused, expected, 1e-9 * expected);
+}
+
+}  // namespace
+}  // namespace scaletrain::plan
