@@ -25,6 +25,7 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
   struct Args {
     std::string config, run_dir, resume;
     std::vector<std::string> sets;
+    std::string trace;
     bool quiet = false;
   };
   auto args = std::make_shared<Args>();
@@ -34,6 +35,8 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--resume", args->resume,
                   "continue from a checkpoint directory, or the newest valid one in a run directory");
   cmd->add_flag("--quiet", args->quiet, "no per-step lines");
+  cmd->add_option("--trace", args->trace,
+                  "write a Chrome trace (Perfetto) per rank; %r in the name is the rank");
   cmd->callback([args, exit_code] {
     auto cfg = LoadRunConfig(args->config, args->sets);
     if (!cfg.ok()) {
@@ -47,6 +50,7 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
     opts.run_dir = args->run_dir;
     if (opts.run_dir.empty() && opts.resume.empty()) opts.run_dir = DefaultRunDir(args->config);
     opts.quiet = args->quiet;
+    opts.trace = args->trace;
     auto r = RunTraining(opts);
     if (!r.ok()) {
       // Start-up errors are the same on every rank: rank 0 reports them.

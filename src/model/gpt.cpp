@@ -108,7 +108,11 @@ void GPT::InitWeights(uint64_t seed) {
   std::fill(p + wte_ + spec_.vocab_size * C, p + wte_ + spec_.padded_vocab_size * C, 0.0f);
 }
 
-float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
+float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                   const std::function<void(int64_t)>& on_layer_done) {
+  auto done = [&](int64_t layer) {
+    if (on_layer_done) on_layer_done(layer);
+  };
   const int64_t C = spec_.n_embd, F = spec_.ffn_hidden, NH = spec_.n_head;
   const int64_t V = spec_.vocab_size, Vp = spec_.padded_vocab_size, N = B * T;
   B_ = B;
@@ -122,6 +126,7 @@ float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   const float* p = params_.f32();
   Acts& a = *a_;
   cpu::EncoderForward(a.encoded, tokens, p + wte_, p + wpe_, B, T, C);
+  done(-1);
   const float* residual = a.encoded;
   for (int64_t l = 0; l < spec_.n_layer; ++l) {
     const LayerOffsets& o = layer_off_[l];
@@ -137,13 +142,18 @@ float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
     cpu::MatmulForward(L.fcproj, L.fch_gelu, p + o.fcprojw, p + o.fcprojb, N, F, C);
     cpu::ResidualForward(L.res3, L.res2, L.fcproj, N * C);
     residual = L.res3;
+    done(l);
   }
   cpu::LayerNormForward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, p + lnfw_, p + lnfb_, N, C);
   cpu::MatmulForward(a.logits, a.lnf, p + wte_, nullptr, N, C, Vp);
-  if (!targets) return 0.0f;
+  if (!targets) {
+    done(spec_.n_layer);
+    return 0.0f;
+  }
   cpu::CrossEntropyForward(a.losses, a.probs, a.logits, targets, N, V, Vp);
   double sum = 0.0;
   for (int64_t i = 0; i < N; ++i) sum += a.losses[i];
+  done(spec_.n_layer);
   return static_cast<float>(sum / static_cast<double>(N));
 }
 

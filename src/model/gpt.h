@@ -45,7 +45,10 @@ class GPT {
   // tokens, targets: [B, T] with B <= max_batch, T <= block_size. targets
   // may be null (inference). Returns the mean cross-entropy (0 if no
   // targets). Logits of the last call stay readable through logits().
-  float Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
+  // `on_layer_done(layer)`, if given, is called after the embeddings (-1),
+  // each block, and the final norm, head and loss (n_layer): for traces.
+  float Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                const std::function<void(int64_t layer)>& on_layer_done = nullptr);
   // Back-propagates loss_scale x the mean loss of the last Forward (which
   // must have had targets) and ADDS to grads(): micro-batches accumulate.
   // `on_grads_ready(layer)`, if given, is called as soon as the gradients of

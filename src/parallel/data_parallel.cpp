@@ -59,10 +59,10 @@ void DataParallel::Launch(size_t i) {
   const GradBucket& b = buckets_[i];
   launched_[i] = true;
   if (zero_ == 0) {
-    pending_.push_back(comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kAverage));
+    pending_.push_back({i, comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kAverage)});
   } else {
     pending_.push_back(
-        comm_->IReduceScatterInPlace(grads_ + b.begin, b.size() / dp_, ReduceOp::kAverage));
+        {i, comm_->IReduceScatterInPlace(grads_ + b.begin, b.size() / dp_, ReduceOp::kAverage)});
   }
 }
 
@@ -78,7 +78,8 @@ Status DataParallel::EndBackward() {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     if (!launched_[i]) Launch(i);
   }
-  for (CommHandle& h : pending_) ST_RETURN_IF_ERROR(h.Wait());
+  for (BucketCollective& c : pending_) ST_RETURN_IF_ERROR(c.handle.Wait());
+  last_ = std::move(pending_);
   pending_.clear();
   if (zero_ == 2) {
     float* acc = shard_grads_.f32();

@@ -91,6 +91,14 @@ class DataParallel {
   Status GatherState(const float* compact, float* full);
   void ScatterState(const float* full, float* compact) const;
 
+  // The collectives of the last communicating backward, bucket by bucket
+  // (for traces: each handle knows when it started and finished).
+  struct BucketCollective {
+    size_t bucket;
+    CommHandle handle;
+  };
+  const std::vector<BucketCollective>& last_collectives() const { return last_; }
+
   // Bytes this rank holds for gradients that persist across micro-batches.
   int64_t persistent_grad_bytes() const;
 
@@ -101,7 +109,7 @@ class DataParallel {
   Communicator* comm_;
   int64_t dp_, rank_, zero_, padded_;
   std::vector<GradBucket> buckets_;
-  std::vector<CommHandle> pending_;
+  std::vector<BucketCollective> pending_, last_;
   std::vector<bool> launched_;
   bool communicating_ = false;
   float* grads_ = nullptr;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/ops.h"
@@ -18,6 +19,7 @@
 #include "train/model_io.h"
 #include "train/optimizer.h"
 #include "train/tokenizer.h"
+#include "telemetry/trace.h"
 
 namespace fs = std::filesystem;
 
@@ -297,6 +299,54 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     std::fflush(stdout);
   }
 
+  // The trace, if asked for: per-layer forward/backward spans, each bucket's
+  // collective from issue to finish, the optimizer.
+  std::unique_ptr<ChromeTrace> trace;
+  std::string trace_path = opts.trace;
+  if (!trace_path.empty()) {
+    const auto at = trace_path.find("%r");
+    if (at != std::string::npos) {
+      trace_path.replace(at, 2, std::to_string(groups->rank));
+    } else if (world.size() > 1) {
+      trace_path += ".rank" + std::to_string(groups->rank);
+    }
+    trace = std::make_unique<ChromeTrace>(groups->rank);
+  }
+  Clock::time_point span_start;
+  int64_t trace_step = 0, trace_micro = 0;
+  auto layer_name = [&](const char* phase, int64_t layer) {
+    const std::string what = layer < 0 ? "embedding" : layer == spec.n_layer ? "head+loss"
+                             : "layer " + std::to_string(layer);
+    return std::string(phase) + " " + what;
+  };
+  std::function<void(int64_t)> fwd_hook, bwd_trace_hook;
+  if (trace) {
+    fwd_hook = [&](int64_t layer) {
+      const auto now = Clock::now();
+      trace->Complete(layer_name("forward", layer), "forward", TraceTrack::kCompute, span_start, now,
+                      {{"step", trace_step}, {"micro", trace_micro}});
+      span_start = now;
+    };
+    bwd_trace_hook = [&](int64_t layer) {
+      const auto now = Clock::now();
+      trace->Complete(layer_name("backward", layer), "backward", TraceTrack::kCompute, span_start,
+                      now, {{"step", trace_step}, {"micro", trace_micro}});
+      span_start = now;
+    };
+  }
+  auto trace_collectives = [&]() {
+    for (const auto& c : dpar.last_collectives()) {
+      const GradBucket& b = dpar.buckets()[c.bucket];
+      trace->Complete(std::string(cfg.parallel.zero == 0 ? "allreduce" : "reduce_scatter") +
+                          " bucket " + std::to_string(c.bucket),
+                      "comm", TraceTrack::kComm, c.handle.issue_time(), c.handle.end_time(),
+                      {{"step", trace_step}, {"group", "dp"},
+                       {"bytes", (b.end - b.begin) * 4},
+                       {"started", std::chrono::duration<double, std::micro>(
+                                       c.handle.start_time() - c.handle.issue_time()).count()}});
+    }
+  };
+
   std::vector<int32_t> inputs(mb * T), targets(mb * T);
   // Validation micro-batches are dealt out over the DP ranks and averaged.
   auto evaluate = [&]() -> double {
@@ -315,7 +365,10 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   int64_t timed_steps = 0;
   const int64_t tokens_per_step = tc.global_batch_size * T;
   const int64_t first_seq = dp_comm.rank() * seqs_per_rank;
-  auto on_ready = [&](int64_t layer) { dpar.OnGradsReady(layer); };
+  auto on_ready = [&](int64_t layer) {
+    if (bwd_trace_hook) bwd_trace_hook(layer);
+    dpar.OnGradsReady(layer);
+  };
 
   for (int64_t step = start_step; step < tc.steps; ++step) {
     groups->SetStep(step + 1);
@@ -328,13 +381,22 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       const auto a = Clock::now();
       train_sampler.TrainSequences(step, first_seq + micro * mb, mb, inputs.data(), targets.data());
       const auto b = Clock::now();
-      loss += model->Forward(inputs.data(), targets.data(), mb, T);
+      trace_step = step + 1;
+      trace_micro = micro;
+      span_start = b;
+      loss += model->Forward(inputs.data(), targets.data(), mb, T, fwd_hook);
       const auto c = Clock::now();
-      dpar.BeginBackward(micro == accum - 1 || cfg.parallel.zero == 2, model->grads());
+      const bool communicates = micro == accum - 1 || cfg.parallel.zero == 2;
+      dpar.BeginBackward(communicates, model->grads());
+      span_start = c;
       model->Backward(1.0f / static_cast<float>(accum), on_ready);
       const auto d = Clock::now();
       ST_COMM_OR_ABORT(dpar.EndBackward());
       const auto e = Clock::now();
+      if (trace && communicates) {
+        trace_collectives();
+        trace->Complete("wait for gradients", "comm_wait", TraceTrack::kCompute, d, e);
+      }
       data_s += Seconds(a, b);
       fwd_s += Seconds(b, c);
       bwd_s += Seconds(c, d);
@@ -355,6 +417,7 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                dpar.grads_compact());
     ST_COMM_OR_ABORT(dpar.GatherParams(model->params()));
     const auto t1 = Clock::now();
+    if (trace) trace->Complete("optimizer", "optimizer", TraceTrack::kOptimizer, o0, t1, {{"step", step + 1}});
     const double step_s = Seconds(t0, t1);
     if (step > start_step || tc.steps - start_step == 1) {  // the first step warms caches
       time_sum += step_s;
@@ -411,6 +474,10 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     summary.steps_run++;
   }
 #undef ST_COMM_OR_ABORT
+  if (trace) {
+    ST_RETURN_IF_ERROR(trace->Write(trace_path));
+    if (!quiet) std::printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path.c_str());
+  }
   summary.tokens_per_s = timed_steps ? tokens_per_step / (time_sum / timed_steps) : 0.0;
 
   if (!quiet && tc.sample_tokens > 0) {
