@@ -320,6 +320,18 @@ CommHandle Communicator::Issue(const OpDesc& op) {
   return CommHandle(std::move(state));
 }
 
+Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key,
+                                                          const std::string& name) {
+  if (color < 0) {
+    return InvalidArgument("split of group '" + name_ + "' into '" + name +
+                           "': colour must be >= 0, got " + std::to_string(color));
+  }
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> child, SplitImpl(color, key, name));
+  child->set_step(step_);
+  child->set_timeout_s(timeout_s_);
+  return child;
+}
+
 Result<std::unique_ptr<Communicator>> CreateWorldCommunicator(const std::string& backend) {
   if (backend == "self") return CreateSelfCommunicator("world");
   if (backend == "mpi") return CreateMpiWorldCommunicator();

@@ -7,6 +7,8 @@
 // a non-blocking operation belong to it until Wait() or Test() reports it
 // finished. Operations of one group must be issued in the same order on every
 // member (as in MPI); operations of different groups may be in flight together.
+// A communicator is driven by one thread at a time; a handle may be waited
+// on from any thread.
 //
 // Byte accounting. Each operation adds to this communicator's counters, when
 // it is issued, its *payload bytes*: the size of the one buffer that holds the
@@ -103,11 +105,12 @@ class [[nodiscard]] CommHandle {
   explicit CommHandle(std::shared_ptr<internal::CommState> state);
 
   // Blocks until the operation finishes, or until the communicator's
-  // timeout passes. The timeout is the watchdog: a peer that died or hangs
-  // shows up here as an error naming the operation, the group and the step;
-  // after it the job cannot go on (the operation still owns its buffers),
-  // and the caller should report it and end the job (Communicator::Abort or
-  // a non-zero exit, which makes mpirun end the other ranks).
+  // timeout (counted from this call) passes. The timeout is the watchdog: a
+  // peer that died or hangs shows up here as an error naming the operation,
+  // the group and the step. The job cannot go on after it (the operation
+  // still owns its buffers): report it, then Communicator::Abort. (A plain
+  // non-zero exit also ends the job under mpirun's default policy, not
+  // under --enable-recovery, where a hung rank would keep it alive.)
   Status Wait();
   // As Wait(), with this timeout in seconds; <= 0 waits without limit.
   Status Wait(double timeout_s);
@@ -241,10 +244,10 @@ class Communicator {
   Status Barrier() { return IBarrier().Wait(); }
 
   // A new communicator over the ranks of this group that pass the same
-  // `color`, ranked by `key` (ties by rank here): MPI_Comm_split. Every
-  // member must call it, in the same order relative to other operations.
-  virtual Result<std::unique_ptr<Communicator>> Split(int color, int key,
-                                                      const std::string& name) = 0;
+  // `color` (>= 0), ranked by `key` (ties by rank here): MPI_Comm_split.
+  // Every member must call it, in the same order relative to other
+  // operations. The new group starts with this one's step and timeout.
+  Result<std::unique_ptr<Communicator>> Split(int color, int key, const std::string& name);
 
   // Ends the whole job, every rank of every group, with this exit code; for
   // a watchdog error after it has been reported.
@@ -269,6 +272,8 @@ class Communicator {
  protected:
   explicit Communicator(std::string name);
 
+  virtual Result<std::unique_ptr<Communicator>> SplitImpl(int color, int key,
+                                                          const std::string& name) = 0;
   // Starts a validated operation; the state is already counted and carries
   // the description watchdog errors use. Must eventually complete `state`.
   virtual void Start(const OpDesc& op, const std::shared_ptr<internal::CommState>& state) = 0;

@@ -424,12 +424,8 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   const char* backend() const override { return "mpi"; }
 
-  Result<std::unique_ptr<Communicator>> Split(int color, int key,
-                                              const std::string& name) override {
-    if (color < 0) {
-      return InvalidArgument("split of group '" + this->name() + "' into '" + name +
-                             "': colour must be >= 0, got " + std::to_string(color));
-    }
+  Result<std::unique_ptr<Communicator>> SplitImpl(int color, int key,
+                                                  const std::string& name) override {
     // Owned jointly with the call: should the wait time out, the comm
     // thread may still finish the split later and must write somewhere valid.
     struct SplitResult {
@@ -449,8 +445,6 @@ class MpiCommunicator final : public Communicator {
                          }));
     auto comm = std::make_unique<MpiCommunicator>(engine_, result->comm, result->rank, result->size,
                                                   name, /*is_world=*/false);
-    comm->set_timeout_s(timeout_s());
-    comm->set_step(step());
     return std::unique_ptr<Communicator>(std::move(comm));
   }
 

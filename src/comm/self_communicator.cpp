@@ -17,8 +17,8 @@ class SelfCommunicator final : public Communicator {
   int size() const override { return 1; }
   const char* backend() const override { return "self"; }
 
-  Result<std::unique_ptr<Communicator>> Split(int color, int key,
-                                              const std::string& name) override {
+  Result<std::unique_ptr<Communicator>> SplitImpl(int color, int key,
+                                                  const std::string& name) override {
     return CreateSelfCommunicator(name);
   }
 
