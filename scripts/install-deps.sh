@@ -5,7 +5,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(
   build-essential cmake pkg-config git
-  libopenblas-openmp-dev
+  libopenblas-openmp-dev libdnnl-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin

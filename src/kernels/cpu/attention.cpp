@@ -4,7 +4,6 @@
 // region). The T x T score matrix is processed in row blocks and only blocks
 // on or below the diagonal are multiplied, which skips nearly half of the
 // work that a full T x T product would do for a causal mask.
-#include <cblas.h>
 
 #include <algorithm>
 #include <bit>
@@ -12,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 
 namespace scaletrain::cpu {
@@ -95,7 +95,7 @@ void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64
         const int64_t rows = std::min(kRowBlock, T - i0);
         const int64_t cols = i0 + rows;  // keys visible to the block's last row
         float* ablk = a + i0 * T;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+        Sgemm('N', 'T', static_cast<int>(rows),
                     static_cast<int>(cols), static_cast<int>(hs), scale, q + i0 * ld3,
                     static_cast<int>(ld3), k, static_cast<int>(ld3), 0.0f, ablk,
                     static_cast<int>(T));
@@ -104,7 +104,7 @@ void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64
         }
         // Masked entries inside the block are now 0, so the product over the
         // block's full key range equals the causal one.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
+        Sgemm('N', 'N', static_cast<int>(rows),
                     static_cast<int>(hs), static_cast<int>(cols), 1.0f, ablk, static_cast<int>(T),
                     v, static_cast<int>(ld3), 0.0f, o + i0 * C, static_cast<int>(C));
       }
@@ -137,7 +137,7 @@ void AttentionBackward(float* dqkv, float* datt, const float* dout, const float*
         const int64_t rows = std::min(kRowBlock, T - i0);
         const int64_t cols = i0 + rows;
         float* dablk = da + i0 * T;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+        Sgemm('N', 'T', static_cast<int>(rows),
                     static_cast<int>(cols), ihs, 1.0f, dout_bh + i0 * C, iC, v, ild3, 0.0f, dablk,
                     iT);
         for (int64_t t = i0; t < i0 + rows; ++t) {
@@ -154,7 +154,7 @@ void AttentionBackward(float* dqkv, float* datt, const float* dout, const float*
           for (int64_t j = 0; j < len; ++j) d[j] = scale * p[j] * (d[j] - dot);
           std::fill(d + len, d + cols, 0.0f);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), ihs,
+        Sgemm('N', 'N', static_cast<int>(rows), ihs,
                     static_cast<int>(cols), 1.0f, dablk, iT, k, ild3, 1.0f, dq + i0 * ld3, ild3);
       }
       // Column blocks: key/value block j0 is seen only by queries t >= j0, so
@@ -164,9 +164,9 @@ void AttentionBackward(float* dqkv, float* datt, const float* dout, const float*
       for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
         const int64_t width = std::min(kRowBlock, T - j0);
         const int depth = static_cast<int>(T - j0);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(width), ihs, depth,
+        Sgemm('T', 'N', static_cast<int>(width), ihs, depth,
                     1.0f, a + j0 * T + j0, iT, dout_bh + j0 * C, iC, 1.0f, dv + j0 * ld3, ild3);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(width), ihs, depth,
+        Sgemm('T', 'N', static_cast<int>(width), ihs, depth,
                     1.0f, da + j0 * T + j0, iT, q + j0 * ld3, ild3, 1.0f, dk + j0 * ld3, ild3);
       }
     }

@@ -1,13 +1,13 @@
-// Linear layers through BLAS, plus the thread settings shared by every CPU
-// kernel. The OpenMP build of OpenBLAS shares our OpenMP thread pool, so one
-// thread count governs both our loops and the sgemm calls.
-#include <cblas.h>
+// Linear layers through the BLAS (gemm.h), plus the thread settings shared by
+// every CPU kernel. Both BLAS choices run on our OpenMP thread pool, so one
+// thread count governs our loops and the sgemm calls.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <string>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 
 namespace scaletrain::cpu {
@@ -15,20 +15,12 @@ namespace scaletrain::cpu {
 void SetNumThreads(int n) {
   if (n <= 0) n = omp_get_num_procs();
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  SetBlasThreads(n);
 }
 
 int NumThreads() { return omp_get_max_threads(); }
 
-const char* BlasInfo() {
-  // thread_local: callers may log from several threads, and the thread count
-  // can change between calls, so the string is rebuilt each time.
-  thread_local std::string info;
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), " (OpenMP build, %d threads)", openblas_get_num_threads());
-  info = std::string(openblas_get_config()) + buf;
-  return info.c_str();
-}
+const char* BlasInfo() { return BlasName(); }
 
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
                    int64_t C, int64_t OC) {
@@ -42,7 +34,7 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
     }
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N), static_cast<int>(OC),
+  Sgemm('N', 'T', static_cast<int>(N), static_cast<int>(OC),
               static_cast<int>(C), 1.0f, inp, static_cast<int>(C), weight, static_cast<int>(C),
               beta, out, static_cast<int>(OC));
 }
@@ -76,11 +68,11 @@ void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout
                     const float* weight, int64_t N, int64_t C, int64_t OC) {
   const int n = static_cast<int>(N), c = static_cast<int>(C), oc = static_cast<int>(OC);
   if (dinp != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, oc, 1.0f, dout, oc, weight, c,
+    Sgemm('N', 'N', n, c, oc, 1.0f, dout, oc, weight, c,
                 1.0f, dinp, c);
   }
   if (dweight != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dout, oc, inp, c, 1.0f,
+    Sgemm('T', 'N', oc, c, n, 1.0f, dout, oc, inp, c, 1.0f,
                 dweight, c);
   }
   if (dbias != nullptr) BiasBackward(dbias, dout, N, OC);
