@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds with warnings as errors, and runs the
-# whole test suite (unit, model-vs-PyTorch reference, command-line tests).
+# whole test suite (unit, model-vs-PyTorch reference, multi-rank MPI,
+# command-line tests); then the unit tests of the engine once more under
+# AddressSanitizer and UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+jobs=$(nproc)
 scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSCALETRAIN_WERROR=ON >/dev/null
-cmake --build build -j"$(nproc)"
-ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
+
+# Sanitizers: the engine's unit tests (the planner's arithmetic and the
+# multi-process tests run in the main pass only, to keep CI time down).
+asan_targets=(test_config test_kernels test_model test_data test_checkpoint_io test_trainer
+              test_mesh test_comm_self)
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALETRAIN_SANITIZE=ON \
+  -DSCALETRAIN_WERROR=ON >/dev/null
+cmake --build build-asan -j"$jobs" --target "${asan_targets[@]}"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 \
+  -E '_NOT_BUILT|^cli\.|^mpi\.|LearnsShakespeare'
