@@ -21,3 +21,16 @@ cmake --build build-asan -j"$jobs" --target "${asan_targets[@]}"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 \
   -E '_NOT_BUILT|^cli\.|^mpi\.|LearnsShakespeare'
+
+# The CUDA backend: built wherever the CUDA toolkit is installed (its GPU
+# tests skip, saying so, on a machine without a GPU).
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -x "$nvcc" ]; then
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSCALETRAIN_CUDA=ON -DSCALETRAIN_WERROR=ON \
+    -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
+  cmake --build build-cuda -j"$jobs" --target st_kernels_cuda test_cuda_host test_cuda_ops
+  build-cuda/tests/test_cuda_host
+  build-cuda/tests/test_cuda_ops
+else
+  echo "CUDA toolkit not found (no nvcc): the CUDA backend was not built"
+fi
