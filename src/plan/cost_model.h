@@ -11,9 +11,9 @@
 
 #include "core/status.h"
 #include "model/spec.h"
+#include "parallel/schedule.h"
 #include "plan/hardware.h"
 #include "plan/layout.h"
-#include "plan/schedule.h"
 
 namespace scaletrain::plan {
 

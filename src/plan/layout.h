@@ -7,8 +7,8 @@
 
 #include "core/status.h"
 #include "model/spec.h"
+#include "parallel/schedule.h"
 #include "plan/hardware.h"
-#include "plan/schedule.h"
 
 namespace scaletrain::plan {
 

@@ -1,0 +1,483 @@
+#include "parallel/schedule.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace scaletrain {
+
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// Appends a stage's compute actions together with the receive each needs
+// just before it and the send of its result just after it, so that data
+// flow is explicit in the list and the trainer does not re-derive it.
+class StageListBuilder {
+ public:
+  StageListBuilder(const PipelineSchedule& s, int32_t stage, std::vector<PipeAction>* out)
+      : s_(s), stage_(stage), out_(out) {}
+
+  void Forward(int32_t mb, int32_t chunk) {
+    const int32_t v = s_.VirtualStage(stage_, chunk);
+    if (v > 0) Comm(PipeOp::kRecvActivation, mb, chunk, v - 1);
+    out_->push_back({PipeOp::kForward, mb, chunk});
+    if (v < s_.num_virtual_stages() - 1) Comm(PipeOp::kSendActivation, mb, chunk, v + 1);
+  }
+
+  void Backward(int32_t mb, int32_t chunk) {
+    const int32_t v = s_.VirtualStage(stage_, chunk);
+    if (v < s_.num_virtual_stages() - 1) Comm(PipeOp::kRecvGradient, mb, chunk, v + 1);
+    out_->push_back({PipeOp::kBackward, mb, chunk});
+    if (v > 0) Comm(PipeOp::kSendGradient, mb, chunk, v - 1);
+  }
+
+ private:
+  void Comm(PipeOp op, int32_t mb, int32_t chunk, int32_t peer_virtual) {
+    out_->push_back({op, mb, chunk, peer_virtual % s_.pp, peer_virtual / s_.pp});
+  }
+
+  const PipelineSchedule& s_;
+  int32_t stage_;
+  std::vector<PipeAction>* out_;
+};
+
+// The k-th forward (backward) of a stage under Megatron-LM's interleaving:
+// micro-batches go in groups of pp through chunk 0, then the same group
+// through chunk 1, ...; backwards visit the chunks in reverse order
+// (get_model_chunk_id / get_microbatch_id_in_model_chunk in Megatron-Core).
+std::pair<int32_t, int32_t> InterleavedStep(int32_t k, int32_t pp, int32_t vpp, bool forward) {
+  const int32_t group = pp * vpp;
+  const int32_t mb = (k / group) * pp + k % pp;
+  const int32_t chunk = (k % group) / pp;
+  return {mb, forward ? chunk : vpp - 1 - chunk};
+}
+
+}  // namespace
+
+const char* ScheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::k1F1B:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
+  }
+  return "?";
+}
+
+Result<ScheduleKind> ScheduleKindFromName(const std::string& name) {
+  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved}) {
+    if (name == ScheduleKindName(k)) return k;
+  }
+  return InvalidArgument("unknown pipeline schedule '" + name +
+                         "'; use gpipe, 1f1b or interleaved");
+}
+
+const char* PipeOpName(PipeOp op) {
+  switch (op) {
+    case PipeOp::kForward:
+      return "F";
+    case PipeOp::kBackward:
+      return "B";
+    case PipeOp::kSendActivation:
+      return "send-act";
+    case PipeOp::kRecvActivation:
+      return "recv-act";
+    case PipeOp::kSendGradient:
+      return "send-grad";
+    case PipeOp::kRecvGradient:
+      return "recv-grad";
+  }
+  return "?";
+}
+
+bool IsCompute(PipeOp op) { return op == PipeOp::kForward || op == PipeOp::kBackward; }
+
+std::string PipeActionToString(const PipeAction& a) {
+  std::string s = std::string(PipeOpName(a.op)) + " mb" + Str(a.micro_batch) + " c" + Str(a.chunk);
+  if (IsCompute(a.op)) return s;
+  const bool sends = a.op == PipeOp::kSendActivation || a.op == PipeOp::kSendGradient;
+  return s + (sends ? " -> s" : " <- s") + Str(a.peer_stage) + " c" + Str(a.peer_chunk);
+}
+
+Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
+                                               int32_t m) {
+  if (pp < 1 || vpp < 1 || m < 1) {
+    return InvalidArgument("a pipeline schedule needs pp, vpp and micro-batches >= 1 (got pp=" +
+                           Str(pp) + ", vpp=" + Str(vpp) + ", micro-batches=" + Str(m) + ")");
+  }
+  const std::string name = ScheduleKindName(kind);
+  if (kind != ScheduleKind::kInterleaved && vpp != 1) {
+    return InvalidArgument("the " + name +
+                           " schedule runs one model chunk per stage (vpp = 1, got " + Str(vpp) +
+                           "); use vpp = 1 or the interleaved schedule");
+  }
+  if (kind == ScheduleKind::kInterleaved) {
+    if (vpp < 2) {
+      return InvalidArgument(
+          "the interleaved schedule needs vpp >= 2 model chunks per stage (got " + Str(vpp) +
+          "); with one chunk per stage use 1f1b");
+    }
+    // With one stage there is no bubble for interleaving to shrink, and its
+    // chunks would only hand tensors to themselves.
+    if (pp < 2) return InvalidArgument("the interleaved schedule needs pp >= 2; use 1f1b");
+    if (m % pp != 0) {
+      const int32_t lo = m / pp * pp;
+      return InvalidArgument("the interleaved schedule needs micro-batches (" + Str(m) +
+                             ") to be a multiple of pp (" + Str(pp) +
+                             "), as Megatron-LM requires; use " + (lo > 0 ? Str(lo) + " or " : "") +
+                             Str(lo + pp) + " micro-batches");
+    }
+    // Virtual stages and action counts are int32 (one step of a real run
+    // has thousands, not billions).
+    if (static_cast<int64_t>(m) * vpp * pp > std::numeric_limits<int32_t>::max() / 8) {
+      return InvalidArgument("pipeline schedule too large: pp x vpp x micro-batches = " +
+                             Str(static_cast<int64_t>(m) * vpp * pp));
+    }
+  }
+
+  PipelineSchedule s;
+  s.kind = kind;
+  s.pp = pp;
+  s.vpp = vpp;
+  s.micro_batches = m;
+  s.stages.resize(pp);
+  for (int32_t st = 0; st < pp; ++st) {
+    // A forward and a backward per (micro-batch, chunk), each with at most
+    // one receive and one send.
+    s.stages[st].reserve(static_cast<size_t>(6) * m * vpp);
+    StageListBuilder b(s, st, &s.stages[st]);
+    switch (kind) {
+      case ScheduleKind::kGPipe:
+        for (int32_t i = 0; i < m; ++i) b.Forward(i, 0);
+        for (int32_t i = 0; i < m; ++i) b.Backward(i, 0);
+        break;
+      case ScheduleKind::k1F1B: {
+        // Enough forwards in flight that the first backward, coming back
+        // from the last stage, arrives just as the warm-up ends.
+        const int32_t warm = std::min(pp - st - 1, m);
+        int32_t f = 0, bw = 0;
+        for (; f < warm; ++f) b.Forward(f, 0);
+        for (; f < m; ++f, ++bw) {
+          b.Forward(f, 0);
+          b.Backward(bw, 0);
+        }
+        for (; bw < m; ++bw) b.Backward(bw, 0);
+        break;
+      }
+      case ScheduleKind::kInterleaved: {
+        // Megatron-Core's warm-up count: two forwards per later stage (a
+        // round trip through each) plus one group of pp for every chunk
+        // before the last.
+        const int32_t total = m * vpp;
+        const int32_t warm = std::min((pp - st - 1) * 2 + (vpp - 1) * pp, total);
+        auto fwd = [&](int32_t k) {
+          auto [mb, c] = InterleavedStep(k, pp, vpp, true);
+          b.Forward(mb, c);
+        };
+        auto bwd = [&](int32_t k) {
+          auto [mb, c] = InterleavedStep(k, pp, vpp, false);
+          b.Backward(mb, c);
+        };
+        int32_t f = 0, bw = 0;
+        for (; f < warm; ++f) fwd(f);
+        for (; f < total; ++f, ++bw) {
+          fwd(f);
+          bwd(bw);
+        }
+        for (; bw < total; ++bw) bwd(bw);
+        break;
+      }
+    }
+  }
+  return s;
+}
+
+Result<PipelineSchedule> PipelineScheduleFromConfig(const ParallelConfig& parallel,
+                                                    int64_t micro_batches) {
+  ST_ASSIGN_OR_RETURN(ScheduleKind kind, ScheduleKindFromName(parallel.schedule));
+  if (kind == ScheduleKind::kInterleaved && parallel.vpp < 2) {
+    return InvalidArgument("parallel.schedule = \"interleaved\" needs parallel.vpp >= 2 (got " +
+                           Str(parallel.vpp) + "); raise vpp or use schedule \"1f1b\"");
+  }
+  if (kind != ScheduleKind::kInterleaved && parallel.vpp != 1) {
+    return InvalidArgument("parallel.vpp = " + Str(parallel.vpp) + " needs parallel.schedule = " +
+                           "\"interleaved\" (got \"" + parallel.schedule + "\"); or set vpp = 1");
+  }
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (parallel.pp > kMax || parallel.vpp > kMax || micro_batches > kMax) {
+    return InvalidArgument("pipeline layout out of range: pp=" + Str(parallel.pp) +
+                           ", vpp=" + Str(parallel.vpp) + ", micro-batches=" + Str(micro_batches));
+  }
+  return BuildPipelineSchedule(kind, static_cast<int32_t>(parallel.pp),
+                               static_cast<int32_t>(parallel.vpp),
+                               static_cast<int32_t>(micro_batches));
+}
+
+std::vector<int32_t> PeakActivations(const PipelineSchedule& s) {
+  std::vector<int32_t> peak(s.stages.size(), 0);
+  for (size_t st = 0; st < s.stages.size(); ++st) {
+    int32_t live = 0;
+    for (const PipeAction& a : s.stages[st]) {
+      if (a.op == PipeOp::kForward) peak[st] = std::max(peak[st], ++live);
+      if (a.op == PipeOp::kBackward) --live;
+    }
+  }
+  return peak;
+}
+
+namespace {
+
+// One step's execution state, for SimulatePipelineSchedule.
+class Simulator {
+ public:
+  Simulator(const PipelineSchedule& s, const PipeTimes& t)
+      : s_(s),
+        t_(t),
+        m_(s.micro_batches),
+        nv_(s.num_virtual_stages()),
+        next_(s.pp, 0),
+        clock_(s.pp, 0.0),
+        busy_(s.pp, 0.0),
+        live_(s.pp, 0),
+        peak_(s.pp, 0),
+        msg_state_(static_cast<size_t>(2) * nv_ * m_, kNotSent),
+        msg_time_(msg_state_.size(), 0.0),
+        waiter_(msg_state_.size(), -1),
+        flags_(static_cast<size_t>(nv_) * m_, 0) {}
+
+  Result<ScheduleSimulation> Run() {
+    // Event-driven: a stage runs until it needs a message not yet sent; the
+    // send of that message makes it runnable again.
+    std::vector<int32_t> runnable(s_.pp);
+    for (int32_t st = 0; st < s_.pp; ++st) runnable[st] = s_.pp - 1 - st;
+    while (!runnable.empty()) {
+      const int32_t st = runnable.back();
+      runnable.pop_back();
+      ST_RETURN_IF_ERROR(RunStage(st, &runnable));
+    }
+    ST_RETURN_IF_ERROR(CheckComplete());
+    ScheduleSimulation r;
+    r.makespan_s = *std::max_element(clock_.begin(), clock_.end());
+    r.busy_s = busy_;
+    r.idle_s.resize(s_.pp);
+    for (int32_t st = 0; st < s_.pp; ++st) r.idle_s[st] = r.makespan_s - busy_[st];
+    r.peak_activations = peak_;  // as PeakActivations, without another pass
+    return r;
+  }
+
+ private:
+  enum MsgState : uint8_t { kNotSent, kSent, kReceived };
+  // Per (virtual stage, micro-batch): what has happened there.
+  enum Flag : uint8_t {
+    kForwardDone = 1,
+    kBackwardDone = 2,
+    kHaveActivation = 4,
+    kHaveGradient = 8
+  };
+
+  size_t MsgKey(bool gradient, int32_t from_virtual, int32_t mb) const {
+    return (static_cast<size_t>(gradient) * nv_ + from_virtual) * m_ + mb;
+  }
+  uint8_t& FlagsOf(int32_t virtual_stage, int32_t mb) {
+    return flags_[static_cast<size_t>(virtual_stage) * m_ + mb];
+  }
+
+  Status Fail(int32_t st, size_t i, const char* why) const {
+    return InvalidArgument(std::string(ScheduleKindName(s_.kind)) + " schedule (pp=" + Str(s_.pp) +
+                           ", vpp=" + Str(s_.vpp) + ", micro-batches=" + Str(m_) + "): stage " +
+                           Str(st) + " action " + Str(static_cast<int64_t>(i)) + " (" +
+                           PipeActionToString(s_.stages[st][i]) + ") " + why);
+  }
+
+  // Runs stage `st` until its list ends or it waits for a message. The
+  // planner simulates thousands of schedules per search, so the stage's
+  // position, clock and busy time stay in locals until it stops.
+  Status RunStage(int32_t st, std::vector<int32_t>* runnable) {
+    const std::vector<PipeAction>& list = s_.stages[st];
+    size_t i = next_[st];
+    double clock = clock_[st], busy = busy_[st];
+    int32_t live = live_[st], peak = peak_[st];
+    bool blocked = false;
+    Status status;
+    for (; i < list.size(); ++i) {
+      const PipeAction& a = list[i];
+      if (a.micro_batch < 0 || a.micro_batch >= m_ || a.chunk < 0 || a.chunk >= s_.vpp) {
+        status = Fail(st, i, "names a micro-batch or chunk outside the schedule");
+        break;
+      }
+      const int32_t v = s_.VirtualStage(st, a.chunk);
+      uint8_t& flags = FlagsOf(v, a.micro_batch);
+      const char* error = nullptr;
+      switch (a.op) {
+        case PipeOp::kForward:
+          if (flags & kForwardDone) {
+            error = "runs a forward twice";
+          } else if (v > 0 && !(flags & kHaveActivation)) {
+            error = "runs before its input activation was received";
+          } else {
+            flags |= kForwardDone;
+            clock += t_.forward_s;
+            busy += t_.forward_s;
+            peak = std::max(peak, ++live);
+          }
+          break;
+        case PipeOp::kBackward:
+          if (flags & kBackwardDone) {
+            error = "runs a backward twice";
+          } else if (!(flags & kForwardDone)) {
+            error = "runs before its forward";
+          } else if (v < nv_ - 1 && !(flags & kHaveGradient)) {
+            error = "runs before its output gradient was received";
+          } else {
+            flags |= kBackwardDone;
+            clock += t_.backward_s;
+            busy += t_.backward_s;
+            --live;
+          }
+          break;
+        case PipeOp::kSendActivation:
+        case PipeOp::kSendGradient: {
+          const bool grad = a.op == PipeOp::kSendGradient;
+          const int32_t to = grad ? v - 1 : v + 1;
+          if (to < 0 || to >= nv_) {
+            error = "sends past the end of the pipeline";
+          } else if (!PeerIs(a, st, to, v)) {
+            error = "is addressed to the wrong stage or chunk";
+          } else if (!(flags & (grad ? kBackwardDone : kForwardDone))) {
+            error = "sends a result not yet computed";
+          } else {
+            const size_t key = MsgKey(grad, v, a.micro_batch);
+            if (msg_state_[key] != kNotSent) {
+              error = "sends a message twice";
+            } else {
+              msg_state_[key] = kSent;
+              msg_time_[key] = clock;
+              if (waiter_[key] >= 0) {
+                runnable->push_back(waiter_[key]);
+                waiter_[key] = -1;
+              }
+            }
+          }
+          break;
+        }
+        case PipeOp::kRecvActivation:
+        case PipeOp::kRecvGradient: {
+          const bool grad = a.op == PipeOp::kRecvGradient;
+          const int32_t from = grad ? v + 1 : v - 1;
+          if (from < 0 || from >= nv_) {
+            error = "receives from past the end of the pipeline";
+            break;
+          }
+          if (!PeerIs(a, st, from, v)) {
+            error = "names the wrong sender";
+            break;
+          }
+          const size_t key = MsgKey(grad, from, a.micro_batch);
+          if (msg_state_[key] == kReceived) {
+            error = "receives a message twice";
+            break;
+          }
+          if (msg_state_[key] == kNotSent) {
+            waiter_[key] = st;  // resumed by the send
+            blocked = true;
+            break;
+          }
+          msg_state_[key] = kReceived;
+          flags |= grad ? kHaveGradient : kHaveActivation;
+          clock = std::max(clock, msg_time_[key] + t_.p2p_s);
+          break;
+        }
+      }
+      if (blocked) break;
+      if (error != nullptr) {
+        status = Fail(st, i, error);
+        break;
+      }
+    }
+    next_[st] = i;
+    clock_[st] = clock;
+    busy_[st] = busy;
+    live_[st] = live;
+    peak_[st] = peak;
+    return status;
+  }
+
+  // Whether the action's peer is virtual stage `to`, a neighbour of the
+  // action's own; spelled out without division, which the search's many
+  // simulations would feel.
+  bool PeerIs(const PipeAction& a, int32_t st, int32_t to, int32_t v) const {
+    if (to == v + 1) {
+      return st + 1 < s_.pp ? a.peer_stage == st + 1 && a.peer_chunk == a.chunk
+                            : a.peer_stage == 0 && a.peer_chunk == a.chunk + 1;
+    }
+    return st > 0 ? a.peer_stage == st - 1 && a.peer_chunk == a.chunk
+                  : a.peer_stage == s_.pp - 1 && a.peer_chunk == a.chunk - 1;
+  }
+
+  Status CheckComplete() const {
+    std::string stuck;
+    int32_t n_stuck = 0;
+    for (int32_t st = 0; st < s_.pp; ++st) {
+      if (next_[st] == s_.stages[st].size()) continue;
+      if (n_stuck++ < 4) {
+        stuck += (stuck.empty() ? "" : "; ") + std::string("stage ") + Str(st) + " waits at " +
+                 PipeActionToString(s_.stages[st][next_[st]]);
+      }
+    }
+    if (n_stuck > 0) {
+      return InvalidArgument(std::string(ScheduleKindName(s_.kind)) + " schedule (pp=" +
+                             Str(s_.pp) + ", vpp=" + Str(s_.vpp) + ", micro-batches=" + Str(m_) +
+                             ") deadlocks: " + stuck + (n_stuck > 4 ? "; ..." : ""));
+    }
+    for (size_t key = 0; key < msg_state_.size(); ++key) {
+      if (msg_state_[key] == kSent) {
+        const bool grad = key / m_ >= static_cast<size_t>(nv_);
+        const int64_t from = (key / m_) % nv_, mb = key % m_;
+        return InvalidArgument(std::string(grad ? "the gradient" : "the activation") +
+                               " of micro-batch " + Str(mb) + " sent by stage " +
+                               Str(from % s_.pp) + " chunk " + Str(from / s_.pp) +
+                               " is never received");
+      }
+    }
+    for (int32_t v = 0; v < nv_; ++v) {
+      for (int32_t mb = 0; mb < m_; ++mb) {
+        if (!(flags_[static_cast<size_t>(v) * m_ + mb] & kBackwardDone)) {
+          return InvalidArgument("stage " + Str(v % s_.pp) +
+                                 " never runs the backward of micro-batch " + Str(mb) +
+                                 " on chunk " + Str(v / s_.pp));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  const PipelineSchedule& s_;
+  const PipeTimes t_;
+  const int32_t m_, nv_;
+  std::vector<size_t> next_;   // per stage: index of its next action
+  std::vector<double> clock_;  // per stage: when its next action may start
+  std::vector<double> busy_;
+  std::vector<int32_t> live_, peak_;  // per stage: chunks held now, and at most
+  std::vector<MsgState> msg_state_;   // per message key
+  std::vector<double> msg_time_;      // per message key: when it was sent
+  std::vector<int32_t> waiter_;       // per message key: the stage waiting for it, -1 if none
+  std::vector<uint8_t> flags_;        // per (virtual stage, micro-batch)
+};
+
+}  // namespace
+
+Result<ScheduleSimulation> SimulatePipelineSchedule(const PipelineSchedule& s,
+                                                    const PipeTimes& times) {
+  if (s.pp < 1 || s.vpp < 1 || s.micro_batches < 1 ||
+      s.stages.size() != static_cast<size_t>(s.pp)) {
+    return InvalidArgument("malformed pipeline schedule: pp=" + Str(s.pp) + ", vpp=" + Str(s.vpp) +
+                           ", micro-batches=" + Str(s.micro_batches) + ", " +
+                           Str(static_cast<int64_t>(s.stages.size())) + " action lists");
+  }
+  return Simulator(s, times).Run();
+}
+
+}  // namespace scaletrain

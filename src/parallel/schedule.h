@@ -1,0 +1,110 @@
+// Pipeline schedules as data: for each pipeline stage, the ordered list of
+// actions it runs in one training step (forward or backward of a micro-batch
+// on one of its model chunks, and the sends and receives of activations and
+// gradients between them). The trainer executes the lists; the planner
+// simulates the same lists to predict the bubble and the activation memory
+// (DESIGN.md principle 1). Plain logic: no training code, no communication.
+//
+// Chunks and virtual stages (Megatron-LM's interleaving): stage s holds vpp
+// model chunks; chunk c of stage s is virtual stage v = c * pp + s, so the
+// model's layers run through virtual stages 0, 1, ..., pp * vpp - 1 and an
+// activation leaving the last stage's chunk c enters stage 0's chunk c + 1.
+// Without interleaving vpp = 1 and the virtual stage is the stage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace scaletrain {
+
+enum class ScheduleKind { kGPipe, k1F1B, kInterleaved };
+const char* ScheduleKindName(ScheduleKind kind);  // "gpipe", "1f1b", "interleaved"
+Result<ScheduleKind> ScheduleKindFromName(const std::string& name);
+
+enum class PipeOp : uint8_t {
+  kForward,         // run the chunk's forward on the micro-batch
+  kBackward,        // run the chunk's backward on the micro-batch
+  kSendActivation,  // the chunk's forward output, to the next virtual stage
+  kRecvActivation,  // the chunk's forward input, from the previous virtual stage
+  kSendGradient,    // the gradient of the chunk's input, to the previous virtual stage
+  kRecvGradient,    // the gradient of the chunk's output, from the next virtual stage
+};
+const char* PipeOpName(PipeOp op);
+bool IsCompute(PipeOp op);
+
+struct PipeAction {
+  PipeOp op = PipeOp::kForward;
+  int32_t micro_batch = 0;
+  int32_t chunk = 0;  // this stage's model chunk the action belongs to, 0..vpp-1
+  // Sends and receives: the stage and chunk at the other end. -1 for compute.
+  int32_t peer_stage = -1;
+  int32_t peer_chunk = -1;
+  bool operator==(const PipeAction&) const = default;
+};
+// "F mb3 c1", "send-act mb3 c1 -> s2 c1"; for messages and test output.
+std::string PipeActionToString(const PipeAction& action);
+
+// Execution contract: a stage runs its list in order. A send is posted
+// without waiting (an executor uses a non-blocking send and completes it by
+// the end of the step); a receive marks the point where the stage needs the
+// tensor and waits for it there (an executor may post it earlier). Every
+// message is identified by (activation or gradient, micro-batch, sending
+// virtual stage), so an executor can derive a unique tag from it.
+struct PipelineSchedule {
+  ScheduleKind kind = ScheduleKind::k1F1B;
+  int32_t pp = 1;
+  int32_t vpp = 1;
+  int32_t micro_batches = 1;
+  std::vector<std::vector<PipeAction>> stages;  // [stage] -> actions in run order
+
+  int32_t num_virtual_stages() const { return pp * vpp; }
+  int32_t VirtualStage(int32_t stage, int32_t chunk) const { return chunk * pp + stage; }
+};
+
+// gpipe: all forwards, then all backwards. 1f1b: min(pp - stage - 1, m)
+// warm-up forwards, then alternately one forward and one backward, then the
+// remaining backwards (PipeDream-Flush, as Megatron-LM). interleaved:
+// Megatron-LM's interleaved 1F1B over vpp >= 2 chunks per stage and pp >= 2
+// stages; micro-batches enter in groups of pp, so micro_batches must be a
+// multiple of pp. gpipe and 1f1b need vpp = 1.
+Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
+                                               int32_t micro_batches);
+// The schedule a training config asks for (parallel.schedule, .pp, .vpp);
+// the errors name the setting to change.
+Result<PipelineSchedule> PipelineScheduleFromConfig(const ParallelConfig& parallel,
+                                                    int64_t micro_batches);
+
+// Per stage: the most micro-batch chunks whose forward has run and whose
+// backward has not, at any point of the stage's list. Each holds the
+// activations of one chunk (1/vpp of the stage's layers) for its backward.
+std::vector<int32_t> PeakActivations(const PipelineSchedule& schedule);
+
+struct PipeTimes {
+  double forward_s = 1;   // one forward of one chunk on one micro-batch
+  double backward_s = 2;  // one backward of one chunk on one micro-batch
+  double p2p_s = 0;       // from a send being posted to the tensor being there
+};
+
+struct ScheduleSimulation {
+  double makespan_s = 0;                  // step start to the last action's end
+  std::vector<double> busy_s;             // per stage: time spent in forwards and backwards
+  std::vector<double> idle_s;             // per stage: makespan - busy (bubble and waits)
+  std::vector<int32_t> peak_activations;  // per stage, as PeakActivations
+};
+
+// Runs the lists under the execution contract above with the same times on
+// every stage, event by event: a stage runs until it reaches a receive whose
+// send has not been posted, and resumes when it is. Also checks the lists:
+// every message is sent once and received once by the stage and chunk it is
+// addressed to, a stage sends only what it has computed and computes only
+// on what it has received, every (micro-batch, chunk) runs forward once and
+// then backward once on every stage. Returns an error naming the first
+// violation, or the waits of every stage when the lists deadlock.
+Result<ScheduleSimulation> SimulatePipelineSchedule(const PipelineSchedule& schedule,
+                                                    const PipeTimes& times);
+
+}  // namespace scaletrain
