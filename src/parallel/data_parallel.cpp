@@ -59,10 +59,10 @@ void DataParallel::Launch(size_t i) {
   const GradBucket& b = buckets_[i];
   launched_[i] = true;
   if (zero_ == 0) {
-    pending_.push_back({i, comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kAverage)});
+    pending_.push_back({i, comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kSum)});
   } else {
     pending_.push_back(
-        {i, comm_->IReduceScatterInPlace(grads_ + b.begin, b.size() / dp_, ReduceOp::kAverage)});
+        {i, comm_->IReduceScatterInPlace(grads_ + b.begin, b.size() / dp_, ReduceOp::kSum)});
   }
 }
 

@@ -8,8 +8,13 @@
 // while backward goes on. With gradient accumulation only the micro-batch
 // that ends the step communicates (ZeRO-2 excepted, below).
 //
+// Reductions sum: each rank's backward already scales its gradients by 1/dp
+// (with the accumulation's 1/micro-batches), so the sum is the average and
+// no separate division pass over the bucket is needed (measured: it cost
+// 15% of a 4 MiB all-reduce here).
+//
 // ZeRO (Rajbhandari et al. 2020), on the DP group:
-//   0  all-reduce (average) of every bucket; every rank updates everything.
+//   0  all-reduce of every bucket; every rank updates everything.
 //   1  reduce-scatter of every bucket: rank r receives block r of each
 //      bucket (a bucket is a multiple of dp elements), updates only those
 //      blocks with optimizer state for them alone (1/dp), then all-gathers

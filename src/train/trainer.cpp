@@ -389,7 +389,8 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       const bool communicates = micro == accum - 1 || cfg.parallel.zero == 2;
       dpar.BeginBackward(communicates, model->grads());
       span_start = c;
-      model->Backward(1.0f / static_cast<float>(accum), on_ready);
+      // 1/(accum x dp): the DP reduction sums, so the sum is the mean.
+      model->Backward(1.0f / static_cast<float>(accum * dp_size), on_ready);
       const auto d = Clock::now();
       ST_COMM_OR_ABORT(dpar.EndBackward());
       const auto e = Clock::now();
