@@ -6,16 +6,30 @@
 # A benchmark, not a test: it prints figures, it does not pass or fail.
 # Results are recorded in docs/benchmarks.md ("CPU training throughput vs PyTorch").
 #
-# Usage: bench/cpu_vs_torch.sh [--threads N] [--steps K] [--torch-steps K]
-#                              [--build-dir DIR] [--shapes a,b] [--repeat R]
+# Usage: bench/cpu_vs_torch.sh [--threads N] [--steps K] [--torch-steps K] [--build-dir DIR]
+#                              [--shapes a,b] [--repeat R] [--wait-policies LIST]
 #   --threads N      threads for both (default 2)
 #   --steps K        scaletrain steps per run; the first 2 are dropped, the
-#                    median of the rest is reported (default 12)
-#   --torch-steps K  PyTorch timed steps per run, after 2 untimed (default 6)
+#                    median of the rest is the run's figure (default 12)
+#   --torch-steps K  PyTorch timed steps per run, after 2 untimed; median (default 6)
 #   --build-dir DIR  where scaletrain is (built there, Release, if missing; default build)
 #   --shapes LIST    which shapes to run (default a,b)
-#   --repeat R       runs per implementation and shape, alternating; the best
-#                    median is kept, which damps noise from other load (default 1)
+#   --repeat R       runs per implementation, shape and wait policy, interleaved;
+#                    the best run is kept (default 1)
+#   --wait-policies LIST  OMP_WAIT_POLICY values each side is run under, the
+#                    best kept (default "default,PASSIVE"; "default" leaves it unset)
+#
+# Why wait policies: both sides are OpenMP programs. With the default policy
+# an idle thread spins before sleeping; on a machine where other processes
+# compete for the cores, a spinning thread can hold a core the thread it waits
+# for needs, and throughput collapses (several-fold, both sides). PASSIVE
+# sleeps at once: a little slower on an idle machine, far steadier on a busy
+# one. Each side is shown at its best, with the policy that gave it, and the
+# "busy" column says how much of the machine other processes used meanwhile.
+# Each run starts in a session of its own (setsid): with autogrouping
+# (/proc/sys/kernel/sched_autogroup_enabled) Linux shares the CPU equally
+# between sessions, so this gives both sides the same share against whatever
+# else runs, instead of the share of the shell that started the script.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,6 +42,7 @@ torch_steps=6
 build_dir=build
 shapes=a,b
 repeat=1
+policies=default,PASSIVE
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
@@ -36,7 +51,8 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir="$2"; shift 2 ;;
     --shapes) shapes="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --wait-policies) policies="$2"; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -67,22 +83,32 @@ fi
 work="$(mktemp -d "${TMPDIR:-/tmp}/st_cpu_vs_torch.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-# Median tokens/s of a run's metrics.jsonl, first 2 steps dropped.
-median_tokens_per_s() {
-  "$py" - "$1" <<'EOF'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-vals = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r][2:]
-if not vals:
-    sys.exit("no steps after the first 2 in " + sys.argv[1])
-print(f"{statistics.median(vals):.1f}")
+# Runs a command and appends to $work/busy the share of the machine's CPU
+# time that OTHER processes used while it ran (all cores busy minus ours).
+cat >"$work/measure.py" <<'EOF'
+import os, resource, subprocess, sys, time
+def busy():
+    v = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
+    return sum(v) - v[3] - v[4]
+b0, w0 = busy(), time.time()
+rc = subprocess.call(sys.argv[2:])
+b1, w1 = busy(), time.time()
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+ours = ru.ru_utime + ru.ru_stime
+others = max(0.0, (b1 - b0) / os.sysconf("SC_CLK_TCK") - ours) / ((w1 - w0) * os.cpu_count())
+with open(sys.argv[1], "a") as f:
+    f.write(f"{others:.3f}\n")
+sys.exit(rc)
 EOF
-}
 
-run_scaletrain() {  # layers heads embd ctx batch -> tokens/s
-  local L=$1 H=$2 C=$3 T=$4 B=$5
+# env arguments for a wait policy ("default": leave OMP_WAIT_POLICY unset).
+policy_env() { [ "$1" = default ] || echo "OMP_WAIT_POLICY=$1"; }
+
+run_scaletrain() {  # policy layers heads embd ctx batch -> tokens/s
+  local policy=$1 L=$2 H=$3 C=$4 T=$5 B=$6
   local dir="$work/st_${L}_${C}_$RANDOM"
-  "$bin" train --config configs/shakespeare_char.toml \
+  env $(policy_env "$policy") "$py" "$work/measure.py" "$work/busy" setsid -w \
+    "$bin" train --config configs/shakespeare_char.toml \
     --set model.n_layer="$L" --set model.n_head="$H" --set model.n_embd="$C" \
     --set model.block_size="$T" \
     --set training.global_batch_size="$B" --set training.micro_batch_size="$B" \
@@ -92,48 +118,69 @@ run_scaletrain() {  # layers heads embd ctx batch -> tokens/s
     --set data.train="\"$data_dir/train.bin\"" --set data.val="\"$data_dir/val.bin\"" \
     --run-dir "$dir" --quiet >"$work/st.log" 2>&1 || {
       echo "error: scaletrain train failed:" >&2; cat "$work/st.log" >&2; exit 1; }
-  median_tokens_per_s "$dir/metrics.jsonl"
+  "$py" - "$dir/metrics.jsonl" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+vals = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r][2:]
+if not vals:
+    sys.exit("no steps after the first 2 in " + sys.argv[1])
+print(f"{statistics.median(vals):.1f}")
+EOF
+  rm -rf "$dir"
 }
 
-run_torch() {  # layers heads embd ctx batch -> tokens/s
-  local L=$1 H=$2 C=$3 T=$4 B=$5
-  "$py" "$here/torch_gpt_train.py" --n-layer "$L" --n-head "$H" --n-embd "$C" \
+# Debian's torch calls the pthread build of OpenBLAS, which keeps its own
+# thread pool sized to all cores unless told: OPENBLAS_NUM_THREADS gives the
+# BLAS the same thread count as everything else.
+run_torch() {  # policy layers heads embd ctx batch -> tokens/s
+  local policy=$1 L=$2 H=$3 C=$4 T=$5 B=$6
+  env OPENBLAS_NUM_THREADS="$threads" $(policy_env "$policy") \
+    "$py" "$work/measure.py" "$work/busy" setsid -w \
+    "$py" "$here/torch_gpt_train.py" --n-layer "$L" --n-head "$H" --n-embd "$C" \
     --block-size "$T" --batch "$B" --threads "$threads" --steps "$torch_steps" --warmup 2 \
     >"$work/torch.json" 2>"$work/torch.log" || {
       echo "error: torch benchmark failed:" >&2; cat "$work/torch.log" >&2; exit 1; }
   "$py" -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["tokens_per_s"])' "$work/torch.json"
 }
 
-best() { printf '%s\n' "$@" | sort -g | tail -1; }
-
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 echo "machine: ${cpu:-unknown CPU}, $(nproc) cores visible; threads $threads;" \
      "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "scaletrain: $bin ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')); torch $("$py" -c 'import torch; print(torch.__version__)')"
-echo "scaletrain: $steps steps (median of steps 3..$steps); torch: $torch_steps timed steps after 2 warmup"
+echo "scaletrain: $bin (tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'));" \
+     "torch $("$py" -c 'import torch; print(torch.__version__)'), OPENBLAS_NUM_THREADS=$threads"
+echo "per run: scaletrain $steps steps, median of steps 3..$steps; torch $torch_steps steps after 2" \
+     "untimed, median; best of $repeat run(s) x wait policies {$policies}"
 echo
-printf '| %-38s | %16s | %12s | %6s | %6s |\n' shape "scaletrain tok/s" "torch tok/s" ratio goal
-printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..40})" "$(printf -- '-%.0s' {1..18})" \
-  "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..8})" "$(printf -- '-%.0s' {1..8})"
+printf '| %-30s | %-17s | %-15s | %6s | %-13s | %-18s |\n' \
+  shape "scaletrain tok/s" "torch tok/s" ratio goal "busy (others' CPU)"
+printf '|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..32})" "$(printf -- '-%.0s' {1..19})" \
+  "$(printf -- '-%.0s' {1..17})" "$(printf -- '-%.0s' {1..8})" "$(printf -- '-%.0s' {1..15})" \
+  "$(printf -- '-%.0s' {1..20})"
 
 IFS=, read -r -a wanted <<<"$shapes"
+IFS=, read -r -a policy_list <<<"$policies"
 for s in "${wanted[@]}"; do
   case "$s" in
     a) L=4 H=4 C=128 T=128 B=16 goal=1.5 ;;
     b) L=6 H=6 C=384 T=256 B=8 goal=1.2 ;;
     *) echo "error: unknown shape '$s' (a or b)" >&2; exit 2 ;;
   esac
-  st_runs=() torch_runs=()
+  : >"$work/busy"
+  st=0 st_pol=- tr=0 tr_pol=-
   for ((r = 0; r < repeat; r++)); do
-    st_runs+=("$(run_scaletrain $L $H $C $T $B)")
-    torch_runs+=("$(run_torch $L $H $C $T $B)")
+    for pol in "${policy_list[@]}"; do
+      v=$(run_scaletrain "$pol" $L $H $C $T $B)
+      if "$py" -c "import sys; sys.exit(0 if $v > $st else 1)"; then st=$v st_pol=$pol; fi
+      v=$(run_torch "$pol" $L $H $C $T $B)
+      if "$py" -c "import sys; sys.exit(0 if $v > $tr else 1)"; then tr=$v tr_pol=$pol; fi
+    done
   done
-  st=$(best "${st_runs[@]}")
-  tr=$(best "${torch_runs[@]}")
   ratio=$("$py" -c "print(f'{$st / $tr:.2f}')")
   met=$("$py" -c "print('met' if $st / $tr >= $goal else 'NOT met')")
-  label="($s) ${L}L ${H}H ${C}C ctx$T batch$B"
-  printf '| %-38s | %16.0f | %12.0f | %6s | >=%s %s |\n' "$label" "$st" "$tr" "$ratio" "$goal" "$met"
+  busy=$("$py" -c "import sys; v=[float(x) for x in open(sys.argv[1])]; print(f'{100*min(v):.0f}-{100*max(v):.0f}%')" "$work/busy")
+  label="($s) ${L}L ${H}H ${C}C ctx$T b$B"
+  printf '| %-30s | %-17s | %-15s | %6s | %-13s | %-18s |\n' "$label" \
+    "$(printf '%.0f' "$st") ($st_pol)" "$(printf '%.0f' "$tr") ($tr_pol)" "$ratio" ">=$goal $met" "$busy"
 done
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
