@@ -5,31 +5,11 @@
 #include <cstdint>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/vec_exp.h"
 
 namespace scaletrain::cpu {
 
 namespace {
-
-// Vectorisable exp; see activation.cpp for why it is written out (and
-// repeated per file: it must inline into each caller's simd loop).
-inline float VecExp(float x) {
-  const bool underflow = x < -87.0f;
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (x * kLog2e + kRound) - kRound;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return underflow ? 0.0f : p * scale;
-}
 
 }  // namespace
 
