@@ -46,8 +46,6 @@ Result<Software> SoftwareFromName(const std::string& name) {
   return InvalidArgument("unknown software stack '" + name + "'; use modern or legacy");
 }
 
-namespace {
-
 std::vector<int64_t> Divisors(int64_t n) {
   std::vector<int64_t> d;
   for (int64_t i = 1; i * i <= n; ++i) {
@@ -59,6 +57,8 @@ std::vector<int64_t> Divisors(int64_t n) {
   std::sort(d.begin(), d.end());
   return d;
 }
+
+namespace {
 
 // The values of `candidates` nearest to `v` (one below, one above), as text.
 std::string Nearest(int64_t v, const std::vector<int64_t>& candidates) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "model/spec.h"
@@ -35,6 +36,9 @@ struct Layout {
 };
 
 std::string LayoutToString(const Layout& l);
+
+// The divisors of n, ascending (the candidate sizes of a layout axis).
+std::vector<int64_t> Divisors(int64_t n);
 
 // What the training software does beyond the layout. "modern" is the default
 // (FlashAttention, gradient reduction overlapped with backward, no dropout);

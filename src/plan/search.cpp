@@ -9,18 +9,6 @@ namespace scaletrain::plan {
 
 namespace {
 
-std::vector<int64_t> Divisors(int64_t n) {
-  std::vector<int64_t> d;
-  for (int64_t i = 1; i * i <= n; ++i) {
-    if (n % i == 0) {
-      d.push_back(i);
-      if (i != n / i) d.push_back(n / i);
-    }
-  }
-  std::sort(d.begin(), d.end());
-  return d;
-}
-
 std::string Pct(double part, double whole) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f%%", 100.0 * part / whole);
