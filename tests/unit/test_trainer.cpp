@@ -46,6 +46,15 @@ class TrainerTest : public ::testing::Test {
     return *c;
   }
 
+  static TrainOptions Opts(RunConfig config, std::string run_dir, std::string resume) {
+    TrainOptions o;
+    o.config = std::move(config);
+    o.run_dir = std::move(run_dir);
+    o.resume = std::move(resume);
+    o.quiet = true;
+    return o;
+  }
+
   static std::vector<nlohmann::json> Metrics(const fs::path& run) {
     std::vector<nlohmann::json> out;
     std::ifstream in(run / "metrics.jsonl");
@@ -58,7 +67,7 @@ class TrainerTest : public ::testing::Test {
 };
 
 TEST_F(TrainerTest, WritesRunDirectory) {
-  TrainOptions o{Tiny(), (dir_ / "run").string(), "", true};
+  TrainOptions o = Opts(Tiny(), (dir_ / "run").string(), "");
   auto r = RunTraining(o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->steps_run, 20);
@@ -81,10 +90,10 @@ TEST_F(TrainerTest, WritesRunDirectory) {
 
 // DESIGN: a resumed run reproduces the straight run exactly.
 TEST_F(TrainerTest, ResumeReproducesStraightRunBitwise) {
-  TrainOptions straight{Tiny(), (dir_ / "a").string(), "", true};
+  TrainOptions straight = Opts(Tiny(), (dir_ / "a").string(), "");
   ASSERT_TRUE(RunTraining(straight).ok());
-  TrainOptions resumed{Tiny(), (dir_ / "b").string(),
-                       (dir_ / "a/checkpoints/step_00000010").string(), true};
+  TrainOptions resumed = Opts(Tiny(), (dir_ / "b").string(),
+                       (dir_ / "a/checkpoints/step_00000010").string());
   auto r = RunTraining(resumed);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->steps_run, 10);
@@ -100,9 +109,9 @@ TEST_F(TrainerTest, ResumeReproducesStraightRunBitwise) {
 }
 
 TEST_F(TrainerTest, ResumeFromRunDirectoryContinuesInPlace) {
-  TrainOptions first{Tiny({"training.steps=10"}), (dir_ / "run").string(), "", true};
+  TrainOptions first = Opts(Tiny({"training.steps=10"}), (dir_ / "run").string(), "");
   ASSERT_TRUE(RunTraining(first).ok());
-  TrainOptions more{Tiny({"training.steps=20"}), "", (dir_ / "run").string(), true};
+  TrainOptions more = Opts(Tiny({"training.steps=20"}), "", (dir_ / "run").string());
   auto r = RunTraining(more);
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto m = Metrics(dir_ / "run");
@@ -111,7 +120,7 @@ TEST_F(TrainerTest, ResumeFromRunDirectoryContinuesInPlace) {
 }
 
 TEST_F(TrainerTest, RefusesToOverwriteARun) {
-  TrainOptions o{Tiny({"training.steps=2"}), (dir_ / "run").string(), "", true};
+  TrainOptions o = Opts(Tiny({"training.steps=2"}), (dir_ / "run").string(), "");
   ASSERT_TRUE(RunTraining(o).ok());
   const auto before = fs::file_size(dir_ / "run/metrics.jsonl");
   auto r = RunTraining(o);
@@ -121,12 +130,12 @@ TEST_F(TrainerTest, RefusesToOverwriteARun) {
 }
 
 TEST_F(TrainerTest, CheckpointOfOtherModelIsRefusedAndLeftIntact) {
-  TrainOptions o{Tiny({"training.steps=10"}), (dir_ / "run").string(), "", true};
+  TrainOptions o = Opts(Tiny({"training.steps=10"}), (dir_ / "run").string(), "");
   ASSERT_TRUE(RunTraining(o).ok());
   const fs::path ck = dir_ / "run/checkpoints/step_00000010/model.safetensors";
   const auto size = fs::file_size(ck);
   const auto mtime = fs::last_write_time(ck);
-  TrainOptions other{Tiny({"model.n_embd=64"}), (dir_ / "other").string(), (dir_ / "run").string(), true};
+  TrainOptions other = Opts(Tiny({"model.n_embd=64"}), (dir_ / "other").string(), (dir_ / "run").string());
   auto r = RunTraining(other);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("different model"), std::string::npos) << r.status().message();
@@ -137,14 +146,14 @@ TEST_F(TrainerTest, CheckpointOfOtherModelIsRefusedAndLeftIntact) {
 }
 
 TEST_F(TrainerTest, TensorParallelIsRefusedUntilBuilt) {
-  TrainOptions o{Tiny({"parallel.tp=2"}), (dir_ / "run").string(), "", true};
+  TrainOptions o = Opts(Tiny({"parallel.tp=2"}), (dir_ / "run").string(), "");
   auto r = RunTraining(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("parallel.tp"), std::string::npos);
 }
 
 TEST_F(TrainerTest, WorldSizeMismatchSaysHowToLaunch) {
-  TrainOptions o{Tiny({"parallel.dp=2"}), (dir_ / "run").string(), "", true};
+  TrainOptions o = Opts(Tiny({"parallel.dp=2"}), (dir_ / "run").string(), "");
   o.backend = "self";
   auto r = RunTraining(o);
   ASSERT_FALSE(r.ok());
@@ -154,7 +163,7 @@ TEST_F(TrainerTest, WorldSizeMismatchSaysHowToLaunch) {
 
 TEST_F(TrainerTest, MissingShardNamesFileAndFix) {
   auto cfg = Tiny({"data.train=\"" + (dir_ / "nope/train.bin").string() + "\""});
-  auto r = RunTraining({cfg, (dir_ / "run").string(), "", true});
+  auto r = RunTraining(Opts(cfg, (dir_ / "run").string(), ""));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("nope/train.bin"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("data prepare"), std::string::npos) << r.status().message();
@@ -169,7 +178,7 @@ TEST_F(TrainerTest, LearnsShakespeare) {
                    "checkpoint.interval=0", "model.n_embd=64", "model.n_head=4",
                    "model.block_size=64", "training.global_batch_size=16",
                    "training.micro_batch_size=16", "training.warmup_steps=20"});
-  auto r = RunTraining({cfg, (dir_ / "run").string(), "", true});
+  auto r = RunTraining(Opts(cfg, (dir_ / "run").string(), ""));
   ASSERT_TRUE(r.ok()) << r.status().message();
   RecordProperty("final_val_loss", std::to_string(r->final_val_loss));
   std::printf("validation loss after 500 steps: %.4f\n", r->final_val_loss);
