@@ -9,18 +9,6 @@ jobs=$(nproc)
 scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSCALETRAIN_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
-ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
-
-# Sanitizers: the engine's unit tests (the planner's arithmetic and the
-# multi-process tests run in the main pass only, to keep CI time down).
-asan_targets=(test_config test_kernels test_model test_data test_checkpoint_io test_trainer
-              test_mesh test_comm_self)
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALETRAIN_SANITIZE=ON \
-  -DSCALETRAIN_WERROR=ON >/dev/null
-cmake --build build-asan -j"$jobs" --target "${asan_targets[@]}"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 \
-  -E '_NOT_BUILT|^cli\.|^mpi\.|LearnsShakespeare'
 
 # The CUDA backend: built wherever the CUDA toolkit is installed (its GPU
 # tests skip, saying so, on a machine without a GPU).
@@ -34,3 +22,17 @@ if [ -x "$nvcc" ]; then
 else
   echo "CUDA toolkit not found (no nvcc): the CUDA backend was not built"
 fi
+
+ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
+
+# Sanitizers: the engine's unit tests (the planner's arithmetic and the
+# multi-process tests run in the main pass only, to keep CI time down).
+asan_targets=(test_config test_kernels test_model test_data test_checkpoint_io test_trainer
+              test_mesh test_comm_self)
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALETRAIN_SANITIZE=ON \
+  -DSCALETRAIN_WERROR=ON >/dev/null
+cmake --build build-asan -j"$jobs" --target "${asan_targets[@]}"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 \
+  -E '_NOT_BUILT|^cli\.|^mpi\.|LearnsShakespeare'
+
