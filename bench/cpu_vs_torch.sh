@@ -67,18 +67,8 @@ if ! "$py" -c 'import torch' 2>/dev/null; then
   exit 1
 fi
 
-bin="$build_dir/scaletrain"
-if [ ! -x "$bin" ]; then
-  echo "building scaletrain (Release) in $build_dir ..." >&2
-  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build_dir" --target scaletrain -j"$(nproc)" >&2
-fi
-
-data_dir="$build_dir/data/shakespeare_char"
-if [ ! -f "$data_dir/train.bin" ] || [ ! -f "$data_dir/val.bin" ]; then
-  echo "preparing Tiny Shakespeare in $data_dir ..." >&2
-  "$bin" data prepare --input data/tinyshakespeare.txt --output "$data_dir" >&2
-fi
+source "$here/lib.sh"
+st_build_and_data "$build_dir"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/st_cpu_vs_torch.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -78,17 +78,8 @@ if ! command -v mpirun >/dev/null; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-bin="$build_dir/scaletrain"
-if [ ! -x "$bin" ]; then
-  echo "building scaletrain (Release) in $build_dir ..." >&2
-  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build_dir" --target scaletrain -j"$(nproc)" >&2
-fi
-data_dir="$build_dir/data/shakespeare_char"
-if [ ! -f "$data_dir/train.bin" ] || [ ! -f "$data_dir/val.bin" ]; then
-  echo "preparing Tiny Shakespeare in $data_dir ..." >&2
-  "$bin" data prepare --input data/tinyshakespeare.txt --output "$data_dir" >&2
-fi
+source "$here/lib.sh"
+st_build_and_data "$build_dir"
 
 if [ -n "$keep" ]; then
   work="$keep"
