@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "cli/commands.h"
 #include "core/config.h"
@@ -55,7 +56,15 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
     if (!r.ok()) {
       // Start-up errors are the same on every rank: rank 0 reports them.
       // (Errors in a collective are reported by the rank that saw them.)
-      if (LaunchedRank() == 0) std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
+      // The other ranks hold back their exit: mpirun ends the whole job as
+      // soon as one rank exits non-zero, which could kill rank 0 before it
+      // has printed. Rank 0's non-zero exit ends them in turn.
+      if (LaunchedRank() == 0) {
+        std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
+        std::fflush(stderr);
+      } else {
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+      }
       *exit_code = 1;
       return;
     }
