@@ -34,7 +34,7 @@
 
 namespace scaletrain {
 
-enum class ReduceOp { kSum, kAverage };
+enum class ReduceOp { kSum, kAverage, kMax };
 const char* ReduceOpName(ReduceOp op);
 
 enum class CommOp { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kSend, kRecv, kBarrier };

@@ -76,6 +76,8 @@ struct Signals final : internal::CommProgress {
   }
   void WaitEnd() override { waiters.fetch_sub(1); }
   void WaitTimedOut(const Status&) override { failed.store(true); }
+  std::chrono::microseconds wait_spin() const override { return caller_spin; }
+  std::chrono::microseconds caller_spin{0};
 };
 
 class MpiEngine {
@@ -126,6 +128,8 @@ class MpiEngine {
   int world_rank_ = 0;
   int world_size_ = 1;
   std::chrono::microseconds poll_interval_{100};
+  std::chrono::microseconds grace_{0};
+  bool grace_yield_ = false;
   std::atomic<double> shutdown_timeout_s_{Communicator::kDefaultTimeoutS};
 };
 
@@ -167,6 +171,9 @@ MpiEngine::MpiEngine() {
     const long us = std::strtol(env, nullptr, 10);
     if (us >= 0) poll_interval_ = std::chrono::microseconds(us);
   }
+  if (const char* env = std::getenv("ST_SPIN_US")) grace_ = std::chrono::microseconds(std::strtol(env, nullptr, 10));
+  if (const char* env = std::getenv("ST_WAIT_SPIN_US")) signals_->caller_spin = std::chrono::microseconds(std::strtol(env, nullptr, 10));
+  if (const char* env = std::getenv("ST_GRACE_YIELD")) grace_yield_ = std::atoi(env) != 0;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -284,6 +291,9 @@ void MpiEngine::Loop() {
   std::vector<int> indices;
   std::vector<MPI_Status> statuses;
   bool progressed = false;
+  Clock::time_point last_news{};
+  const bool dbg = std::getenv("ST_DBG") != nullptr;
+  long n_test = 0, n_wait = 0; double wait_us = 0; Clock::time_point t_go{};
   for (;;) {
     std::deque<Work> fresh;
     {
@@ -291,10 +301,15 @@ void MpiEngine::Loop() {
       auto has_news = [&] { return stop_ || abort_code_ >= 0 || !queue_.empty(); };
       if (active.empty()) {
         signals_->cv.wait(lock, has_news);
+      } else if (!progressed && !has_news() && signals_->waiters.load() == 0 &&
+                 Clock::now() - last_news < grace_) {
+        if (grace_yield_) { lock.unlock(); std::this_thread::yield(); lock.lock(); }
       } else if (!progressed) {
         // Doze while the caller computes; spin while it waits on us.
+        if (!(has_news() || signals_->waiters.load() > 0)) { auto a = Clock::now(); ++n_wait;
         signals_->cv.wait_for(lock, poll_interval_,
                               [&] { return has_news() || signals_->waiters.load() > 0; });
+        wait_us += std::chrono::duration<double, std::micro>(Clock::now() - a).count(); }
       }
       if (abort_code_ >= 0) {
         const int code = abort_code_;
@@ -307,6 +322,7 @@ void MpiEngine::Loop() {
     }
 
     progressed = !fresh.empty();
+    if (progressed) last_news = Clock::now();
     for (Work& work : fresh) {
       work.state->MarkStarted();
       MPI_Request request = MPI_REQUEST_NULL;
@@ -322,6 +338,8 @@ void MpiEngine::Loop() {
       }
     }
     if (requests.empty()) continue;
+    if (dbg && n_test == 0) t_go = Clock::now();
+    ++n_test;
 
     const int n = static_cast<int>(requests.size());
     indices.resize(n);
@@ -337,6 +355,11 @@ void MpiEngine::Loop() {
     }
     if (done == MPI_UNDEFINED || done == 0) continue;
     progressed = true;
+    if (dbg && active.size() == static_cast<size_t>(done)) {
+      std::fprintf(stderr, "[r%d] op %.0f us, tests %ld, waits %ld (%.0f us)\n", world_rank_,
+                   std::chrono::duration<double, std::micro>(Clock::now() - t_go).count(), n_test, n_wait, wait_us);
+      n_test = 0; n_wait = 0; wait_us = 0;
+    }
     for (int k = 0; k < done; ++k) {
       Work& work = active[indices[k]];
       const int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
@@ -466,6 +489,7 @@ class MpiCommunicator final : public Communicator {
     const int me = rank_;
     const CommDType dtype = op.dtype;
     const bool average = op.reduce == ReduceOp::kAverage;
+    const MPI_Op mpi_op = op.reduce == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
     const size_t block_bytes = static_cast<size_t>(op.count * CommDTypeSize(op.dtype));
     void* recv = op.recv;
     // MPI's C API takes non-const send buffers (MPI-2 bindings); it does not write them.
@@ -476,7 +500,7 @@ class MpiCommunicator final : public Communicator {
     switch (op.op) {
       case CommOp::kAllreduce:
         work.start = [=](MPI_Request* r) {
-          return MPI_Iallreduce(MPI_IN_PLACE, recv, count, type, MPI_SUM, comm, r);
+          return MPI_Iallreduce(MPI_IN_PLACE, recv, count, type, mpi_op, comm, r);
         };
         if (average) {
           work.finish = [=](const MPI_Status&) {
@@ -488,7 +512,7 @@ class MpiCommunicator final : public Communicator {
       case CommOp::kReduceScatter:
         if (send != nullptr) {
           work.start = [=](MPI_Request* r) {
-            return MPI_Ireduce_scatter_block(send, recv, count, type, MPI_SUM, comm, r);
+            return MPI_Ireduce_scatter_block(send, recv, count, type, mpi_op, comm, r);
           };
           if (average) {
             work.finish = [=](const MPI_Status&) {
@@ -500,7 +524,7 @@ class MpiCommunicator final : public Communicator {
           // MPI's in-place form leaves the result in block 0; move it to
           // this rank's block, where the caller's shard lives.
           work.start = [=](MPI_Request* r) {
-            return MPI_Ireduce_scatter_block(MPI_IN_PLACE, recv, count, type, MPI_SUM, comm, r);
+            return MPI_Ireduce_scatter_block(MPI_IN_PLACE, recv, count, type, mpi_op, comm, r);
           };
           work.finish = [=](const MPI_Status&) {
             char* base = static_cast<char*>(recv);

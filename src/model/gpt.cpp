@@ -1,6 +1,9 @@
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/rng.h"
@@ -8,213 +11,533 @@
 
 namespace scaletrain {
 
-// Activation slices, carved out of one buffer. Per-layer tensors are kept for
-// backward; gradient scratch is shared by all layers (backward runs one
-// layer at a time).
-struct GPT::Acts {
-  struct Layer {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *attproj, *res2;
-    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
-  };
-  float* encoded;
-  std::vector<Layer> layers;
-  float *lnf, *lnf_mean, *lnf_rstd, *logits, *probs, *losses;
-  // Gradient scratch.
-  float *dres, *dln, *dqkv, *datty, *datt, *dfch, *dfch_gelu;
+// Per layer and micro-batch slot: what backward needs. Under sequence
+// parallelism the *_full tensors are the all-gathered [B*T, C] inputs of the
+// column-parallel matmuls; otherwise they alias the norm outputs.
+struct GPT::LayerActs {
+  float *ln1, *ln1_mean, *ln1_rstd, *ln1_full, *qkv, *atty, *att, *res2;
+  float *ln2, *ln2_mean, *ln2_rstd, *ln2_full, *fch, *fch_gelu, *res3;
 };
 
-GPT::GPT(const ModelSpec& spec, int64_t max_batch)
-    : spec_(spec), layout_(BuildParamLayout(spec)), max_batch_(max_batch) {}
+struct GPT::SlotActs {
+  std::vector<LayerActs> layers;  // the chunk's layers
+  float* input = nullptr;         // the chunk's input residual (the embedding's output on chunk 0)
+  // Head chunk only.
+  float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *lnf_full = nullptr;
+  float *logits = nullptr, *probs = nullptr, *losses = nullptr, *ce_stats = nullptr;
+  std::vector<int32_t> tokens, targets;
+  int64_t B = 0, T = 0;
+};
+
+struct GPT::Chunk {
+  std::vector<int64_t> layers;  // global layer indices, ascending
+  bool embedding = false, head = false;
+  std::vector<SlotActs> slots;
+};
+
+// Gradient scratch shared by all layers and slots (one backward at a time).
+struct GPT::Scratch {
+  float *partial, *dres, *dres_full, *dln, *dln_shard, *dqkv, *datty, *datt, *dfch, *dfch_gelu;
+  float* pgrad;  // sequence parallelism: partial norm/bias gradients, 6 x C
+};
+
+namespace {
+
+void Zero(float* x, int64_t n) { std::memset(x, 0, static_cast<size_t>(n) * sizeof(float)); }
+
+// out = x + y + bias (row-parallel output plus its bias, added once after
+// the TP reduction). out may alias y.
+void ResidualBiasAdd(float* out, const float* x, const float* y, const float* bias, int64_t rows,
+                     int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < C; ++c) out[i * C + c] = x[i * C + c] + (y[i * C + c] + bias[c]);
+  }
+}
+
+// out[C] += column sums of x[rows, C].
+void AddColumnSums(float* out, const float* x, int64_t rows, int64_t C) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < C; ++c) out[c] += x[i * C + c];
+  }
+}
+
+}  // namespace
+
+GPT::GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch)
+    : spec_(spec),
+      shard_(shard),
+      tp_comm_(tp_comm),
+      layout_(BuildRankLayout(spec, shard)),
+      full_layout_(BuildParamLayout(spec, 1)),
+      max_batch_(max_batch) {}
 
 GPT::~GPT() = default;
 
 Result<std::unique_ptr<GPT>> GPT::Create(const ModelSpec& spec, int64_t max_batch,
                                          int64_t flat_multiple) {
+  return CreateShard(spec, ModelShard{}, nullptr, max_batch, flat_multiple);
+}
+
+Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const ModelShard& shard_in,
+                                              Communicator* tp_comm, int64_t max_batch,
+                                              int64_t flat_multiple, std::vector<int64_t> slots) {
   ST_RETURN_IF_ERROR(ValidateModelSpec(spec));
   if (spec.arch != Arch::kGPT2) {
     return InvalidArgument(std::string("the trainer runs GPT-2 style models only; arch '") +
                            ArchName(spec.arch) + "' is for the planner");
   }
   if (max_batch <= 0) return InvalidArgument("micro-batch size must be positive");
-  std::unique_ptr<GPT> m(new GPT(spec, max_batch));
-  auto off = [&](const std::string& name) { return m->layout_.Find(name)->offset; };
+  ModelShard shard = shard_in;
+  shard.sp = shard.sp && shard.tp > 1;  // one rank holds every row anyway
+  ST_RETURN_IF_ERROR(CheckModelShard(spec, shard));
+  if (shard.tp > 1 && (tp_comm == nullptr || tp_comm->size() != shard.tp)) {
+    return InvalidArgument("tensor parallelism needs the TP group's communicator (of size tp)");
+  }
+  if (shard.sp && (max_batch * spec.block_size) % shard.tp != 0) {
+    return InvalidArgument("sequence parallelism splits the micro-batch's " +
+                           std::to_string(max_batch * spec.block_size) +
+                           " token rows over tp = " + std::to_string(shard.tp) +
+                           "; make micro_batch_size x block_size a multiple of tp");
+  }
+  std::unique_ptr<GPT> m(new GPT(spec, shard, tp_comm, max_batch));
+  const ParamLayout& lay = m->layout_;
+  auto off = [&](const std::string& name) {
+    const ParamEntry* e = lay.Find(name);
+    return e ? e->offset : int64_t{-1};
+  };
   m->wte_ = off("transformer.wte.weight");
   m->wpe_ = off("transformer.wpe.weight");
   m->lnfw_ = off("transformer.ln_f.weight");
   m->lnfb_ = off("transformer.ln_f.bias");
-  for (int64_t l = 0; l < spec.n_layer; ++l) {
-    const std::string p = "transformer.h." + std::to_string(l) + ".";
-    m->layer_off_.push_back({off(p + "ln_1.weight"), off(p + "ln_1.bias"),
-                             off(p + "attn.c_attn.weight"), off(p + "attn.c_attn.bias"),
-                             off(p + "attn.c_proj.weight"), off(p + "attn.c_proj.bias"),
-                             off(p + "ln_2.weight"), off(p + "ln_2.bias"),
-                             off(p + "mlp.c_fc.weight"), off(p + "mlp.c_fc.bias"),
-                             off(p + "mlp.c_proj.weight"), off(p + "mlp.c_proj.bias")});
+  m->layer_off_.resize(spec.n_layer);
+  const int64_t V = spec.n_layer;
+  const int64_t virtual_stages = shard.pp * shard.vpp;
+  m->chunks_.resize(shard.vpp);
+  for (int64_t c = 0; c < shard.vpp; ++c) {
+    const int64_t v = c * shard.pp + shard.stage;
+    Chunk& ch = m->chunks_[c];
+    ch.embedding = v == 0;
+    ch.head = v == virtual_stages - 1;
+    for (int64_t l = 0; l < V; ++l) {
+      if (VirtualStageOfLayer(l, V, shard.pp, shard.vpp) != v) continue;
+      ch.layers.push_back(l);
+      const std::string p = "transformer.h." + std::to_string(l) + ".";
+      m->layer_off_[l] = {off(p + "ln_1.weight"), off(p + "ln_1.bias"),
+                          off(p + "attn.c_attn.weight"), off(p + "attn.c_attn.bias"),
+                          off(p + "attn.c_proj.weight"), off(p + "attn.c_proj.bias"),
+                          off(p + "ln_2.weight"), off(p + "ln_2.bias"),
+                          off(p + "mlp.c_fc.weight"), off(p + "mlp.c_fc.bias"),
+                          off(p + "mlp.c_proj.weight"), off(p + "mlp.c_proj.bias")};
+    }
+    const int64_t n = c < static_cast<int64_t>(slots.size()) ? std::max<int64_t>(1, slots[c]) : 1;
+    ch.slots.resize(n);
   }
-  m->flat_numel_ = RoundUp(m->layout_.total_numel, std::max<int64_t>(1, flat_multiple));
+  m->vocab_rows_ = spec.padded_vocab_size / shard.tp;
+  m->vocab_begin_ = shard.tp_rank * m->vocab_rows_;
+  m->vocab_valid_ = std::clamp<int64_t>(spec.vocab_size - m->vocab_begin_, 0, m->vocab_rows_);
+  m->flat_numel_ = RoundUp(lay.total_numel, std::max<int64_t>(1, flat_multiple));
   const size_t pbytes = static_cast<size_t>(m->flat_numel_) * sizeof(float);
   m->params_ = Buffer(pbytes);
   m->grads_ = Buffer(pbytes);
-  m->a_ = std::make_unique<Acts>();
+  m->scratch_ = std::make_unique<Scratch>();
   // A dry run with no base counts the floats; then the real layout.
   m->acts_ = Buffer(m->LayOutActivations(nullptr) * sizeof(float));
   m->LayOutActivations(m->acts_.f32());
   return m;
 }
 
+int64_t GPT::num_chunks() const { return static_cast<int64_t>(chunks_.size()); }
+bool GPT::chunk_has_embedding(int64_t c) const { return chunks_[c].embedding; }
+bool GPT::chunk_has_head(int64_t c) const { return chunks_[c].head; }
+int64_t GPT::num_slots(int64_t c) const { return static_cast<int64_t>(chunks_[c].slots.size()); }
+
+int64_t GPT::residual_rows(int64_t B, int64_t T) const {
+  return shard_.sp ? B * T / shard_.tp : B * T;
+}
+
 size_t GPT::LayOutActivations(float* base) {
-  const int64_t N = max_batch_ * spec_.block_size, C = spec_.n_embd, F = spec_.ffn_hidden;
-  const int64_t att = max_batch_ * spec_.n_head * spec_.block_size * spec_.block_size;
-  const int64_t Vp = spec_.padded_vocab_size;
+  const int64_t tp = shard_.tp;
+  const int64_t N = max_batch_ * spec_.block_size, Nr = residual_rows(max_batch_, spec_.block_size);
+  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
+  const int64_t att = max_batch_ * NHl * spec_.block_size * spec_.block_size;
+  const int64_t Vl = vocab_rows_;
+  const bool sp = shard_.sp;
   FloatArena arena(base);
-  Acts& a = *a_;
-  a.layers.resize(spec_.n_layer);
-  for (auto& L : a.layers) {
-    L.ln1 = arena.Take(N * C); L.ln1_mean = arena.Take(N); L.ln1_rstd = arena.Take(N);
-    L.qkv = arena.Take(N * 3 * C); L.atty = arena.Take(N * C); L.att = arena.Take(att);
-    L.attproj = arena.Take(N * C); L.res2 = arena.Take(N * C); L.ln2 = arena.Take(N * C);
-    L.ln2_mean = arena.Take(N); L.ln2_rstd = arena.Take(N); L.fch = arena.Take(N * F);
-    L.fch_gelu = arena.Take(N * F); L.fcproj = arena.Take(N * C); L.res3 = arena.Take(N * C);
+  for (Chunk& ch : chunks_) {
+    for (SlotActs& s : ch.slots) {
+      s.layers.resize(ch.layers.size());
+      s.input = arena.Take(Nr * C);
+      for (LayerActs& L : s.layers) {
+        L.ln1 = arena.Take(Nr * C); L.ln1_mean = arena.Take(Nr); L.ln1_rstd = arena.Take(Nr);
+        L.ln1_full = sp ? arena.Take(N * C) : L.ln1;
+        L.qkv = arena.Take(N * 3 * Cl); L.atty = arena.Take(N * Cl); L.att = arena.Take(att);
+        L.res2 = arena.Take(Nr * C);
+        L.ln2 = arena.Take(Nr * C); L.ln2_mean = arena.Take(Nr); L.ln2_rstd = arena.Take(Nr);
+        L.ln2_full = sp ? arena.Take(N * C) : L.ln2;
+        L.fch = arena.Take(N * Fl); L.fch_gelu = arena.Take(N * Fl); L.res3 = arena.Take(Nr * C);
+      }
+      if (ch.head) {
+        s.lnf = arena.Take(Nr * C); s.lnf_mean = arena.Take(Nr); s.lnf_rstd = arena.Take(Nr);
+        s.lnf_full = sp ? arena.Take(N * C) : s.lnf;
+        s.logits = arena.Take(N * Vl); s.probs = arena.Take(N * Vl); s.losses = arena.Take(N);
+        s.ce_stats = arena.Take(3 * N);
+      }
+    }
   }
-  a.encoded = arena.Take(N * C); a.lnf = arena.Take(N * C); a.lnf_mean = arena.Take(N);
-  a.lnf_rstd = arena.Take(N); a.logits = arena.Take(N * Vp); a.probs = arena.Take(N * Vp);
-  a.losses = arena.Take(N);
-  a.dres = arena.Take(N * C); a.dln = arena.Take(N * C); a.dqkv = arena.Take(N * 3 * C);
-  a.datty = arena.Take(N * C); a.datt = arena.Take(att); a.dfch = arena.Take(N * F);
-  a.dfch_gelu = arena.Take(N * F);
+  Scratch& S = *scratch_;
+  S.partial = arena.Take(N * C); S.dres = arena.Take(Nr * C);
+  S.dres_full = sp ? arena.Take(N * C) : S.dres;
+  S.dln = arena.Take(N * C); S.dln_shard = sp ? arena.Take(Nr * C) : S.dln;
+  S.dqkv = arena.Take(N * 3 * Cl); S.datty = arena.Take(N * Cl); S.datt = arena.Take(att);
+  S.dfch = arena.Take(N * Fl); S.dfch_gelu = arena.Take(N * Fl); S.pgrad = arena.Take(6 * C);
   return arena.used_floats();
 }
 
 void GPT::InitWeights(uint64_t seed) {
-  Rng rng(seed);
   float* p = params_.f32();
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec_.n_layer));
-  for (const auto& e : layout_.entries) {
-    float* w = p + e.offset;
+  std::vector<float> whole;
+  for (const ParamEntry& e : layout_.entries) {
+    int64_t index = 0;
+    while (full_layout_.entries[index].name != e.name) ++index;
+    whole.assign(static_cast<size_t>(NumElements(e.full_shape)), 0.0f);
     const bool is_norm = e.name.find("ln_") != std::string::npos;
     const bool is_bias = e.name.size() >= 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
     if (is_bias) {
-      std::fill(w, w + e.numel, 0.0f);
+      // zeros
     } else if (is_norm) {
-      std::fill(w, w + e.numel, 1.0f);
+      std::fill(whole.begin(), whole.end(), 1.0f);
     } else {
+      Rng rng(HashU64(seed, static_cast<uint64_t>(index), 0x696e6974));  // "init"
       const bool residual_proj = e.name.find("c_proj.weight") != std::string::npos;
       const float std = residual_proj ? proj_std : 0.02f;
-      for (int64_t i = 0; i < e.numel; ++i) w[i] = std * rng.Normal();
+      for (float& w : whole) w = std * rng.Normal();
     }
+    if (e.name == "transformer.wte.weight") {
+      // Padding rows of the tied embedding are never looked up and never scored.
+      std::fill(whole.begin() + spec_.vocab_size * spec_.n_embd, whole.end(), 0.0f);
+    }
+    ExtractShard(e, whole.data(), p + e.offset);
   }
-  // Padding rows of the tied embedding are never looked up and never scored.
-  const int64_t C = spec_.n_embd;
-  std::fill(p + wte_ + spec_.vocab_size * C, p + wte_ + spec_.padded_vocab_size * C, 0.0f);
 }
 
-float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
-                   const std::function<void(int64_t)>& on_layer_done) {
-  auto done = [&](int64_t layer) {
-    if (on_layer_done) on_layer_done(layer);
-  };
-  const int64_t C = spec_.n_embd, F = spec_.ffn_hidden, NH = spec_.n_head;
-  const int64_t V = spec_.vocab_size, Vp = spec_.padded_vocab_size, N = B * T;
-  B_ = B;
-  T_ = T;
-  tokens_.assign(tokens, tokens + N);
-  if (targets) {
-    targets_.assign(targets, targets + N);
-  } else {
-    targets_.clear();
+Status GPT::GatherRows(const float* shard, float* full, int64_t rows, int64_t width) {
+  return tp_comm_->Allgather(shard, full, rows / shard_.tp * width);
+}
+
+Status GPT::ReduceRows(float* partial, float* out, int64_t rows, int64_t width) {
+  if (shard_.sp) return tp_comm_->ReduceScatter(partial, out, rows / shard_.tp * width);
+  ST_RETURN_IF_ERROR(tp_comm_->Allreduce(partial, rows * width));
+  if (out != partial) std::memcpy(out, partial, static_cast<size_t>(rows * width) * sizeof(float));
+  return Status::Ok();
+}
+
+float* GPT::PartialGrad(int64_t i) { return scratch_->pgrad + i * spec_.n_embd; }
+
+Status GPT::ReducePartialGrads(const std::vector<std::pair<int64_t, int64_t>>& pieces, int64_t width) {
+  const int64_t n = static_cast<int64_t>(pieces.size());
+  ST_RETURN_IF_ERROR(tp_comm_->Allreduce(scratch_->pgrad, n * width));
+  float* g = grads_.f32();
+  for (const auto& [slot, offset] : pieces) {
+    const float* src = PartialGrad(slot);
+    for (int64_t c = 0; c < width; ++c) g[offset + c] += src[c];
   }
+  return Status::Ok();
+}
+
+Status GPT::LayerForward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
+  const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
+  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
   const float* p = params_.f32();
-  Acts& a = *a_;
-  cpu::EncoderForward(a.encoded, tokens, p + wte_, p + wpe_, B, T, C);
-  done(-1);
-  const float* residual = a.encoded;
-  for (int64_t l = 0; l < spec_.n_layer; ++l) {
-    const LayerOffsets& o = layer_off_[l];
-    Acts::Layer& L = a.layers[l];
-    cpu::LayerNormForward(L.ln1, L.ln1_mean, L.ln1_rstd, residual, p + o.ln1w, p + o.ln1b, N, C);
-    cpu::MatmulForward(L.qkv, L.ln1, p + o.qkvw, p + o.qkvb, N, C, 3 * C);
-    cpu::AttentionForward(L.atty, L.att, L.qkv, B, T, C, NH);
-    cpu::MatmulForward(L.attproj, L.atty, p + o.attprojw, p + o.attprojb, N, C, C);
-    cpu::ResidualForward(L.res2, residual, L.attproj, N * C);
-    cpu::LayerNormForward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, p + o.ln2w, p + o.ln2b, N, C);
-    cpu::MatmulForward(L.fch, L.ln2, p + o.fcw, p + o.fcb, N, C, F);
-    cpu::GeluForward(L.fch_gelu, L.fch, N * F);
-    cpu::MatmulForward(L.fcproj, L.fch_gelu, p + o.fcprojw, p + o.fcprojb, N, F, C);
-    cpu::ResidualForward(L.res3, L.res2, L.fcproj, N * C);
-    residual = L.res3;
-    done(l);
+  const LayerOffsets& o = layer_off_[l];
+  float* part = scratch_->partial;
+  // Attention half: res2 = x + proj(attention(qkv(ln1(x)))).
+  cpu::LayerNormForward(L.ln1, L.ln1_mean, L.ln1_rstd, x, p + o.ln1w, p + o.ln1b, Nr, C);
+  if (shard_.sp) ST_RETURN_IF_ERROR(GatherRows(L.ln1, L.ln1_full, N, C));
+  cpu::MatmulForward(L.qkv, L.ln1_full, p + o.qkvw, p + o.qkvb, N, C, 3 * Cl);
+  cpu::AttentionForward(L.atty, L.att, L.qkv, B, T, Cl, NHl);
+  if (tp == 1) {
+    cpu::MatmulForward(part, L.atty, p + o.attprojw, p + o.attprojb, N, Cl, C);
+    cpu::ResidualForward(L.res2, x, part, N * C);
+  } else {
+    cpu::MatmulForward(part, L.atty, p + o.attprojw, nullptr, N, Cl, C);
+    ST_RETURN_IF_ERROR(ReduceRows(part, shard_.sp ? L.res2 : part, N, C));
+    ResidualBiasAdd(L.res2, x, shard_.sp ? L.res2 : part, p + o.attprojb, Nr, C);
   }
-  cpu::LayerNormForward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, p + lnfw_, p + lnfb_, N, C);
-  cpu::MatmulForward(a.logits, a.lnf, p + wte_, nullptr, N, C, Vp);
-  if (!targets) {
-    done(spec_.n_layer);
-    return 0.0f;
+  // MLP half: res3 = res2 + proj(gelu(fc(ln2(res2)))).
+  cpu::LayerNormForward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, p + o.ln2w, p + o.ln2b, Nr, C);
+  if (shard_.sp) ST_RETURN_IF_ERROR(GatherRows(L.ln2, L.ln2_full, N, C));
+  cpu::MatmulForward(L.fch, L.ln2_full, p + o.fcw, p + o.fcb, N, C, Fl);
+  cpu::GeluForward(L.fch_gelu, L.fch, N * Fl);
+  if (tp == 1) {
+    cpu::MatmulForward(part, L.fch_gelu, p + o.fcprojw, p + o.fcprojb, N, Fl, C);
+    cpu::ResidualForward(L.res3, L.res2, part, N * C);
+  } else {
+    cpu::MatmulForward(part, L.fch_gelu, p + o.fcprojw, nullptr, N, Fl, C);
+    ST_RETURN_IF_ERROR(ReduceRows(part, shard_.sp ? L.res3 : part, N, C));
+    ResidualBiasAdd(L.res3, L.res2, shard_.sp ? L.res3 : part, p + o.fcprojb, Nr, C);
   }
-  cpu::CrossEntropyForward(a.losses, a.probs, a.logits, targets, N, V, Vp);
+  return Status::Ok();
+}
+
+Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
+  const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
+  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
+  const bool sp = shard_.sp;
+  const float* p = params_.f32();
+  float* g = grads_.f32();
+  Scratch& S = *scratch_;
+  const LayerOffsets& o = layer_off_[l];
+  // Under sp the norms and row-parallel biases see only this rank's rows:
+  // their gradients collect in the scratch and are summed over TP at the end.
+  if (sp) Zero(S.pgrad, 6 * C);
+  auto pg = [&](int64_t i, int64_t grad_offset) { return sp ? PartialGrad(i) : g + grad_offset; };
+  // S.dres is the gradient of the residual stream; each residual add passes
+  // it through unchanged, so one buffer serves all layers.
+  // MLP half.
+  const float* d = S.dres;
+  if (sp) {
+    ST_RETURN_IF_ERROR(GatherRows(S.dres, S.dres_full, N, C));
+    d = S.dres_full;
+    AddColumnSums(PartialGrad(5), S.dres, Nr, C);
+  }
+  Zero(S.dfch_gelu, N * Fl);
+  cpu::MatmulBackward(S.dfch_gelu, g + o.fcprojw, sp ? nullptr : g + o.fcprojb, d, L.fch_gelu,
+                      p + o.fcprojw, N, Fl, C);
+  Zero(S.dfch, N * Fl);
+  cpu::GeluBackward(S.dfch, L.fch, S.dfch_gelu, N * Fl);
+  Zero(S.dln, N * C);
+  cpu::MatmulBackward(S.dln, g + o.fcw, g + o.fcb, S.dfch, L.ln2_full, p + o.fcw, N, C, Fl);
+  if (tp > 1) ST_RETURN_IF_ERROR(ReduceRows(S.dln, S.dln_shard, N, C));
+  cpu::LayerNormBackward(S.dres, pg(3, o.ln2w), pg(4, o.ln2b), S.dln_shard, L.res2, p + o.ln2w,
+                         L.ln2_mean, L.ln2_rstd, Nr, C);
+  // Attention half.
+  d = S.dres;
+  if (sp) {
+    ST_RETURN_IF_ERROR(GatherRows(S.dres, S.dres_full, N, C));
+    d = S.dres_full;
+    AddColumnSums(PartialGrad(2), S.dres, Nr, C);
+  }
+  Zero(S.datty, N * Cl);
+  cpu::MatmulBackward(S.datty, g + o.attprojw, sp ? nullptr : g + o.attprojb, d, L.atty,
+                      p + o.attprojw, N, Cl, C);
+  Zero(S.dqkv, N * 3 * Cl);
+  cpu::AttentionBackward(S.dqkv, S.datt, S.datty, L.qkv, L.att, B, T, Cl, NHl);
+  Zero(S.dln, N * C);
+  cpu::MatmulBackward(S.dln, g + o.qkvw, g + o.qkvb, S.dqkv, L.ln1_full, p + o.qkvw, N, C, 3 * Cl);
+  if (tp > 1) ST_RETURN_IF_ERROR(ReduceRows(S.dln, S.dln_shard, N, C));
+  cpu::LayerNormBackward(S.dres, pg(0, o.ln1w), pg(1, o.ln1b), S.dln_shard, x, p + o.ln1w,
+                         L.ln1_mean, L.ln1_rstd, Nr, C);
+  if (sp) {
+    ST_RETURN_IF_ERROR(ReducePartialGrads(
+        {{0, o.ln1w}, {1, o.ln1b}, {2, o.attprojb}, {3, o.ln2w}, {4, o.ln2b}, {5, o.fcprojb}}, C));
+  }
+  return Status::Ok();
+}
+
+Status GPT::EmbeddingForward(SlotActs& s, int64_t B, int64_t T) {
+  const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
+  const float* p = params_.f32();
+  if (shard_.tp == 1) {
+    cpu::EncoderForward(s.input, s.tokens.data(), p + wte_, p + wpe_, B, T, C);
+    return Status::Ok();
+  }
+  // Vocab-parallel: each rank fills the rows of the tokens it holds; the TP
+  // sum (or its reduce-scatter under sp) completes the lookup.
+  float* dst = shard_.sp ? scratch_->partial : s.input;
+  cpu::EmbeddingShardForward(dst, s.tokens.data(), p + wte_, vocab_begin_, vocab_rows_, N, C);
+  ST_RETURN_IF_ERROR(ReduceRows(dst, s.input, N, C));
+  cpu::PositionForward(s.input, p + wpe_, shard_.sp ? shard_.tp_rank * Nr : 0, Nr, T, C);
+  return Status::Ok();
+}
+
+Status GPT::EmbeddingBackward(SlotActs& s, int64_t B, int64_t T) {
+  const int64_t C = spec_.n_embd, N = B * T;
+  float* g = grads_.f32();
+  Scratch& S = *scratch_;
+  if (shard_.tp == 1) {
+    cpu::EncoderBackward(g + wte_, g + wpe_, S.dres, s.tokens.data(), B, T, C);
+    return Status::Ok();
+  }
+  const float* d = S.dres;
+  if (shard_.sp) {
+    ST_RETURN_IF_ERROR(GatherRows(S.dres, S.dres_full, N, C));
+    d = S.dres_full;
+  }
+  cpu::EmbeddingShardBackward(g + wte_, d, s.tokens.data(), vocab_begin_, vocab_rows_, N, C);
+  // Every TP rank sees all rows here, so the replicated position table gets
+  // the same whole gradient on each.
+  cpu::PositionBackward(g + wpe_, d, 0, N, T, C);
+  return Status::Ok();
+}
+
+Result<float> GPT::HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T) {
+  const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
+  const int64_t Vl = vocab_rows_;
+  const float* p = params_.f32();
+  cpu::LayerNormForward(s.lnf, s.lnf_mean, s.lnf_rstd, x, p + lnfw_, p + lnfb_, Nr, C);
+  if (shard_.sp) ST_RETURN_IF_ERROR(GatherRows(s.lnf, s.lnf_full, N, C));
+  // The tied head: logits of this rank's vocabulary rows only.
+  cpu::MatmulForward(s.logits, s.lnf_full, p + wte_, nullptr, N, C, Vl);
+  if (s.targets.empty()) return 0.0f;
+  const int32_t* targets = s.targets.data();
+  if (shard_.tp == 1) {
+    cpu::CrossEntropyForward(s.losses, s.probs, s.logits, targets, N, spec_.vocab_size, Vl);
+  } else {
+    float* row_max = s.ce_stats;
+    float* sums = s.ce_stats + N;  // sum of exp, then the target's logit: one reduction
+    cpu::CrossEntropyShardMax(row_max, s.logits, N, Vl, vocab_valid_);
+    ST_RETURN_IF_ERROR(tp_comm_->Allreduce(row_max, N, ReduceOp::kMax));
+    cpu::CrossEntropyShardSums(sums, sums + N, s.logits, row_max, targets, vocab_begin_, N, Vl,
+                               vocab_valid_);
+    ST_RETURN_IF_ERROR(tp_comm_->Allreduce(sums, 2 * N));
+    cpu::CrossEntropyShardFinish(s.losses, s.probs, s.logits, row_max, sums, sums + N, N, Vl,
+                                 vocab_valid_);
+  }
   double sum = 0.0;
-  for (int64_t i = 0; i < N; ++i) sum += a.losses[i];
-  done(spec_.n_layer);
+  for (int64_t i = 0; i < N; ++i) sum += s.losses[i];
   return static_cast<float>(sum / static_cast<double>(N));
 }
 
-void GPT::Backward(float loss_scale, const std::function<void(int64_t)>& on_grads_ready) {
+Status GPT::HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t B, int64_t T) {
+  const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
+  const int64_t Vl = vocab_rows_;
+  const float* p = params_.f32();
+  float* g = grads_.f32();
+  Scratch& S = *scratch_;
+  const bool sp = shard_.sp;
+  float* dlogits = s.probs;  // in place
+  const float dloss = loss_scale / static_cast<float>(N);
+  if (shard_.tp == 1) {
+    cpu::CrossEntropyBackward(dlogits, s.probs, s.targets.data(), dloss, N, spec_.vocab_size, Vl);
+  } else {
+    cpu::CrossEntropyShardBackward(dlogits, s.probs, s.targets.data(), vocab_begin_, dloss, N, Vl,
+                                   vocab_valid_);
+  }
+  Zero(S.dln, N * C);
+  cpu::MatmulBackward(S.dln, g + wte_, nullptr, dlogits, s.lnf_full, p + wte_, N, C, Vl);
+  if (shard_.tp > 1) ST_RETURN_IF_ERROR(ReduceRows(S.dln, S.dln_shard, N, C));
+  if (sp) Zero(S.pgrad, 2 * C);
+  Zero(S.dres, Nr * C);
+  cpu::LayerNormBackward(S.dres, sp ? PartialGrad(0) : g + lnfw_, sp ? PartialGrad(1) : g + lnfb_,
+                         S.dln_shard, x, p + lnfw_, s.lnf_mean, s.lnf_rstd, Nr, C);
+  if (sp) ST_RETURN_IF_ERROR(ReducePartialGrads({{0, lnfw_}, {1, lnfb_}}, C));
+  return Status::Ok();
+}
+
+Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* tokens,
+                                const int32_t* targets, const float* input, int64_t B, int64_t T,
+                                const std::function<void(int64_t)>& on_layer_done) {
+  auto done = [&](int64_t layer) {
+    if (on_layer_done) on_layer_done(layer);
+  };
+  if (chunk < 0 || chunk >= num_chunks() || slot < 0 || slot >= num_slots(chunk)) {
+    return InvalidArgument("no chunk " + std::to_string(chunk) + " slot " + std::to_string(slot) +
+                           " on this rank");
+  }
+  if (B <= 0 || B > max_batch_ || T <= 0 || T > spec_.block_size) {
+    return InvalidArgument("batch " + std::to_string(B) + " x " + std::to_string(T) +
+                           " exceeds the model's " + std::to_string(max_batch_) + " x " +
+                           std::to_string(spec_.block_size));
+  }
+  if (shard_.sp && (B * T) % shard_.tp != 0) {
+    return InvalidArgument("sequence parallelism needs B x T divisible by tp");
+  }
+  Chunk& ch = chunks_[chunk];
+  SlotActs& s = ch.slots[slot];
+  const int64_t N = B * T;
+  s.B = B;
+  s.T = T;
+  if (ch.embedding) {
+    s.tokens.assign(tokens, tokens + N);
+    ST_RETURN_IF_ERROR(EmbeddingForward(s, B, T));
+    done(-1);
+  } else {
+    std::memcpy(s.input, input, static_cast<size_t>(residual_rows(B, T) * spec_.n_embd) * sizeof(float));
+  }
+  if (ch.head && targets != nullptr) {
+    s.targets.assign(targets, targets + N);
+  } else {
+    s.targets.clear();
+  }
+  const float* x = s.input;
+  for (size_t i = 0; i < ch.layers.size(); ++i) {
+    ST_RETURN_IF_ERROR(LayerForward(ch.layers[i], s.layers[i], x, B, T));
+    x = s.layers[i].res3;
+    done(ch.layers[i]);
+  }
+  float loss = 0.0f;
+  if (ch.head) {
+    ST_ASSIGN_OR_RETURN(loss, HeadForward(s, x, B, T));
+    done(spec_.n_layer);
+  }
+  return loss;
+}
+
+const float* GPT::ChunkOutput(int64_t chunk, int64_t slot) const {
+  const SlotActs& s = chunks_[chunk].slots[slot];
+  return s.layers.empty() ? s.input : s.layers.back().res3;
+}
+
+Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float loss_scale,
+                          const std::function<void(int64_t)>& on_grads_ready) {
   auto ready = [&](int64_t layer) {
     if (on_grads_ready) on_grads_ready(layer);
   };
-  const int64_t B = B_, T = T_, N = B * T;
-  const int64_t C = spec_.n_embd, F = spec_.ffn_hidden, NH = spec_.n_head;
-  const int64_t V = spec_.vocab_size, Vp = spec_.padded_vocab_size;
-  const float* p = params_.f32();
-  float* g = grads_.f32();
-  Acts& a = *a_;
-  auto zero = [](float* x, int64_t n) { std::memset(x, 0, static_cast<size_t>(n) * sizeof(float)); };
-
-  // Loss -> logits (in place over probs) -> final norm.
-  float* dlogits = a.probs;
-  cpu::CrossEntropyBackward(dlogits, a.probs, targets_.data(),
-                            loss_scale / static_cast<float>(N), N, V, Vp);
-  zero(a.dln, N * C);
-  cpu::MatmulBackward(a.dln, g + wte_, nullptr, dlogits, a.lnf, p + wte_, N, C, Vp);
-  const float* last_residual = spec_.n_layer > 0 ? a.layers.back().res3 : a.encoded;
-  zero(a.dres, N * C);
-  cpu::LayerNormBackward(a.dres, g + lnfw_, g + lnfb_, a.dln, last_residual, p + lnfw_, a.lnf_mean,
-                         a.lnf_rstd, N, C);
-  ready(spec_.n_layer);
-
-  // a.dres is the gradient of the residual stream; each residual add passes
-  // it through unchanged, so one buffer serves all layers.
-  for (int64_t l = spec_.n_layer - 1; l >= 0; --l) {
-    const LayerOffsets& o = layer_off_[l];
-    Acts::Layer& L = a.layers[l];
-    const float* residual_in = l == 0 ? a.encoded : a.layers[l - 1].res3;
-    // MLP half: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
-    zero(a.dfch_gelu, N * F);
-    cpu::MatmulBackward(a.dfch_gelu, g + o.fcprojw, g + o.fcprojb, a.dres, L.fch_gelu,
-                        p + o.fcprojw, N, F, C);
-    zero(a.dfch, N * F);
-    cpu::GeluBackward(a.dfch, L.fch, a.dfch_gelu, N * F);
-    zero(a.dln, N * C);
-    cpu::MatmulBackward(a.dln, g + o.fcw, g + o.fcb, a.dfch, L.ln2, p + o.fcw, N, C, F);
-    cpu::LayerNormBackward(a.dres, g + o.ln2w, g + o.ln2b, a.dln, L.res2, p + o.ln2w, L.ln2_mean,
-                           L.ln2_rstd, N, C);
-    // Attention half: res2 = res_in + attproj(attn(qkv(ln1(res_in)))).
-    zero(a.datty, N * C);
-    cpu::MatmulBackward(a.datty, g + o.attprojw, g + o.attprojb, a.dres, L.atty, p + o.attprojw,
-                        N, C, C);
-    zero(a.dqkv, N * 3 * C);
-    cpu::AttentionBackward(a.dqkv, a.datt, a.datty, L.qkv, L.att, B, T, C, NH);
-    zero(a.dln, N * C);
-    cpu::MatmulBackward(a.dln, g + o.qkvw, g + o.qkvb, a.dqkv, L.ln1, p + o.qkvw, N, C, 3 * C);
-    cpu::LayerNormBackward(a.dres, g + o.ln1w, g + o.ln1b, a.dln, residual_in, p + o.ln1w,
-                           L.ln1_mean, L.ln1_rstd, N, C);
-    ready(l);
+  Chunk& ch = chunks_[chunk];
+  SlotActs& s = ch.slots[slot];
+  const int64_t B = s.B, T = s.T;
+  Scratch& S = *scratch_;
+  if (ch.head) {
+    if (s.targets.empty()) {
+      return FailedPrecondition("backward needs a forward with targets first");
+    }
+    ST_RETURN_IF_ERROR(HeadBackward(s, ChunkOutput(chunk, slot), loss_scale, B, T));
+    ready(spec_.n_layer);
+  } else {
+    std::memcpy(S.dres, dout, static_cast<size_t>(residual_rows(B, T) * spec_.n_embd) * sizeof(float));
   }
-  cpu::EncoderBackward(g + wte_, g + wpe_, a.dres, tokens_.data(), B, T, C);
-  ready(-1);
+  for (size_t i = ch.layers.size(); i-- > 0;) {
+    const float* x = i == 0 ? s.input : s.layers[i - 1].res3;
+    ST_RETURN_IF_ERROR(LayerBackward(ch.layers[i], s.layers[i], x, B, T));
+    ready(ch.layers[i]);
+  }
+  if (ch.embedding) {
+    ST_RETURN_IF_ERROR(EmbeddingBackward(s, B, T));
+    ready(-1);
+  }
+  return Status::Ok();
+}
+
+const float* GPT::InputGrad() const { return scratch_->dres; }
+
+namespace {
+void Fatal(const Status& st) {
+  std::fprintf(stderr, "internal error: %s\n", st.message().c_str());
+  std::abort();
+}
+}  // namespace
+
+float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
+                   const std::function<void(int64_t)>& on_layer_done) {
+  if (num_chunks() != 1 || !chunks_[0].embedding || !chunks_[0].head || shard_.tp != 1) {
+    Fatal(FailedPrecondition("GPT::Forward runs a whole single-rank model; use ForwardChunk"));
+  }
+  auto r = ForwardChunk(0, 0, tokens, targets, nullptr, B, T, on_layer_done);
+  if (!r.ok()) Fatal(r.status());
+  last_slot_B_ = B;
+  last_slot_T_ = T;
+  return *r;
+}
+
+void GPT::Backward(float loss_scale, const std::function<void(int64_t)>& on_grads_ready) {
+  Status st = BackwardChunk(0, 0, nullptr, loss_scale, on_grads_ready);
+  if (!st.ok()) Fatal(st);
 }
 
 const float* GPT::logits(int64_t b, int64_t t) const {
-  return a_->logits + (b * T_ + t) * spec_.padded_vocab_size;
+  return chunks_[0].slots[0].logits + (b * last_slot_T_ + t) * spec_.padded_vocab_size;
 }
 
 }  // namespace scaletrain

@@ -2,6 +2,26 @@
 // one flat buffer allocated at creation, a forward and a backward written out
 // op by op (DESIGN principle 3), reading the parameter-layout table for every
 // offset (principle 1).
+//
+// The same code runs every layout (DESIGN: a parallelism is applied to a
+// model, not written into it). A rank of a tp x pp layout (ModelShard) holds
+// the layers of its pipeline chunks, each as its tensor-parallel shard:
+//  - attention splits its heads over the TP group (q,k,v column-parallel,
+//    output projection row-parallel), the MLP its hidden width (fc column,
+//    proj row); one TP all-reduce forward and one backward per block half,
+//    as in Megatron-LM (Shoeybi et al. 2019);
+//  - the tied embedding is split by vocabulary rows: lookup and cross-
+//    entropy are vocab-parallel, no rank ever holds all logits of a token;
+//  - with sequence parallelism (Korthikanti et al. 2022) the residual
+//    stream, the norms and the dropout-free element-wise ops hold 1/tp of the
+//    B*T token rows (tp contiguous blocks of the [B*T, C] rows); each
+//    all-reduce becomes an all-gather before the column-parallel matmul and
+//    a reduce-scatter after the row-parallel one, and the gradients of the
+//    norms and row-parallel biases (partial sums over a rank's rows) are
+//    all-reduced over the TP group.
+// Pipeline parallelism drives chunks one micro-batch at a time through
+// ForwardChunk/BackwardChunk; each chunk keeps activations for `slots`
+// micro-batches in flight (the schedule's peak).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +29,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/buffer.h"
 #include "core/status.h"
 #include "model/param_layout.h"
@@ -18,16 +39,27 @@ namespace scaletrain {
 
 class GPT {
  public:
-  // Allocates parameters and gradients (zeroed) and the activations for up to
-  // max_batch sequences of spec.block_size tokens. The flat parameter and
-  // gradient buffers are padded to a multiple of `flat_multiple` elements
-  // (data parallelism splits them evenly); the padding stays zero.
+  // The whole model on one rank. Allocates parameters and gradients (zeroed)
+  // and the activations for up to max_batch sequences of spec.block_size
+  // tokens. The flat parameter and gradient buffers are padded to a multiple
+  // of `flat_multiple` elements (data parallelism splits them evenly); the
+  // padding stays zero.
   static Result<std::unique_ptr<GPT>> Create(const ModelSpec& spec, int64_t max_batch,
                                              int64_t flat_multiple = 1);
+  // One rank of a tp x pp layout. `tp_comm` is the TP group (needed when
+  // shard.tp > 1). `slots[c]`: micro-batches chunk c holds activations for
+  // at once (empty: one each). spec.padded_vocab_size must divide by tp.
+  static Result<std::unique_ptr<GPT>> CreateShard(const ModelSpec& spec, const ModelShard& shard,
+                                                  Communicator* tp_comm, int64_t max_batch,
+                                                  int64_t flat_multiple,
+                                                  std::vector<int64_t> slots = {});
   ~GPT();
 
   const ModelSpec& spec() const { return spec_; }
+  const ModelShard& shard() const { return shard_; }
+  // This rank's parameters (BuildRankLayout), and the whole model's.
   const ParamLayout& layout() const { return layout_; }
+  const ParamLayout& full_layout() const { return full_layout_; }
   int64_t num_params() const { return layout_.total_numel; }
   int64_t flat_numel() const { return flat_numel_; }  // num_params() + padding
   float* params() { return params_.f32(); }
@@ -39,14 +71,48 @@ class GPT {
 
   // GPT-2 initialisation (as nanoGPT): N(0, 0.02) for weights and embeddings,
   // residual projections N(0, 0.02/sqrt(2 n_layer)), biases 0, norms 1; the
-  // padding rows of the embedding are 0. Deterministic in `seed`.
+  // padding rows of the embedding are 0. Each tensor is drawn whole from a
+  // stream of (seed, its index in the full layout) and this rank keeps its
+  // shard, so every layout starts from the same model.
   void InitWeights(uint64_t seed);
 
+  // ---- One chunk, one micro-batch (pipeline and tensor parallelism) -----
+  int64_t num_chunks() const;
+  bool chunk_has_embedding(int64_t c) const;
+  bool chunk_has_head(int64_t c) const;
+  int64_t num_slots(int64_t c) const;
+  // Rows of the residual stream a rank holds for B x T tokens: B*T, or
+  // B*T/tp with sequence parallelism. Activations between pipeline stages
+  // are [residual_rows, n_embd].
+  int64_t residual_rows(int64_t B, int64_t T) const;
+
+  // Forward of chunk c on a micro-batch kept in `slot`. The first chunk of
+  // the model reads `tokens`; the others read `input` (the previous chunk's
+  // output; copied). The chunk with the head needs `targets` for a loss
+  // (null: logits only, loss 0) and returns the mean loss of the micro-batch.
+  // `on_layer_done(layer)` as in Forward below. Collective errors (TP) are
+  // returned.
+  Result<float> ForwardChunk(int64_t chunk, int64_t slot, const int32_t* tokens,
+                             const int32_t* targets, const float* input, int64_t B, int64_t T,
+                             const std::function<void(int64_t)>& on_layer_done = nullptr);
+  // The chunk's output residual of the micro-batch in `slot`.
+  const float* ChunkOutput(int64_t chunk, int64_t slot) const;
+  // Backward of chunk c for the micro-batch in `slot`, adding to grads().
+  // The head chunk starts from loss_scale x its mean loss; the others from
+  // `dout`, the gradient of their output. The gradient of the chunk's input
+  // is then InputGrad() (until the next backward); the embedding chunk
+  // instead finishes the embedding gradients. `on_grads_ready` as Backward.
+  Status BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float loss_scale,
+                       const std::function<void(int64_t)>& on_grads_ready = nullptr);
+  const float* InputGrad() const;
+
+  // ---- The whole model on this rank (pp = 1, one slot) --------------------
   // tokens, targets: [B, T] with B <= max_batch, T <= block_size. targets
   // may be null (inference). Returns the mean cross-entropy (0 if no
   // targets). Logits of the last call stay readable through logits().
   // `on_layer_done(layer)`, if given, is called after the embeddings (-1),
   // each block, and the final norm, head and loss (n_layer): for traces.
+  // Single-rank models only (no collectives that could fail).
   float Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                 const std::function<void(int64_t layer)>& on_layer_done = nullptr);
   // Back-propagates loss_scale x the mean loss of the last Forward (which
@@ -59,30 +125,53 @@ class GPT {
   void Backward(float loss_scale, const std::function<void(int64_t layer)>& on_grads_ready = nullptr);
   void ZeroGrad() { grads_.Zero(); }
 
-  // Row (b, t) of the last forward's logits, padded_vocab_size wide.
+  // Row (b, t) of the last forward's logits, padded_vocab_size wide
+  // (single-rank models).
   const float* logits(int64_t b, int64_t t) const;
 
  private:
-  GPT(const ModelSpec& spec, int64_t max_batch);
-  struct Acts;
+  struct LayerActs;
+  struct SlotActs;
+  struct Chunk;
+  struct Scratch;
   struct LayerOffsets {
     int64_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
   };
+  GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch);
   // Points every activation slice into `base` (null: a dry run); returns
   // the floats used.
   size_t LayOutActivations(float* base);
 
+  Status LayerForward(int64_t layer, LayerActs& L, const float* x, int64_t B, int64_t T);
+  Status LayerBackward(int64_t layer, LayerActs& L, const float* x, int64_t B, int64_t T);
+  Status EmbeddingForward(SlotActs& s, int64_t B, int64_t T);
+  Status EmbeddingBackward(SlotActs& s, int64_t B, int64_t T);
+  Result<float> HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T);
+  Status HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t B, int64_t T);
+  // Sequence parallelism: [rows/tp] per rank <-> [rows] on every rank.
+  Status GatherRows(const float* shard, float* full, int64_t rows, int64_t width);
+  // Sums the TP ranks' partial [rows, C] into `out` (all-reduce, in place
+  // when out == partial; or reduce-scatter to this rank's rows under sp).
+  Status ReduceRows(float* partial, float* out, int64_t rows, int64_t width);
+  // Sequence parallelism: adds the TP sum of the partial parameter
+  // gradients in the scratch (pairs of scratch offset and gradient offset).
+  Status ReducePartialGrads(const std::vector<std::pair<int64_t, int64_t>>& pieces, int64_t width);
+  float* PartialGrad(int64_t slot_index);
+
   ModelSpec spec_;
-  ParamLayout layout_;
+  ModelShard shard_;
+  Communicator* tp_comm_ = nullptr;
+  ParamLayout layout_, full_layout_;
   int64_t max_batch_;
   int64_t flat_numel_ = 0;
-  int64_t wte_, wpe_, lnfw_, lnfb_;
-  std::vector<LayerOffsets> layer_off_;
+  int64_t wte_ = -1, wpe_ = -1, lnfw_ = -1, lnfb_ = -1;
+  int64_t vocab_rows_ = 0, vocab_begin_ = 0, vocab_valid_ = 0;  // this rank's embedding rows
+  std::vector<LayerOffsets> layer_off_;  // by global layer; only this rank's are set
+  std::vector<Chunk> chunks_;
+  std::unique_ptr<Scratch> scratch_;
   Buffer params_, grads_, acts_;
-  std::unique_ptr<Acts> a_;
-  // Shape and inputs of the last forward, for backward.
-  int64_t B_ = 0, T_ = 0;
-  std::vector<int32_t> tokens_, targets_;
+  // The single-rank API's last forward.
+  int64_t last_slot_B_ = 0, last_slot_T_ = 0;
 };
 
 }  // namespace scaletrain

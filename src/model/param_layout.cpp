@@ -1,5 +1,9 @@
 #include "model/param_layout.h"
 
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
 namespace scaletrain {
 
 const char* TpSplitName(TpSplit s) {
@@ -113,6 +117,154 @@ ParamLayout BuildParamLayout(const ModelSpec& spec, int64_t pp) {
     BuildLlama(spec, pp, b);
   }
   return std::move(b.layout);
+}
+
+int64_t VirtualStageOfLayer(int64_t layer, int64_t n_layer, int64_t pp, int64_t vpp) {
+  return StageOfLayer(layer, n_layer, std::max<int64_t>(pp, 1) * std::max<int64_t>(vpp, 1));
+}
+
+namespace {
+
+std::string Divisors(int64_t n) {
+  std::string out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+Status CheckModelShard(const ModelSpec& spec, const ModelShard& sh) {
+  if (sh.tp < 1 || sh.pp < 1 || sh.vpp < 1) {
+    return InvalidArgument("parallel.tp, pp and vpp must be >= 1");
+  }
+  if (spec.n_head % sh.tp != 0 || spec.n_kv_head % sh.tp != 0) {
+    return InvalidArgument("parallel.tp = " + std::to_string(sh.tp) + " does not divide model.n_head = " +
+                           std::to_string(spec.n_head) + " (tensor parallelism splits the heads); use tp in {" +
+                           Divisors(std::gcd(spec.n_head, spec.n_kv_head)) + "}");
+  }
+  if (spec.ffn_hidden % sh.tp != 0) {
+    return InvalidArgument("parallel.tp = " + std::to_string(sh.tp) + " does not divide the MLP width " +
+                           std::to_string(spec.ffn_hidden));
+  }
+  if (spec.padded_vocab_size % sh.tp != 0) {
+    return InvalidArgument("the padded vocabulary (" + std::to_string(spec.padded_vocab_size) +
+                           ") is not a multiple of parallel.tp = " + std::to_string(sh.tp) +
+                           "; pad it to a multiple of tp");
+  }
+  const int64_t v = sh.pp * sh.vpp;
+  if (v > spec.n_layer) {
+    return InvalidArgument("parallel.pp x vpp = " + std::to_string(sh.pp) + " x " + std::to_string(sh.vpp) +
+                           " = " + std::to_string(v) + " pipeline stages for model.n_layer = " +
+                           std::to_string(spec.n_layer) + " layers: every stage needs a layer; use pp x vpp <= " +
+                           std::to_string(spec.n_layer));
+  }
+  if (sh.vpp > 1 && spec.n_layer % v != 0) {
+    return InvalidArgument("the interleaved schedule needs model.n_layer (" + std::to_string(spec.n_layer) +
+                           ") divisible by pp x vpp = " + std::to_string(v) +
+                           " (equal chunks); change parallel.vpp or parallel.pp");
+  }
+  return Status::Ok();
+}
+
+ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
+  const ParamLayout global = BuildParamLayout(spec, 1);
+  const int64_t L = spec.n_layer;
+  const bool first = sh.stage == 0;
+  const bool last = sh.stage == sh.pp - 1;
+  ParamLayout out;
+  auto add = [&](const ParamEntry& g, int64_t layer, bool tied_copy) {
+    ParamEntry e = g;
+    e.full_shape = g.shape;
+    e.layer = layer;
+    e.pp_stage = sh.stage;
+    e.tp = sh.tp;
+    e.tp_rank = sh.tp_rank;
+    e.tied_copy = tied_copy;
+    e.unique = !tied_copy;
+    switch (g.tp_split) {
+      case TpSplit::kReplicated:
+        e.shard_dim = -1;
+        e.unique = e.unique && sh.tp_rank == 0;
+        break;
+      case TpSplit::kColumn:
+      case TpSplit::kVocab:
+        e.shard_dim = 0;
+        break;
+      case TpSplit::kRow:
+        e.shard_dim = 1;
+        break;
+    }
+    if (g.name.find("c_attn") != std::string::npos) e.shard_parts = 3;  // q, k, v
+    if (e.shard_dim >= 0) e.shape[static_cast<size_t>(e.shard_dim)] /= sh.tp;
+    e.numel = NumElements(e.shape);
+    e.offset = out.total_numel;
+    out.total_numel += e.numel;
+    out.entries.push_back(std::move(e));
+  };
+  const ParamEntry& wte = global.entries[0];
+  if (sh.pp > 1 && last) add(wte, -1, true);
+  for (const ParamEntry& g : global.entries) {
+    if (g.layer == -1) {
+      if (first) add(g, -1, false);
+    } else if (g.layer == L) {
+      if (last) add(g, L, false);
+    } else {
+      const int64_t v = VirtualStageOfLayer(g.layer, L, sh.pp, sh.vpp);
+      if (v % sh.pp == sh.stage) add(g, g.layer, false);
+    }
+  }
+  // Chunk order: a stage's chunks run layers c*pp+stage; entries above are in
+  // layer order, which is chunk order as virtual stages ascend with layers.
+  return out;
+}
+
+namespace {
+
+// The whole tensor as [outer, D, inner] around the split dimension.
+struct SplitGeometry {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+SplitGeometry Geometry(const ParamEntry& e) {
+  SplitGeometry g;
+  for (size_t i = 0; i < e.full_shape.size(); ++i) {
+    const int64_t d = e.full_shape[i];
+    if (static_cast<int64_t>(i) < e.shard_dim) g.outer *= d;
+    else if (static_cast<int64_t>(i) == e.shard_dim) g.dim = d;
+    else g.inner *= d;
+  }
+  return g;
+}
+
+template <bool kExtract>
+void CopyShard(const ParamEntry& e, float* full, float* shard) {
+  if (e.shard_dim < 0) {
+    if (kExtract) std::memcpy(shard, full, static_cast<size_t>(e.numel) * sizeof(float));
+    else std::memcpy(full, shard, static_cast<size_t>(e.numel) * sizeof(float));
+    return;
+  }
+  const SplitGeometry g = Geometry(e);
+  const int64_t part = g.dim / e.shard_parts, piece = part / e.tp;
+  const size_t run = static_cast<size_t>(piece * g.inner) * sizeof(float);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    for (int64_t p = 0; p < e.shard_parts; ++p) {
+      float* f = full + (o * g.dim + p * part + e.tp_rank * piece) * g.inner;
+      float* s = shard + (o * e.shard_parts * piece + p * piece) * g.inner;
+      if (kExtract) std::memcpy(s, f, run);
+      else std::memcpy(f, s, run);
+    }
+  }
+}
+
+}  // namespace
+
+void ExtractShard(const ParamEntry& e, const float* full, float* shard) {
+  CopyShard<true>(e, const_cast<float*>(full), shard);
+}
+
+void InsertShard(const ParamEntry& e, const float* shard, float* full) {
+  CopyShard<false>(e, full, const_cast<float*>(shard));
 }
 
 }  // namespace scaletrain

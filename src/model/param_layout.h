@@ -23,13 +23,28 @@ const char* TpSplitName(TpSplit s);
 
 struct ParamEntry {
   std::string name;      // nanoGPT/HF names for GPT-2, Meta names for Llama
-  Shape shape;           // weights are [out, in] like torch.nn.Linear
+  Shape shape;           // weights are [out, in] like torch.nn.Linear; a shard's shape in a rank layout
   int64_t offset = 0;    // in elements, into the flat buffer
   int64_t numel = 0;
   TpSplit tp_split = TpSplit::kReplicated;
   int64_t layer = -1;    // transformer block index; -1 embeddings; n_layer: final norm/head
   int64_t pp_stage = 0;  // owning pipeline stage
   bool weight_decay = false;  // AdamW decay applies to matmul weights and embeddings only
+  // In a rank layout (BuildRankLayout): the whole tensor's shape, and how
+  // this rank's shard sits in it. The shard is, for each of `shard_parts`
+  // equal parts of the whole along `shard_dim`, the `tp_rank`-th of `tp`
+  // equal pieces of that part (shard_parts is 3 for the fused q,k,v weight:
+  // each rank takes its heads' rows of q, of k and of v). shard_dim -1: the
+  // rank holds the whole tensor.
+  Shape full_shape;
+  int64_t shard_dim = -1;
+  int64_t shard_parts = 1;
+  int64_t tp = 1, tp_rank = 0;
+  // Counted once in model-wide sums (gradient norm, checkpoint assembly):
+  // false on the copies other ranks also hold (replicated tensors on tp
+  // ranks > 0, the last stage's copy of the tied embedding).
+  bool unique = true;
+  bool tied_copy = false;  // the last pipeline stage's copy of the tied embedding
 };
 
 // [begin, end) in elements of a flat buffer laid out by a ParamLayout.
@@ -53,5 +68,37 @@ struct ParamLayout {
 int64_t StageOfLayer(int64_t layer, int64_t n_layer, int64_t pp);
 
 ParamLayout BuildParamLayout(const ModelSpec& spec, int64_t pp = 1);
+
+// Where one rank sits in a tensor x pipeline layout (data parallelism
+// replicates a rank layout; it does not change it).
+struct ModelShard {
+  int64_t tp = 1, tp_rank = 0;
+  int64_t pp = 1, stage = 0;
+  int64_t vpp = 1;  // model chunks per stage (interleaved schedule)
+  bool sp = false;  // sequence parallelism in the norm/residual regions
+};
+
+// Which virtual stage (0 .. pp*vpp-1) runs block `layer`: StageOfLayer over
+// pp*vpp virtual stages. Chunk c of stage s is virtual stage c*pp + s.
+int64_t VirtualStageOfLayer(int64_t layer, int64_t n_layer, int64_t pp, int64_t vpp);
+
+// Checks that a layout can split the model: tp divides the heads and the
+// padded vocabulary, pp*vpp <= n_layer, and with vpp > 1 that pp*vpp divides
+// n_layer. Errors name the setting and valid values.
+Status CheckModelShard(const ModelSpec& spec, const ModelShard& shard);
+
+// The parameters one rank holds, in its own flat buffer: the entries of the
+// layers its chunks run (chunk by chunk), the embedding on virtual stage 0,
+// the final norm on the last; each shaped as its TP shard (column: rows of
+// the [out, in] weight, row: columns, vocab: rows of the embedding; q,k,v
+// split per head). With pp > 1 the last stage also holds a copy of the tied
+// embedding (tied_copy, first in its buffer, layer -1: it is reduced with
+// the first stage's before data parallelism may send it).
+ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& shard);
+
+// Copies between an entry's whole tensor and a rank's shard of it (the
+// entry is from BuildRankLayout). Insert writes only the shard's elements.
+void ExtractShard(const ParamEntry& entry, const float* full, float* shard);
+void InsertShard(const ParamEntry& entry, const float* shard, float* full);
 
 }  // namespace scaletrain

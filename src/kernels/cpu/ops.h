@@ -55,6 +55,22 @@ void EncoderForward(float* out, const int32_t* tokens, const float* wte, const f
 void EncoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                      int64_t B, int64_t T, int64_t C);
 
+// Vocab-parallel forms (tensor parallelism): this rank holds rows
+// [vocab_begin, vocab_begin + rows) of the embedding. Rows n of the output
+// whose token is elsewhere get 0 (the TP all-reduce fills them in).
+void EmbeddingShardForward(float* out, const int32_t* tokens, const float* wte,
+                           int64_t vocab_begin, int64_t rows, int64_t N, int64_t C);
+// dwte[tokens[n] - vocab_begin,:] += dout[n,:] for the tokens this rank holds.
+void EmbeddingShardBackward(float* dwte, const float* dout, const int32_t* tokens,
+                            int64_t vocab_begin, int64_t rows, int64_t N, int64_t C);
+// Position embeddings for `rows` rows of a [B*T, C] activation starting at
+// row row_begin (sequence parallelism hands a rank a slice of the rows):
+// out[i,:] += wpe[(row_begin + i) % T,:]; backward dwpe[...] += dout[i,:].
+void PositionForward(float* out, const float* wpe, int64_t row_begin, int64_t rows, int64_t T,
+                     int64_t C);
+void PositionBackward(float* dwpe, const float* dout, int64_t row_begin, int64_t rows, int64_t T,
+                      int64_t C);
+
 // ---- attention.cpp ---------------------------------------------------------
 // Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v one after the
 // other along the last dimension (each C wide, head h at columns h*hs..), as
@@ -79,6 +95,27 @@ void CrossEntropyForward(float* losses, float* probs, const float* logits,
 // Overwrites (not accumulates) dlogits, and may alias probs (in place).
 void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets,
                           float dloss, int64_t N, int64_t V, int64_t Vp);
+
+// Vocab-parallel cross-entropy (Megatron-LM): this rank holds logits[N,Vl]
+// for vocabulary ids [vocab_begin, vocab_begin + Vl), of which the first
+// `valid` are real (the rest padding, never scored). Three passes with TP
+// reductions between them: row maxima (all-reduce max), then the sums of
+// exp and the target's logit (all-reduce sum; a target held elsewhere
+// contributes 0), then the loss and this shard's probabilities.
+void CrossEntropyShardMax(float* row_max, const float* logits, int64_t N, int64_t Vl,
+                          int64_t valid);
+void CrossEntropyShardSums(float* sum_exp, float* target_logit, const float* logits,
+                           const float* row_max, const int32_t* targets, int64_t vocab_begin,
+                           int64_t N, int64_t Vl, int64_t valid);
+// losses[n] = log(sum_exp) + row_max - target_logit; probs[n, j] = softmax
+// for j < valid, 0 for padding.
+void CrossEntropyShardFinish(float* losses, float* probs, const float* logits,
+                             const float* row_max, const float* sum_exp, const float* target_logit,
+                             int64_t N, int64_t Vl, int64_t valid);
+// dlogits = (probs - onehot(target)) * dloss on this shard; may alias probs.
+void CrossEntropyShardBackward(float* dlogits, const float* probs, const int32_t* targets,
+                               int64_t vocab_begin, float dloss, int64_t N, int64_t Vl,
+                               int64_t valid);
 
 // ---- optimizer.cpp ---------------------------------------------------------
 // One AdamW step over n elements (torch.optim.AdamW semantics, decoupled
