@@ -18,6 +18,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("model", "n_embd", c.model.n_embd);
   f("model", "block_size", c.model.block_size);
   f("model", "vocab_size", c.model.vocab_size);
+  f("model", "vocab_multiple", c.model.vocab_multiple);
   f("data", "train", c.data.train);
   f("data", "val", c.data.val);
   f("data", "vocab", c.data.vocab);
@@ -197,6 +198,7 @@ Status ValidateRunConfig(const RunConfig& c) {
   ST_RETURN_IF_ERROR(positive("model.n_head", c.model.n_head));
   ST_RETURN_IF_ERROR(positive("model.n_embd", c.model.n_embd));
   ST_RETURN_IF_ERROR(positive("model.block_size", c.model.block_size));
+  ST_RETURN_IF_ERROR(positive("model.vocab_multiple", c.model.vocab_multiple));
   if (c.model.vocab_size < 0) return InvalidArgument("model.vocab_size must be >= 0 (0 takes it from the data)");
   if (c.model.n_embd % c.model.n_head != 0) {
     return InvalidArgument("model.n_embd (" + std::to_string(c.model.n_embd) +

@@ -18,6 +18,9 @@ struct ModelConfig {
   int64_t n_embd = 128;
   int64_t block_size = 128;  // context length (tokens)
   int64_t vocab_size = 0;    // 0: taken from the data's vocabulary
+  // The embedding's rows are padded to a multiple of vocab_multiple x
+  // parallel.tp (tensor parallelism splits them evenly); padding is never scored.
+  int64_t vocab_multiple = 1;
 };
 
 struct DataConfig {

@@ -16,22 +16,7 @@ DataParallel::DataParallel(const ParamLayout& layout, Communicator* comm,
       rank_(comm->rank()),
       zero_(opt.zero),
       padded_(PaddedNumel(layout.total_numel, comm->size())) {
-  const int64_t per_bucket =
-      std::max<int64_t>(dp_, opt.bucket_bytes / static_cast<int64_t>(sizeof(float)) / dp_ * dp_);
-  // Buckets from the end of the buffer: the final norm and last blocks, whose
-  // gradients backward completes first, go out first.
-  for (int64_t end = padded_; end > 0;) {
-    GradBucket b;
-    b.end = end;
-    b.begin = std::max<int64_t>(0, end - per_bucket);
-    b.min_layer = INT64_MAX;
-    for (const auto& e : layout_.entries) {
-      if (e.offset < b.end && e.offset + e.numel > b.begin) b.min_layer = std::min(b.min_layer, e.layer);
-    }
-    if (b.min_layer == INT64_MAX) b.min_layer = INT64_MAX - 1;  // padding only: ready at once
-    buckets_.push_back(b);
-    end = b.begin;
-  }
+  buckets_ = BuildGradBuckets(layout_, dp_, opt.bucket_bytes);
   launched_.assign(buckets_.size(), false);
   if (zero_ == 2) shard_grads_ = Buffer(static_cast<size_t>(owned_numel()) * sizeof(float));
 }
@@ -46,7 +31,7 @@ std::vector<FlatRange> DataParallel::OwnedRanges() const {
   return out;
 }
 
-int64_t DataParallel::owned_numel() const { return zero_ == 0 ? padded_ : padded_ / dp_; }
+int64_t DataParallel::owned_numel() const { return DpOwnedNumel(padded_, dp_, zero_); }
 
 void DataParallel::BeginBackward(bool communicates, float* grads) {
   communicating_ = communicates;
@@ -58,6 +43,7 @@ void DataParallel::BeginBackward(bool communicates, float* grads) {
 void DataParallel::Launch(size_t i) {
   const GradBucket& b = buckets_[i];
   launched_[i] = true;
+  if (dp_ == 1) return;  // nothing to reduce (tensor or pipeline parallelism alone)
   if (zero_ == 0) {
     pending_.push_back({i, comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kSum)});
   } else {
@@ -104,15 +90,26 @@ void DataParallel::ZeroGradState(float* flat_grads) {
   shard_grads_.Zero();
 }
 
-Result<double> DataParallel::GradNorm(const float* flat_grads) {
-  if (zero_ == 0) return std::sqrt(cpu::SumSquares(flat_grads, padded_));
+Result<double> DataParallel::GradNorm(const float* flat_grads,
+                                      const std::vector<Communicator*>& other_groups) {
+  // Sum squares over this rank's owned ranges, entry by entry, skipping
+  // entries that another rank also holds (counted there).
+  const bool compact = zero_ == 2;
+  const float* base = compact ? shard_grads_.f32() : flat_grads;
   double sq = 0.0;
-  if (zero_ == 2) {
-    sq = cpu::SumSquares(shard_grads_.f32(), owned_numel());
-  } else {
-    for (const FlatRange& r : OwnedRanges()) sq += cpu::SumSquares(flat_grads + r.begin, r.size());
+  int64_t k = 0;  // position of the range in the compact shard
+  for (const FlatRange& r : OwnedRanges()) {
+    for (const ParamEntry& e : layout_.entries) {
+      if (!e.unique) continue;
+      const int64_t lo = std::max(r.begin, e.offset), hi = std::min(r.end, e.offset + e.numel);
+      if (lo < hi) sq += cpu::SumSquares(base + (compact ? k + (lo - r.begin) : lo), hi - lo);
+    }
+    k += r.size();
   }
-  ST_RETURN_IF_ERROR(comm_->Allreduce(&sq, 1, ReduceOp::kSum));
+  if (zero_ != 0) ST_RETURN_IF_ERROR(comm_->Allreduce(&sq, 1, ReduceOp::kSum));
+  for (Communicator* g : other_groups) {
+    if (g != nullptr && g->size() > 1) ST_RETURN_IF_ERROR(g->Allreduce(&sq, 1, ReduceOp::kSum));
+  }
   return std::sqrt(sq);
 }
 
@@ -149,7 +146,7 @@ void DataParallel::ScatterState(const float* full, float* compact) const {
 }
 
 int64_t DataParallel::persistent_grad_bytes() const {
-  return (zero_ == 2 ? owned_numel() : padded_) * static_cast<int64_t>(sizeof(float));
+  return DpPersistentGradNumel(padded_, dp_, zero_) * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace scaletrain

@@ -34,14 +34,9 @@
 #include "core/buffer.h"
 #include "core/status.h"
 #include "model/param_layout.h"
+#include "parallel/dp_layout.h"  // GradBucket and the arithmetic (shared with the planner)
 
 namespace scaletrain {
-
-struct GradBucket {
-  int64_t begin = 0, end = 0;  // flat elements; size a multiple of dp
-  int64_t min_layer = 0;       // ready once backward has reported this layer
-  int64_t size() const { return end - begin; }
-};
 
 struct DataParallelOptions {
   int64_t zero = 0;
@@ -50,7 +45,7 @@ struct DataParallelOptions {
 
 class DataParallel {
  public:
-  static int64_t PaddedNumel(int64_t numel, int64_t dp) { return (numel + dp - 1) / dp * dp; }
+  static int64_t PaddedNumel(int64_t numel, int64_t dp) { return DpPaddedNumel(numel, dp); }
 
   // `comm` is the DP group. The flat buffers the calls below take hold
   // PaddedNumel(layout.total_numel, comm->size()) floats.
@@ -84,8 +79,11 @@ class DataParallel {
   void ZeroGradState(float* flat_grads);
 
   // Global L2 norm of the averaged gradients (collective under ZeRO: each
-  // rank sums squares over its blocks).
-  Result<double> GradNorm(const float* flat_grads);
+  // rank sums squares over its blocks). Entries the layout marks as not
+  // unique (copies other ranks hold too) are left out; with tensor or
+  // pipeline parallelism the sums of `other_groups` (TP, PP) are added, so
+  // every rank gets the norm of the whole model.
+  Result<double> GradNorm(const float* flat_grads, const std::vector<Communicator*>& other_groups = {});
   // ZeRO-1/2: after the optimizer step, every rank gets every block.
   Status GatherParams(float* params);
   // Averages a scalar over the DP group (the logged loss).

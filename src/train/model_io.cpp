@@ -1,5 +1,7 @@
 #include "train/model_io.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 namespace scaletrain {
@@ -60,6 +62,47 @@ Status LoadLayoutTensors(const SafetensorsFile& file, const ParamLayout& layout,
     std::memcpy(dst + e.offset, t->data, static_cast<size_t>(e.numel) * sizeof(float));
   }
   return Status::Ok();
+}
+
+namespace {
+
+// Copies the leading rows both shapes share (they differ at most in the
+// first dimension: the embedding's padding); the rest of dst is zero.
+void CopyCommonRows(const float* src, const Shape& src_shape, float* dst, const Shape& dst_shape) {
+  const int64_t row = src_shape.size() > 1 ? NumElements(src_shape) / src_shape[0] : 1;
+  const int64_t rows = std::min(src_shape[0], dst_shape[0]);
+  std::memcpy(dst, src, static_cast<size_t>(rows * row) * sizeof(float));
+  std::fill(dst + rows * row, dst + NumElements(dst_shape), 0.0f);
+}
+
+}  // namespace
+
+Status ScatterToRank(const ParamLayout& ckpt_layout, const float* whole, const GPT& model,
+                     float* local) {
+  std::vector<float> tmp;
+  for (const ParamEntry& e : model.layout().entries) {
+    const ParamEntry* c = ckpt_layout.Find(e.name);
+    if (c == nullptr) return Internal("checkpoint layout has no '" + e.name + "'");
+    tmp.resize(static_cast<size_t>(NumElements(e.full_shape)));
+    CopyCommonRows(whole + c->offset, c->shape, tmp.data(), e.full_shape);
+    ExtractShard(e, tmp.data(), local + e.offset);
+  }
+  return Status::Ok();
+}
+
+void GatherFromRank(const GPT& model, const float* local, bool contribute,
+                    const ParamLayout& ckpt_layout, float* whole) {
+  std::fill(whole, whole + ckpt_layout.total_numel, 0.0f);
+  if (!contribute) return;
+  std::vector<float> tmp;
+  for (const ParamEntry& e : model.layout().entries) {
+    if (!e.unique) continue;
+    const ParamEntry* c = ckpt_layout.Find(e.name);
+    if (c == nullptr) continue;
+    tmp.assign(static_cast<size_t>(NumElements(e.full_shape)), 0.0f);
+    InsertShard(e, local + e.offset, tmp.data());
+    CopyCommonRows(tmp.data(), e.full_shape, whole + c->offset, c->shape);
+  }
 }
 
 Result<LoadedModel> LoadModelForInference(const std::string& checkpoint_path, int64_t max_batch) {

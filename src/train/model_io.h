@@ -31,6 +31,22 @@ std::vector<NamedTensor> LayoutTensors(const ParamLayout& layout, const float* b
 Status LoadLayoutTensors(const SafetensorsFile& file, const ParamLayout& layout, float* dst,
                          const std::string& prefix = "");
 
+// Checkpoints hold whole tensors whatever layout wrote them, in the layout
+// of the checkpoint's model spec (BuildParamLayout(spec)); a rank of a
+// tp x pp layout holds shards (model.layout()). The embedding may have more
+// padding rows at run time (padded to a multiple of tp): the real rows carry
+// over, padding rows are zero.
+//
+// Whole tensors -> this rank's shards, into `local` (model.layout()).
+Status ScatterToRank(const ParamLayout& ckpt_layout, const float* whole, const GPT& model,
+                     float* local);
+// This rank's shards -> `whole` (ckpt_layout), which is zeroed first; only
+// entries this rank holds uniquely are written, and nothing at all unless
+// `contribute`, so summing `whole` over all ranks (one contributing replica
+// per data-parallel group) assembles every tensor exactly once.
+void GatherFromRank(const GPT& model, const float* local, bool contribute,
+                    const ParamLayout& ckpt_layout, float* whole);
+
 // Builds the model a checkpoint describes and loads its weights (for
 // sampling). Returns the vocabulary stored in the manifest too.
 struct LoadedModel {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -12,6 +13,7 @@
 #include "kernels/cpu/ops.h"
 #include "model/gpt.h"
 #include "parallel/data_parallel.h"
+#include "parallel/pipeline.h"
 #include "parallel/process_groups.h"
 #include "train/checkpoint_dir.h"
 #include "train/data.h"
@@ -50,18 +52,6 @@ std::string FormatDuration(double s) {
                   static_cast<long long>(t % 60));
   }
   return buf;
-}
-
-// Tensor and pipeline parallelism land with their issue; until then such a
-// layout is refused rather than ignored.
-Status CheckSupportedLayout(const ParallelConfig& p) {
-  if (p.tp != 1 || p.pp != 1 || p.vpp != 1 || p.sp) {
-    return InvalidArgument(
-        "this build trains with data parallelism only: parallel.tp, pp and vpp must be 1 and sp "
-        "false (got tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) +
-        " vpp=" + std::to_string(p.vpp) + "); use parallel.dp to scale out");
-  }
-  return Status::Ok();
 }
 
 bool LaunchedByMpi() {
@@ -112,7 +102,6 @@ Status Agree(Communicator& world, Status local) {
 Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   const RunConfig& cfg = opts.config;
   const TrainingConfig& tc = cfg.training;
-  ST_RETURN_IF_ERROR(CheckSupportedLayout(cfg.parallel));
   cpu::SetNumThreads(static_cast<int>(tc.threads));
 
   // Data and vocabulary: every rank opens the same files.
@@ -125,7 +114,13 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   ST_ASSIGN_OR_RETURN(std::optional<Vocabulary> vocab, FindVocabulary(cfg.data));
   const int32_t max_token = std::max(train_data->max_token(), val_data->max_token());
   const int64_t data_vocab = vocab ? vocab->size() : max_token + 1;
-  ST_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromConfig(cfg.model, data_vocab));
+  // `spec` is the model as checkpoints store it; `run_spec` pads the
+  // embedding further so tensor parallelism splits it evenly.
+  ST_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromConfig(cfg.model, data_vocab, cfg.model.vocab_multiple));
+  ModelSpec run_spec = spec;
+  run_spec.padded_vocab_size = RoundUp(spec.vocab_size, cfg.model.vocab_multiple * cfg.parallel.tp);
+  const ParallelConfig& par = cfg.parallel;
+  ST_RETURN_IF_ERROR(CheckModelShard(run_spec, ModelShard{par.tp, 0, par.pp, 0, par.vpp, par.sp}));
   if (max_token >= spec.vocab_size) {
     return InvalidArgument("the data holds token id " + std::to_string(max_token) +
                            " but the vocabulary has " + std::to_string(spec.vocab_size) +
@@ -133,6 +128,14 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   }
   const int64_t T = spec.block_size, mb = tc.micro_batch_size, dp_size = cfg.parallel.dp;
   const int64_t accum = tc.global_batch_size / (mb * dp_size);
+  // With pipeline parallelism the accumulation micro-batches are the
+  // pipeline's; the schedule is checked before any rank starts MPI.
+  ST_ASSIGN_OR_RETURN(PipelineSchedule schedule, PipelineScheduleFromConfig(par, accum));
+  if (par.sp && par.tp > 1 && (mb * T) % par.tp != 0) {
+    return InvalidArgument("parallel.sp splits each micro-batch's " + std::to_string(mb * T) +
+                           " token rows over tp = " + std::to_string(par.tp) +
+                           "; make micro_batch_size x block_size a multiple of tp");
+  }
   const int64_t seqs_per_rank = tc.global_batch_size / dp_size;
   BatchSampler train_sampler(train_data.get(), T, static_cast<uint64_t>(tc.seed));
   BatchSampler val_sampler(val_data.get(), T, static_cast<uint64_t>(tc.seed));
@@ -146,11 +149,21 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                       CreateCommunicators(cfg.parallel, backend, cfg.parallel.comm_timeout_s));
   Communicator& world = *groups->world;
   Communicator& dp_comm = *groups->dp;
+  Communicator& tp_comm = *groups->tp;
+  Communicator& pp_comm = *groups->pp;
+  const int64_t stage = groups->coord.pp, pp_size = par.pp;
+  const bool last_stage = stage == pp_size - 1;
+  const bool sharded = par.tp > 1 || pp_size > 1;
   const bool lead = groups->rank == 0;  // writes logs, metrics and checkpoints
   const bool quiet = opts.quiet || !lead;
 
   // Model, data parallelism, optimizer.
-  ST_ASSIGN_OR_RETURN(std::unique_ptr<GPT> model, GPT::Create(spec, mb, dp_size));
+  const ModelShard shard{par.tp, groups->coord.tp, pp_size, stage, par.vpp, par.sp};
+  std::vector<int64_t> slots(static_cast<size_t>(par.vpp), 1);
+  if (pp_size > 1) slots = PipelineExecutor::SlotsPerChunk(schedule, stage);
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<GPT> model,
+                      GPT::CreateShard(run_spec, shard, &tp_comm, mb, dp_size, slots));
+  PipelineExecutor pipeline(model.get(), &pp_comm, schedule, mb, T);
   DataParallel dpar(model->layout(), &dp_comm,
                     {cfg.parallel.zero, static_cast<int64_t>(cfg.parallel.bucket_mb * 1048576.0)});
   AdamW adamw(&model->layout(), {tc.beta1, tc.beta2, tc.eps, tc.weight_decay}, dpar.OwnedRanges());
@@ -163,7 +176,9 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     ST_ASSIGN_OR_RETURN(std::string ckpt_dir, ResolveCheckpoint(opts.resume));
     ST_ASSIGN_OR_RETURN(LoadedCheckpoint ck, ReadCheckpoint(ckpt_dir));
     ST_ASSIGN_OR_RETURN(ModelSpec saved, SpecFromJson(ck.manifest.at("model")));
-    if (SpecToJson(saved) != SpecToJson(spec)) {
+    ModelSpec saved_padded = saved;
+    saved_padded.padded_vocab_size = spec.padded_vocab_size;  // padding rows carry no weights
+    if (SpecToJson(saved_padded) != SpecToJson(spec)) {
       return FailedPrecondition("checkpoint '" + ckpt_dir + "' is for a different model (" +
                                 SpecToJson(saved).dump() + ") than this config (" +
                                 SpecToJson(spec).dump() +
@@ -174,14 +189,19 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                                 "' has no optimizer.safetensors, so training cannot continue "
                                 "exactly; use a checkpoint written by `scaletrain train`");
     }
-    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.model, model->layout(), model->params()));
-    // Checkpoints hold the whole optimizer state; each rank keeps its shard,
-    // whatever dp and ZeRO stage wrote it.
+    // Checkpoints hold whole tensors and the whole optimizer state; each
+    // rank keeps its TP/PP shard of them and its ZeRO part of that, whatever
+    // layout wrote them.
+    const ParamLayout saved_layout = BuildParamLayout(saved);
+    Buffer whole(static_cast<size_t>(saved_layout.total_numel) * sizeof(float));
     Buffer full(static_cast<size_t>(model->flat_numel()) * sizeof(float));
-    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.optimizer, model->layout(), full.f32(), "exp_avg."));
-    dpar.ScatterState(full.f32(), adamw.exp_avg());
-    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.optimizer, model->layout(), full.f32(), "exp_avg_sq."));
-    dpar.ScatterState(full.f32(), adamw.exp_avg_sq());
+    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.model, saved_layout, whole.f32()));
+    ST_RETURN_IF_ERROR(ScatterToRank(saved_layout, whole.f32(), *model, model->params()));
+    for (const char* moment : {"exp_avg.", "exp_avg_sq."}) {
+      ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.optimizer, saved_layout, whole.f32(), moment));
+      ST_RETURN_IF_ERROR(ScatterToRank(saved_layout, whole.f32(), *model, full.f32()));
+      dpar.ScatterState(full.f32(), std::string(moment) == "exp_avg." ? adamw.exp_avg() : adamw.exp_avg_sq());
+    }
     adamw.set_step_count(ck.manifest.at("optimizer").at("step").get<int64_t>());
     start_step = ck.manifest.at("step").get<int64_t>();
     if (start_step >= tc.steps) {
@@ -218,7 +238,8 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       std::ofstream out(fs::path(run_dir) / "config.resolved.toml");
       out << RunConfigToToml(cfg);
       std::ofstream mem(fs::path(run_dir) / "memory.json");
-      mem << nlohmann::json{{"per_rank", memory}, {"dp", dp_size}, {"zero", cfg.parallel.zero}}.dump(1) << "\n";
+      mem << nlohmann::json{{"per_rank", memory}, {"dp", dp_size}, {"tp", par.tp}, {"pp", pp_size},
+                            {"zero", cfg.parallel.zero}}.dump(1) << "\n";
       metrics.open(fs::path(run_dir) / "metrics.jsonl", continuing ? std::ios::app : std::ios::trunc);
       if (!out || !mem || !metrics) setup = IoError("cannot write into run directory '" + run_dir + "' (disk full?)");
     }
@@ -238,26 +259,45 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     if (!st_c_.ok()) comm_fail(st_c_); \
   } while (0)
 
+  // Whole tensors in the checkpoint's layout: each TP/PP rank of DP group
+  // 0 places its shards, the world's sum assembles them (every element has
+  // one writer, the others add zeros: exact). One rank needs no assembly.
+  const ParamLayout ckpt_layout = BuildParamLayout(spec);
+  Buffer final_params;  // the lead's last assembled parameters, for the sample
+  auto assemble = [&](const float* local, Buffer& whole) {
+    whole = Buffer(static_cast<size_t>(ckpt_layout.total_numel) * sizeof(float));
+    if (!sharded) {
+      std::memcpy(whole.f32(), local, static_cast<size_t>(ckpt_layout.total_numel) * sizeof(float));
+      return;
+    }
+    GatherFromRank(*model, local, groups->coord.dp == 0, ckpt_layout, whole.f32());
+    ST_COMM_OR_ABORT(world.Allreduce(whole.f32(), ckpt_layout.total_numel, ReduceOp::kSum));
+  };
   auto save_checkpoint = [&](int64_t step, double lr) -> Result<std::string> {
     // Every rank contributes its optimizer shard; the lead writes the whole.
     Buffer m(static_cast<size_t>(model->flat_numel()) * sizeof(float));
     Buffer v(static_cast<size_t>(model->flat_numel()) * sizeof(float));
     ST_COMM_OR_ABORT(dpar.GatherState(adamw.exp_avg(), m.f32()));
     ST_COMM_OR_ABORT(dpar.GatherState(adamw.exp_avg_sq(), v.f32()));
+    Buffer wp, wm, wv;
+    assemble(model->params(), wp);
+    assemble(m.f32(), wm);
+    assemble(v.f32(), wv);
     const std::string dir = (fs::path(ckpt_root) / CheckpointDirName(step)).string();
     Status written;
     if (lead) {
       CheckpointContents c;
-      c.model = LayoutTensors(model->layout(), model->params());
-      c.optimizer = LayoutTensors(model->layout(), m.f32(), "exp_avg.");
-      auto vt = LayoutTensors(model->layout(), v.f32(), "exp_avg_sq.");
+      c.model = LayoutTensors(ckpt_layout, wp.f32());
+      c.optimizer = LayoutTensors(ckpt_layout, wm.f32(), "exp_avg.");
+      auto vt = LayoutTensors(ckpt_layout, wv.f32(), "exp_avg_sq.");
       c.optimizer.insert(c.optimizer.end(), vt.begin(), vt.end());
       c.manifest = {
           {"format", "scaletrain-checkpoint"},
           {"version", 1},
           {"step", step},
           {"model", SpecToJson(spec)},
-          {"layout", {{"dp", dp_size}, {"tp", 1}, {"pp", 1}, {"zero", cfg.parallel.zero}}},
+          {"layout", {{"dp", dp_size}, {"tp", par.tp}, {"pp", pp_size}, {"vpp", par.vpp},
+                      {"sp", par.sp}, {"schedule", par.schedule}, {"zero", cfg.parallel.zero}}},
           {"optimizer", {{"type", "adamw"}, {"step", adamw.step_count()}, {"lr", lr},
                          {"beta1", tc.beta1}, {"beta2", tc.beta2}, {"eps", tc.eps},
                          {"weight_decay", tc.weight_decay}}},
@@ -270,6 +310,7 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       };
       written = WriteCheckpoint(ckpt_root, step, c);
       if (written.ok()) written = PruneCheckpoints(ckpt_root, cfg.checkpoint.keep);
+      final_params = std::move(wp);
     }
     ST_RETURN_IF_ERROR(Agree(world, written));
     return dir;
@@ -286,6 +327,13 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                 static_cast<long long>(tc.global_batch_size * T), static_cast<long long>(dp_size),
                 static_cast<long long>(accum), static_cast<long long>(mb), cpu::NumThreads(),
                 cpu::BlasInfo());
+    if (sharded) {
+      std::printf("layout: dp %lld x tp %lld x pp %lld%s%s; this rank (stage 0) holds %.2fM parameters\n",
+                  static_cast<long long>(dp_size), static_cast<long long>(par.tp),
+                  static_cast<long long>(pp_size), par.sp && par.tp > 1 ? ", sequence parallel" : "",
+                  pp_size > 1 ? (", schedule " + par.schedule + (par.vpp > 1 ? " vpp " + std::to_string(par.vpp) : "")).c_str() : "",
+                  model->num_params() / 1e6);
+    }
     if (dp_size > 1) {
       std::printf("data parallel: dp %lld, zero %lld, %zu gradient buckets; per rank: params %.2f MiB, "
                   "grads %.2f MiB, optimizer %.2f MiB\n",
@@ -353,9 +401,13 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     double sum = 0.0;
     for (int64_t i = dp_comm.rank(); i < tc.eval_steps; i += dp_size) {
       val_sampler.EvalSequences(i * mb, mb, inputs.data(), targets.data());
-      sum += model->Forward(inputs.data(), targets.data(), mb, T);
+      // Through every pipeline stage; the loss is on the last.
+      auto r = pipeline.Evaluate(inputs.data(), targets.data());
+      if (!r.ok()) comm_fail(r.status());
+      sum += *r;
     }
     ST_COMM_OR_ABORT(dp_comm.Allreduce(&sum, 1, ReduceOp::kSum));
+    if (pp_size > 1) ST_COMM_OR_ABORT(pp_comm.Allreduce(&sum, 1, ReduceOp::kSum));
     return sum / static_cast<double>(tc.eval_steps);
   };
 
@@ -373,24 +425,63 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   for (int64_t step = start_step; step < tc.steps; ++step) {
     groups->SetStep(step + 1);
     dp_comm.TakeStats();
+    tp_comm.TakeStats();
+    pp_comm.TakeStats();
     const auto t0 = Clock::now();
     double data_s = 0, fwd_s = 0, bwd_s = 0, sync_s = 0;
     dpar.ZeroGradState(model->grads());
-    double loss = 0.0;
-    for (int64_t micro = 0; micro < accum; ++micro) {
-      const auto a = Clock::now();
+    double loss = 0.0, pipe_wait_s = 0;
+    if (pp_size > 1) {
+      // The schedule runs every micro-batch; data parallelism hears about
+      // the gradients during the last one's backward.
+      dpar.BeginBackward(true, model->grads());
+      auto source = [&](int64_t micro, int32_t* tok, int32_t* tgt) {
+        train_sampler.TrainSequences(step, first_seq + micro * mb, mb, tok, tgt);
+      };
+      std::function<void(const PipeAction&, Clock::time_point, Clock::time_point)> on_action;
+      if (trace) {
+        on_action = [&](const PipeAction& a, Clock::time_point s0, Clock::time_point s1) {
+          const bool compute = IsCompute(a.op);
+          const bool waits = a.op == PipeOp::kRecvActivation || a.op == PipeOp::kRecvGradient;
+          if (!compute && !waits) return;
+          trace->Complete(PipeActionToString(a), compute ? "compute" : "pipeline_wait",
+                          compute ? TraceTrack::kCompute : TraceTrack::kComm, s0, s1,
+                          {{"step", step + 1}, {"micro", a.micro_batch}, {"chunk", a.chunk}});
+        };
+      }
+      auto r = pipeline.RunStep(source, 1.0f / static_cast<float>(accum * dp_size),
+                                [&](int64_t layer) { dpar.OnGradsReady(layer); }, on_action);
+      if (!r.ok()) comm_fail(r.status());
+      loss = *r;
+      const auto d = Clock::now();
+      ST_COMM_OR_ABORT(dpar.EndBackward());
+      const auto e = Clock::now();
+      if (trace) {
+        trace_step = step + 1;
+        trace_collectives();
+        trace->Complete("wait for gradients", "comm_wait", TraceTrack::kCompute, d, e);
+      }
+      const PipelineStepTimes& pt = pipeline.last_times();
+      fwd_s = pt.forward_s;
+      bwd_s = pt.backward_s;
+      pipe_wait_s = pt.wait_s + pt.tied_sync_s;
+      sync_s = Seconds(d, e);
+    }
+    for (int64_t micro = 0; pp_size == 1 && micro < accum; ++micro) {      const auto a = Clock::now();
       train_sampler.TrainSequences(step, first_seq + micro * mb, mb, inputs.data(), targets.data());
       const auto b = Clock::now();
       trace_step = step + 1;
       trace_micro = micro;
       span_start = b;
-      loss += model->Forward(inputs.data(), targets.data(), mb, T, fwd_hook);
+      auto fl = model->ForwardChunk(0, 0, inputs.data(), targets.data(), nullptr, mb, T, fwd_hook);
+      if (!fl.ok()) comm_fail(fl.status());
+      loss += *fl;
       const auto c = Clock::now();
       const bool communicates = micro == accum - 1 || cfg.parallel.zero == 2;
       dpar.BeginBackward(communicates, model->grads());
       span_start = c;
       // 1/(accum x dp): the DP reduction sums, so the sum is the mean.
-      model->Backward(1.0f / static_cast<float>(accum * dp_size), on_ready);
+      ST_COMM_OR_ABORT(model->BackwardChunk(0, 0, nullptr, 1.0f / static_cast<float>(accum * dp_size), on_ready));
       const auto d = Clock::now();
       ST_COMM_OR_ABORT(dpar.EndBackward());
       const auto e = Clock::now();
@@ -404,13 +495,18 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       sync_s += Seconds(d, e);
     }
     loss /= static_cast<double>(accum);
+    if (pp_size > 1) {
+      // Only the last stage computed the loss.
+      if (!last_stage) loss = 0.0;
+      ST_COMM_OR_ABORT(pp_comm.Allreduce(&loss, 1, ReduceOp::kSum));
+    }
     const auto o0 = Clock::now();
     if (dp_size > 1) {
       auto avg = dpar.Average(loss);
       if (!avg.ok()) comm_fail(avg.status());
       loss = *avg;
     }
-    auto norm_r = dpar.GradNorm(model->grads());
+    auto norm_r = dpar.GradNorm(model->grads(), {&tp_comm, &pp_comm});
     if (!norm_r.ok()) comm_fail(norm_r.status());
     const double norm = *norm_r;
     const double lr = sched.At(step);
@@ -427,6 +523,8 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     const double avg_s = timed_steps ? time_sum / timed_steps : step_s;
     const int64_t done = step + 1;
     const CommStats cs = dp_comm.TakeStats();
+    const CommStats tp_cs = tp_comm.TakeStats();
+    const CommStats pp_cs = pp_comm.TakeStats();
 
     nlohmann::json line = {{"step", done},
                            {"loss", loss},
@@ -440,9 +538,22 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                            {"grad_sync_wait_s", sync_s},
                            {"exposed_comm_s", cs.wait_s},
                            {"optimizer_s", Seconds(o0, t1)}};
-    if (dp_size > 1) {
-      line["comm_bytes"] = {{"dp", cs.payload_bytes()}};
-      line["comm_calls"] = {{"dp", cs.calls()}};
+    if (pp_size > 1) line["pipeline_wait_s"] = pipe_wait_s;
+    if (dp_size > 1 || sharded) {
+      line["comm_bytes"] = nlohmann::json::object();
+      line["comm_calls"] = nlohmann::json::object();
+      if (dp_size > 1) {
+        line["comm_bytes"]["dp"] = cs.payload_bytes();
+        line["comm_calls"]["dp"] = cs.calls();
+      }
+      if (par.tp > 1) {
+        line["comm_bytes"]["tp"] = tp_cs.payload_bytes();
+        line["comm_calls"]["tp"] = tp_cs.calls();
+      }
+      if (pp_size > 1) {
+        line["comm_bytes"]["pp"] = pp_cs.payload_bytes();
+        line["comm_calls"]["pp"] = pp_cs.calls();
+      }
     }
     if (!std::isfinite(loss)) {
       if (lead) metrics << line.dump() << "\n";
@@ -489,7 +600,14 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       if (nl.ok()) prompt = *nl;
     }
     GenerateOptions g{tc.sample_tokens, 0.8, static_cast<uint64_t>(tc.seed)};
-    auto ids = Generate(*model, prompt, g);
+    // A sharded model samples from its assembled whole on one rank.
+    std::unique_ptr<GPT> whole_model;
+    if (sharded) {
+      ST_ASSIGN_OR_RETURN(whole_model, GPT::Create(spec, 1));
+      std::memcpy(whole_model->params(), final_params.f32(),
+                  static_cast<size_t>(ckpt_layout.total_numel) * sizeof(float));
+    }
+    auto ids = Generate(sharded ? *whole_model : *model, prompt, g);
     std::vector<int32_t> fresh(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end());
     if (vocab) {
       std::printf("%s\n", vocab->Decode(fresh).c_str());

@@ -1,0 +1,71 @@
+#include "parallel/dp_layout.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace scaletrain {
+
+std::vector<GradBucket> CutGradBuckets(int64_t padded_numel, int64_t dp, int64_t bucket_bytes) {
+  const int64_t per_bucket =
+      std::max<int64_t>(dp, bucket_bytes / static_cast<int64_t>(sizeof(float)) / dp * dp);
+  std::vector<GradBucket> buckets;
+  for (int64_t end = padded_numel; end > 0;) {
+    GradBucket b;
+    b.end = end;
+    b.begin = std::max<int64_t>(0, end - per_bucket);
+    buckets.push_back(b);
+    end = b.begin;
+  }
+  return buckets;
+}
+
+std::vector<GradBucket> BuildGradBuckets(const ParamLayout& layout, int64_t dp, int64_t bucket_bytes) {
+  std::vector<GradBucket> buckets = CutGradBuckets(DpPaddedNumel(layout.total_numel, dp), dp, bucket_bytes);
+  for (GradBucket& b : buckets) {
+    b.min_layer = INT64_MAX;
+    for (const auto& e : layout.entries) {
+      if (e.offset < b.end && e.offset + e.numel > b.begin) b.min_layer = std::min(b.min_layer, e.layer);
+    }
+    if (b.min_layer == INT64_MAX) b.min_layer = INT64_MAX - 1;  // padding only: ready at once
+  }
+  return buckets;
+}
+
+const char* DpCollectiveKindName(DpCollectiveKind k) {
+  switch (k) {
+    case DpCollectiveKind::kAllreduce: return "allreduce";
+    case DpCollectiveKind::kReduceScatter: return "reduce_scatter";
+    case DpCollectiveKind::kAllgather: return "allgather";
+  }
+  return "?";
+}
+
+double DpCollective::RingBytes(int64_t dp) const {
+  if (dp <= 1) return 0.0;
+  const double share = static_cast<double>(dp - 1) / static_cast<double>(dp);
+  return (kind == DpCollectiveKind::kAllreduce ? 2.0 : 1.0) * share * static_cast<double>(payload_bytes);
+}
+
+std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBucket>& buckets, int64_t dp,
+                                                      int64_t zero, int64_t micro_batches,
+                                                      int64_t grad_elem_bytes) {
+  if (dp <= 1) return {};
+  int64_t padded = 0;
+  for (const GradBucket& b : buckets) padded += b.size();
+  const int64_t nb = static_cast<int64_t>(buckets.size());
+  const int64_t grad_bytes = padded * grad_elem_bytes;
+  constexpr int64_t kScalar = static_cast<int64_t>(sizeof(double));
+  std::vector<DpCollective> out;
+  if (zero == 0) {
+    out.push_back({"gradient all-reduce", DpCollectiveKind::kAllreduce, nb, grad_bytes});
+  } else {
+    const int64_t times = zero >= 2 ? micro_batches : 1;
+    out.push_back({"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * times, grad_bytes * times});
+    out.push_back({"gradient-norm sum", DpCollectiveKind::kAllreduce, 1, kScalar});
+    out.push_back({"parameter all-gather", DpCollectiveKind::kAllgather, nb, grad_bytes});
+  }
+  out.push_back({"loss average", DpCollectiveKind::kAllreduce, 1, kScalar});
+  return out;
+}
+
+}  // namespace scaletrain

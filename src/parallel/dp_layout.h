@@ -1,0 +1,88 @@
+// Data parallelism as arithmetic: how the flat buffers are padded, how the
+// gradient buffer is cut into buckets, what a ZeRO stage leaves on each rank
+// and which collectives one optimizer step issues on the DP group, with their
+// payload bytes. No communicator and no kernels: DataParallel
+// (data_parallel.h) allocates and communicates from these figures, and the
+// planner (src/plan) predicts from the same functions, so the planner's
+// per-rank bytes and per-step DP traffic can be checked exactly against what
+// the trainer allocated and counted (DESIGN principle 1;
+// tests/cli/test_plan_vs_trainer.sh).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/param_layout.h"
+
+namespace scaletrain {
+
+struct GradBucket {
+  int64_t begin = 0, end = 0;  // flat elements; size a multiple of dp
+  int64_t min_layer = 0;       // ready once backward has reported this layer
+  int64_t size() const { return end - begin; }
+};
+
+// Elements of the flat parameter / gradient buffers at data-parallel size
+// dp: the layout's elements padded to a multiple of dp, so every bucket
+// splits into dp equal blocks. The padding is never read by the model.
+inline int64_t DpPaddedNumel(int64_t numel, int64_t dp) { return (numel + dp - 1) / dp * dp; }
+
+// Cuts [0, padded_numel) into buckets of at most bucket_bytes of fp32
+// gradients (rounded down to a multiple of dp elements, at least dp), from
+// the end of the buffer: the last layers' gradients are complete first and
+// go out first. The result is in launch order (last bucket of the buffer
+// first). min_layer is left 0; BuildGradBuckets fills it.
+std::vector<GradBucket> CutGradBuckets(int64_t padded_numel, int64_t dp, int64_t bucket_bytes);
+
+// CutGradBuckets over the layout's padded buffer, each bucket with the
+// lowest layer whose parameters it holds (a bucket of padding only: ready at
+// once).
+std::vector<GradBucket> BuildGradBuckets(const ParamLayout& layout, int64_t dp, int64_t bucket_bytes);
+
+// Elements this rank's optimizer updates (and keeps AdamW state for): all of
+// the padded buffer under ZeRO-0, one block of every bucket (padded / dp in
+// all) under ZeRO >= 1.
+inline int64_t DpOwnedNumel(int64_t padded_numel, int64_t dp, int64_t zero) {
+  return zero == 0 ? padded_numel : padded_numel / dp;
+}
+// Gradient elements a rank keeps across micro-batches: the whole buffer,
+// or under ZeRO >= 2 only its reduced blocks (the full buffer is then
+// scratch for one backward).
+inline int64_t DpPersistentGradNumel(int64_t padded_numel, int64_t dp, int64_t zero) {
+  return zero >= 2 ? padded_numel / dp : padded_numel;
+}
+
+enum class DpCollectiveKind { kAllreduce, kReduceScatter, kAllgather };
+const char* DpCollectiveKindName(DpCollectiveKind k);  // "allreduce", ...
+
+// One kind of collective a step issues, `calls` times, with the payload
+// bytes of all calls together in the communicator's convention
+// (comm/communicator.h: the one buffer that holds the whole logical data,
+// e.g. the full bucket for a reduce-scatter or an all-gather).
+struct DpCollective {
+  const char* what = "";  // "gradient reduction", "parameter all-gather", ...
+  DpCollectiveKind kind = DpCollectiveKind::kAllreduce;
+  int64_t calls = 0;
+  int64_t payload_bytes = 0;
+  // Bytes a bandwidth-optimal ring sends out of each of the dp ranks for
+  // these calls: 2(dp-1)/dp x payload for all-reduce, (dp-1)/dp otherwise.
+  double RingBytes(int64_t dp) const;
+};
+
+// The collectives one optimizer step issues on the DP group (none when
+// dp = 1), as DataParallel and the trainer issue them:
+//   ZeRO-0:   all-reduce of every bucket, once per step (the last
+//             micro-batch's backward)
+//   ZeRO-1:   reduce-scatter of every bucket once per step, the gradient-norm
+//             sum (one double all-reduce) and the parameter all-gather of
+//             every bucket after the optimizer step
+//   ZeRO-2:   as ZeRO-1, but the reduce-scatter runs after every
+//             micro-batch's backward (gradients persist only as shards)
+// plus, at any stage, the average of the logged loss (one double).
+// `grad_elem_bytes`: bytes of one gradient / parameter element as
+// communicated (4: the trainer's fp32).
+std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBucket>& buckets, int64_t dp,
+                                                      int64_t zero, int64_t micro_batches,
+                                                      int64_t grad_elem_bytes);
+
+}  // namespace scaletrain
