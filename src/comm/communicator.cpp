@@ -2,7 +2,6 @@
 
 #include <climits>
 #include <cstdio>
-#include <thread>
 #include <utility>
 
 #include "comm/comm_state.h"
@@ -131,16 +130,7 @@ Status CommHandle::Wait(double timeout_s) {
   }
   if (s.progress) s.progress->WaitBegin();
   const auto t0 = std::chrono::steady_clock::now();
-  bool finished = false;
-  if (s.progress) {
-    const auto spin = s.progress->wait_spin();
-    if (spin.count() > 0) {
-      const auto until = t0 + spin;
-      while (!s.done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
-        std::this_thread::yield();
-      }
-    }
-  }
+  bool finished;
   {
     std::unique_lock<std::mutex> lock(s.mu);
     auto is_done = [&s] { return s.done.load(std::memory_order_acquire); };

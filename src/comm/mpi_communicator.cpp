@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -76,8 +75,6 @@ struct Signals final : internal::CommProgress {
   }
   void WaitEnd() override { waiters.fetch_sub(1); }
   void WaitTimedOut(const Status&) override { failed.store(true); }
-  std::chrono::microseconds wait_spin() const override { return caller_spin; }
-  std::chrono::microseconds caller_spin{0};
 };
 
 class MpiEngine {
@@ -116,7 +113,7 @@ class MpiEngine {
   std::shared_ptr<Signals> signals_ = std::make_shared<Signals>();
   std::thread thread_;
   // Guarded by signals_->mu:
-  std::deque<Work> queue_;
+  std::vector<Work> queue_;
   bool stop_ = false;
   int abort_code_ = -1;
   bool init_done_ = false;
@@ -128,8 +125,11 @@ class MpiEngine {
   int world_rank_ = 0;
   int world_size_ = 1;
   std::chrono::microseconds poll_interval_{100};
-  std::chrono::microseconds grace_{0};
-  bool grace_yield_ = false;
+  // After it starts or finishes an operation the thread polls without pause
+  // for this long before it dozes: the caller often waits right after
+  // issuing, and a doze then hands the core away (to the caller, or under
+  // load to another process) just when the collective needs it.
+  std::chrono::microseconds spin_{200};
   std::atomic<double> shutdown_timeout_s_{Communicator::kDefaultTimeoutS};
 };
 
@@ -171,9 +171,10 @@ MpiEngine::MpiEngine() {
     const long us = std::strtol(env, nullptr, 10);
     if (us >= 0) poll_interval_ = std::chrono::microseconds(us);
   }
-  if (const char* env = std::getenv("ST_SPIN_US")) grace_ = std::chrono::microseconds(std::strtol(env, nullptr, 10));
-  if (const char* env = std::getenv("ST_WAIT_SPIN_US")) signals_->caller_spin = std::chrono::microseconds(std::strtol(env, nullptr, 10));
-  if (const char* env = std::getenv("ST_GRACE_YIELD")) grace_yield_ = std::atoi(env) != 0;
+  if (const char* env = std::getenv("SCALETRAIN_COMM_SPIN_US")) {
+    const long us = std::strtol(env, nullptr, 10);
+    if (us >= 0) spin_ = std::chrono::microseconds(us);
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -286,30 +287,26 @@ void MpiEngine::Loop() {
   owner_cv_.notify_all();
   if (!init_ok) return;
 
+  // Reused from turn to turn: the loop spins while callers wait, and must
+  // not allocate while it does.
   std::vector<Work> active;
+  std::vector<Work> fresh;
   std::vector<MPI_Request> requests;
   std::vector<int> indices;
   std::vector<MPI_Status> statuses;
-  bool progressed = false;
-  Clock::time_point last_news{};
-  const bool dbg = std::getenv("ST_DBG") != nullptr;
-  long n_test = 0, n_wait = 0; double wait_us = 0; Clock::time_point t_go{};
+  // Until then the thread polls MPI without pause (spin_).
+  Clock::time_point spin_until{};
   for (;;) {
-    std::deque<Work> fresh;
     {
       std::unique_lock<std::mutex> lock(signals_->mu);
       auto has_news = [&] { return stop_ || abort_code_ >= 0 || !queue_.empty(); };
       if (active.empty()) {
         signals_->cv.wait(lock, has_news);
-      } else if (!progressed && !has_news() && signals_->waiters.load() == 0 &&
-                 Clock::now() - last_news < grace_) {
-        if (grace_yield_) { lock.unlock(); std::this_thread::yield(); lock.lock(); }
-      } else if (!progressed) {
-        // Doze while the caller computes; spin while it waits on us.
-        if (!(has_news() || signals_->waiters.load() > 0)) { auto a = Clock::now(); ++n_wait;
+      } else if (!has_news() && signals_->waiters.load() == 0 && Clock::now() >= spin_until) {
+        // Doze while the caller computes; spin while it waits on us, and
+        // for spin_ after news.
         signals_->cv.wait_for(lock, poll_interval_,
                               [&] { return has_news() || signals_->waiters.load() > 0; });
-        wait_us += std::chrono::duration<double, std::micro>(Clock::now() - a).count(); }
       }
       if (abort_code_ >= 0) {
         const int code = abort_code_;
@@ -321,8 +318,7 @@ void MpiEngine::Loop() {
       fresh.swap(queue_);
     }
 
-    progressed = !fresh.empty();
-    if (progressed) last_news = Clock::now();
+    if (!fresh.empty()) spin_until = Clock::now() + spin_;
     for (Work& work : fresh) {
       work.state->MarkStarted();
       MPI_Request request = MPI_REQUEST_NULL;
@@ -337,9 +333,8 @@ void MpiEngine::Loop() {
         requests.push_back(request);
       }
     }
+    fresh.clear();
     if (requests.empty()) continue;
-    if (dbg && n_test == 0) t_go = Clock::now();
-    ++n_test;
 
     const int n = static_cast<int>(requests.size());
     indices.resize(n);
@@ -354,12 +349,8 @@ void MpiEngine::Loop() {
       continue;
     }
     if (done == MPI_UNDEFINED || done == 0) continue;
-    progressed = true;
-    if (dbg && active.size() == static_cast<size_t>(done)) {
-      std::fprintf(stderr, "[r%d] op %.0f us, tests %ld, waits %ld (%.0f us)\n", world_rank_,
-                   std::chrono::duration<double, std::micro>(Clock::now() - t_go).count(), n_test, n_wait, wait_us);
-      n_test = 0; n_wait = 0; wait_us = 0;
-    }
+    spin_until = Clock::now() + spin_;
+
     for (int k = 0; k < done; ++k) {
       Work& work = active[indices[k]];
       const int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;

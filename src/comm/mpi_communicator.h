@@ -6,9 +6,12 @@
 // inside MPI calls). bench/comm_overlap.cpp measures the difference.
 //
 // Polling: while a caller is blocked in Wait() the thread polls without
-// pause (the caller's core is idle); otherwise it polls every
-// SCALETRAIN_COMM_POLL_US microseconds (environment, default 100), so that
-// it takes little CPU from the compute threads.
+// pause (the caller's core is idle), and likewise for
+// SCALETRAIN_COMM_SPIN_US microseconds (environment, default 200) after it
+// starts or finishes an operation; otherwise it polls every
+// SCALETRAIN_COMM_POLL_US microseconds (default 100), so that it takes
+// little CPU from the compute threads. bench/allreduce_busbw.cpp measured
+// the spin (docs/benchmarks.md).
 //
 // Unless the environment says otherwise, OpenMPI's non-blocking all-reduce
 // is set to its ring algorithm (OMPI_MCA_coll_libnbc_iallreduce_algorithm):
