@@ -6,11 +6,13 @@
 //   scaletrain        what DataParallel does with ZeRO-0: S cut into buckets of
 //                     --bucket-mb (default 25 MiB, a multiple of n elements,
 //                     cut from the end of the buffer), one
-//                     Communicator::IAllreduce(kAverage) per bucket issued back
+//                     Communicator::IAllreduce(kSum) per bucket issued back
 //                     to back, then every handle waited on (mpi backend: the
-//                     calls run on its communication thread)
+//                     calls run on its communication thread; DataParallel
+//                     sums: backward already scaled the gradients by 1/dp)
 // and, to take the difference apart:
-//   scaletrain_sum    as scaletrain with kSum (no division pass after MPI)
+//   scaletrain_avg    as scaletrain with kAverage (the mpi backend divides
+//                     each bucket in a second pass after MPI)
 //   mpi_iallreduce    the same buckets as MPI_Iallreduce from this thread, then
 //                     MPI_Waitall (the same non-blocking algorithm, no comm thread)
 //
@@ -18,7 +20,10 @@
 // to the end of its last wait; the median and the best over --reps
 // repetitions (after --warmup) are reported, the modes interleaved rep by rep (in an order that
 // rotates) so that load from other processes falls on all of them alike. Bus bandwidth (nccl-tests'
-// definition) = 2(n-1)/n x S / time. The buffer is refilled, untimed, before
+// definition) = 2(n-1)/n x S / time. Besides the ratio of medians, the
+// "paired" ratio is the median over repetitions of mpi_allreduce's time over
+// this mode's time in the same repetition: on a machine shared with other
+// jobs, load that comes and goes then cancels out of each pair. The buffer is refilled, untimed, before
 // every repetition. For the scaletrain mode, rank 0's time is also split
 // into its hand-offs between threads (issue -> comm thread -> caller), whose
 // wake-up latencies a loaded machine stretches.
@@ -170,16 +175,17 @@ int main(int argc, char** argv) {
                 "(after %d warm-up), slowest rank per rep; libnbc iallreduce algorithm: %s\n",
                 n, opt.bucket_mb, opt.reps, opt.warmup, algo ? algo : "(default)");
     std::printf("busbw = 2(n-1)/n x bytes / median time; ratio = mpi_allreduce time / this "
-                "mode's time (median; best: of the fastest reps)\n\n");
-    std::printf("| %8s | %7s | %-15s | %9s | %7s | %10s | %6s | %6s |\n", "size MiB", "buckets",
-                "mode", "median ms", "best ms", "busbw GB/s", "ratio", "best");
+                "mode's time (of the medians; paired: median over reps of the same rep's ratio; "
+                "best: of the fastest reps)\n\n");
+    std::printf("| %8s | %7s | %-15s | %9s | %7s | %10s | %6s | %6s | %6s |\n", "size MiB",
+                "buckets", "mode", "median ms", "best ms", "busbw GB/s", "ratio", "paired", "best");
     std::printf("|----------|---------|-----------------|-----------|---------|------------|--------|"
-                "--------|\n");
+                "--------|--------|\n");
     std::fflush(stdout);
   }
 
-  enum Mode { kMpiAllreduce, kScaletrain, kScaletrainSum, kMpiIallreduce, kNumModes };
-  const char* mode_names[kNumModes] = {"mpi_allreduce", "scaletrain", "scaletrain_sum",
+  enum Mode { kMpiAllreduce, kScaletrain, kScaletrainAvg, kMpiIallreduce, kNumModes };
+  const char* mode_names[kNumModes] = {"mpi_allreduce", "scaletrain", "scaletrain_avg",
                                        "mpi_iallreduce"};
 
   std::vector<double> hand_offs;  // per size: size, then median and p90 of each phase
@@ -194,7 +200,7 @@ int main(int argc, char** argv) {
     handles.reserve(buckets.size());
     // The scaletrain mode's time on this rank, split (microseconds): from
     // issue until the comm thread starts the first bucket; from then until it
-    // finishes the last (MPI, and the division of kAverage); from then until
+    // finishes the last (MPI); from then until
     // this thread is running again.
     std::vector<double> phases[3];
 
@@ -211,8 +217,8 @@ int main(int argc, char** argv) {
                           MPI_COMM_WORLD);
             break;
           case kScaletrain:
-          case kScaletrainSum: {
-            const ReduceOp op = m == kScaletrain ? ReduceOp::kAverage : ReduceOp::kSum;
+          case kScaletrainAvg: {
+            const ReduceOp op = m == kScaletrainAvg ? ReduceOp::kAverage : ReduceOp::kSum;
             handles.clear();
             for (const Bucket& b : buckets) {
               handles.push_back(world->IAllreduce(buf.data() + b.begin, b.count, op));
@@ -243,7 +249,7 @@ int main(int argc, char** argv) {
         // A wrong result would make the timing meaningless: spot-check it.
         double expect_sum = 0;
         for (int r = 0; r < n; ++r) expect_sum += 1.0 + 0.001 * r;
-        const double expect = m == kScaletrain ? expect_sum / n : expect_sum;
+        const double expect = m == kScaletrainAvg ? expect_sum / n : expect_sum;
         for (int64_t i : {int64_t{0}, numel / 2, numel - 1}) {
           if (std::abs(buf[static_cast<size_t>(i)] - expect) > 1e-4 * expect) {
             std::fprintf(stderr, "error: rank %d, %s, element %lld is %g, expected %g\n", rank,
@@ -263,9 +269,12 @@ int main(int argc, char** argv) {
       for (int m = 0; m < kNumModes; ++m) {
         const double t = Median(times[m]);
         const double best = *std::min_element(times[m].begin(), times[m].end());
-        std::printf("| %8g | %7zu | %-15s | %9.2f | %7.2f | %10.2f | %6.2f | %6.2f |\n", size_mib,
-                    m == kMpiAllreduce ? size_t{1} : buckets.size(), mode_names[m], t * 1e3,
-                    best * 1e3, bus_factor * bytes / t / 1e9, base / t, base_best / best);
+        std::vector<double> paired(times[m].size());
+        for (size_t r = 0; r < paired.size(); ++r) paired[r] = times[kMpiAllreduce][r] / times[m][r];
+        std::printf("| %8g | %7zu | %-15s | %9.2f | %7.2f | %10.2f | %6.2f | %6.2f | %6.2f |\n",
+                    size_mib, m == kMpiAllreduce ? size_t{1} : buckets.size(), mode_names[m],
+                    t * 1e3, best * 1e3, bus_factor * bytes / t / 1e9, base / t, Median(paired),
+                    base_best / best);
       }
       hand_offs.push_back(size_mib);
       for (auto& p : phases) {
@@ -277,7 +286,7 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) {
     std::printf("\nscaletrain mode on rank 0, median / 90th percentile in microseconds: issue to the "
-                "comm thread starting MPI | MPI + average on the comm thread | finish to the caller "
+                "comm thread starting MPI | MPI on the comm thread | finish to the caller "
                 "running again\n");
     for (size_t i = 0; i < hand_offs.size(); i += 7) {
       std::printf("  %g MiB: %.0f / %.0f | %.0f / %.0f | %.0f / %.0f\n", hand_offs[i],

@@ -2,7 +2,10 @@
 # The gradient all-reduce by itself: bench/allreduce_busbw.cpp on 2 MPI ranks
 # (scaletrain's bucketed Communicator::IAllreduce, as DataParallel issues it,
 # against one plain MPI_Allreduce of the same total size; bus bandwidth and
-# ratio). Goal: ratio >= 0.9. Builds the program if needed, prints the machine.
+# ratio, also paired rep by rep). Goal: ratio >= 0.9. The comm thread's
+# polling is set by SCALETRAIN_COMM_SPIN_US / SCALETRAIN_COMM_POLL_US
+# (src/comm/mpi_communicator.h); to compare settings pass them on with
+# --mpirun-args "-x SCALETRAIN_COMM_SPIN_US". Builds the program if needed, prints the machine.
 # A benchmark, not a test. Results are in docs/benchmarks.md ("Data
 # parallelism (issue 3)").
 #

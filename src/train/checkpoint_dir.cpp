@@ -16,6 +16,8 @@
 #include <system_error>
 #include <utility>
 
+#include "core/file_io.h"
+
 namespace scaletrain {
 namespace {
 
@@ -78,35 +80,6 @@ Status FsyncPath(const fs::path& path, bool directory) {
                  "; check the disk and retry");
   }
   ::close(fd);
-  return st;
-}
-
-Status WriteFileDurably(const fs::path& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return IoError("cannot create " + path.string() + ": " + ErrnoText() +
-                   "; check that the directory is writable");
-  }
-  Status st;
-  const char* p = text.data();
-  size_t left = text.size();
-  while (st.ok() && left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      st = IoError("cannot write " + path.string() + ": " + ErrnoText() +
-                   "; check that the disk has space");
-      break;
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
-  if (st.ok() && ::fsync(fd) != 0) {
-    st = IoError("cannot flush " + path.string() + " to disk: " + ErrnoText());
-  }
-  if (::close(fd) != 0 && st.ok()) {
-    st = IoError("cannot close " + path.string() + ": " + ErrnoText());
-  }
   return st;
 }
 
@@ -224,7 +197,8 @@ Status WriteCheckpoint(const std::string& checkpoints_root, int64_t step,
         contents.manifest.is_null() ? nlohmann::json::object() : contents.manifest;
     manifest["files"] = std::move(files);
     // Written last: its presence marks the directory complete.
-    ST_RETURN_IF_ERROR(WriteFileDurably(tmp / kManifestFile, manifest.dump(2) + "\n"));
+    ST_RETURN_IF_ERROR(
+        WriteFileAtomically((tmp / kManifestFile).string(), manifest.dump(2) + "\n"));
     ST_RETURN_IF_ERROR(FsyncPath(tmp, /*directory=*/true));
 
     if (fs::exists(final_dir, ec)) {

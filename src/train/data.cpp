@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/file_io.h"
 #include "core/rng.h"
 
 namespace scaletrain {
@@ -29,23 +30,8 @@ constexpr const char* kPrepareHint = "re-run `scaletrain data prepare` to regene
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// write(2) may accept fewer bytes than asked (signals, large requests).
-bool WriteAll(int fd, const void* data, size_t bytes) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd, p, bytes);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 template <typename T>
-bool WriteTokensAs(int fd, const std::vector<int32_t>& tokens) {
+Status WriteTokensAs(FileSink& sink, const std::vector<int32_t>& tokens) {
   // Converting in chunks keeps memory flat for shards of any size.
   constexpr size_t kChunk = 1 << 16;
   std::vector<T> buf;
@@ -54,9 +40,9 @@ bool WriteTokensAs(int fd, const std::vector<int32_t>& tokens) {
     const size_t end = std::min(tokens.size(), begin + kChunk);
     buf.clear();
     for (size_t i = begin; i < end; ++i) buf.push_back(static_cast<T>(tokens[i]));
-    if (!WriteAll(fd, buf.data(), buf.size() * sizeof(T))) return false;
+    ST_RETURN_IF_ERROR(sink.Write(buf.data(), buf.size() * sizeof(T)));
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -85,37 +71,12 @@ Status WriteTokenShard(const std::string& path, const std::vector<int32_t>& toke
   header[1] = version;
   header[2] = static_cast<int32_t>(tokens.size());
 
-  // A reader never sees a half-written shard under the real name: the bytes
-  // go to a unique temporary in the same directory (same filesystem, so
-  // rename is atomic) and are renamed into place only once complete.
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) {
-    return IoError("cannot create a temporary file beside " + path + ": " + ErrnoText(errno) +
-                   " (does the directory exist and is it writable?)");
-  }
-  auto fail = [&](const std::string& what) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    return IoError("cannot write token shard " + path + ": " + what + ": " + ErrnoText(err));
-  };
-  // mkstemp creates 0600; a shard is ordinary shared data.
-  if (::fchmod(fd, 0644) != 0) return fail("chmod");
-  if (!WriteAll(fd, header, sizeof(header))) return fail("writing header");
-  const bool ok =
-      version == 1 ? WriteTokensAs<uint16_t>(fd, tokens) : WriteTokensAs<uint32_t>(fd, tokens);
-  if (!ok) return fail("writing tokens");
-  // Without fsync a crash after rename could leave the new name pointing at
-  // an empty or partial file.
-  if (::fsync(fd) != 0) return fail("fsync");
-  if (::close(fd) != 0) {
-    fd = -1;
-    return fail("close");
-  }
-  fd = -1;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename into place");
-  return Status::Ok();
+  // A reader never sees a half-written shard under the real name.
+  return WriteFileAtomically(path, [&](FileSink& sink) -> Status {
+    ST_RETURN_IF_ERROR(sink.Write(header, sizeof(header)));
+    return version == 1 ? WriteTokensAs<uint16_t>(sink, tokens)
+                        : WriteTokensAs<uint32_t>(sink, tokens);
+  });
 }
 
 TokenShard::~TokenShard() {

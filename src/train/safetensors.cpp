@@ -13,6 +13,8 @@
 #include <set>
 #include <utility>
 
+#include "core/file_io.h"
+
 namespace scaletrain {
 namespace {
 
@@ -31,22 +33,6 @@ std::string ErrnoText() { return std::strerror(errno); }
 
 Status CorruptFile(const std::string& path, const std::string& problem) {
   return DataLoss(path + ": " + problem + kCorruptFix);
-}
-
-// Writes all of `bytes`, retrying on short writes and EINTR.
-Status WriteAll(int fd, const void* bytes, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(bytes);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return IoError("cannot write " + path + ": " + ErrnoText() +
-                     "; check that the disk has space and the directory is writable");
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
 }
 
 // Little-endian regardless of the host, as the format requires.
@@ -132,25 +118,15 @@ Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>&
   json.append(pad, ' ');
   const std::string prefix = EncodeU64Le(json.size());
 
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return IoError("cannot create " + path + ": " + ErrnoText() +
-                   "; check that the directory exists and is writable");
-  }
-  Status st = WriteAll(fd, prefix.data(), prefix.size(), path);
-  if (st.ok()) st = WriteAll(fd, json.data(), json.size(), path);
-  for (size_t i = 0; st.ok() && i < tensors.size(); ++i) {
-    st = WriteAll(fd, tensors[i].data, sizes[i], path);
-  }
-  if (st.ok() && ::fsync(fd) != 0) {
-    st =
-        IoError("cannot flush " + path + " to disk: " + ErrnoText() + "; check the disk and retry");
-  }
-  // close() can report a deferred write error (e.g. on NFS), so it counts.
-  if (::close(fd) != 0 && st.ok()) {
-    st = IoError("cannot close " + path + ": " + ErrnoText() + "; check the disk and retry");
-  }
-  return st;
+  // Complete or absent: a reader (or a crash) never finds half a file.
+  return WriteFileAtomically(path, [&](FileSink& sink) -> Status {
+    ST_RETURN_IF_ERROR(sink.Write(prefix));
+    ST_RETURN_IF_ERROR(sink.Write(json));
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      ST_RETURN_IF_ERROR(sink.Write(tensors[i].data, sizes[i]));
+    }
+    return Status::Ok();
+  });
 }
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {

@@ -23,9 +23,9 @@ struct NamedTensor {
   const void* data = nullptr;  // numel(shape) * DTypeSizeBytes(dtype) bytes
 };
 
-// Writes `path` directly (callers wanting atomicity write into a temporary
-// directory and rename it). Tensors are stored in the order given. The data
-// is flushed to disk (fsync) before returning.
+// Writes `path` completely or not at all (WriteFileAtomically: temporary,
+// fsync, rename; a file already there is replaced only on success). Tensors
+// are stored in the order given.
 Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                         const std::map<std::string, std::string>& metadata = {});
 

@@ -1,7 +1,5 @@
 #include "train/tokenizer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +12,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/file_io.h"
 #include "train/data.h"
 
 namespace scaletrain {
@@ -116,42 +115,6 @@ std::string Describe(char32_t cp) {
 }
 
 std::string ErrnoText(int err) { return std::strerror(err); }
-
-// Same-directory temporary + rename, so a reader (or a crash) never sees a
-// half-written file under the real name.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) {
-    return IoError("cannot create a temporary file beside " + path + ": " + ErrnoText(errno));
-  }
-  auto fail = [&](const std::string& what) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    return IoError("cannot write " + path + ": " + what + ": " + ErrnoText(err));
-  };
-  if (::fchmod(fd, 0644) != 0) return fail("chmod");
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail("write");
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) return fail("fsync");
-  if (::close(fd) != 0) {
-    fd = -1;
-    return fail("close");
-  }
-  fd = -1;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename into place");
-  return Status::Ok();
-}
 
 Result<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
   std::error_code ec;
