@@ -538,6 +538,9 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
                            {"grad_sync_wait_s", sync_s},
                            {"exposed_comm_s", cs.wait_s},
                            {"optimizer_s", Seconds(o0, t1)}};
+    // Tensor-parallel collectives block inside forward and backward: their
+    // wait is part of forward_s/backward_s, reported here to split it out.
+    if (par.tp > 1) line["tp_comm_wait_s"] = tp_cs.wait_s;
     if (pp_size > 1) line["pipeline_wait_s"] = pipe_wait_s;
     if (dp_size > 1 || sharded) {
       line["comm_bytes"] = nlohmann::json::object();

@@ -145,11 +145,20 @@ TEST_F(TrainerTest, CheckpointOfOtherModelIsRefusedAndLeftIntact) {
   EXPECT_FALSE(fs::exists(dir_ / "other/metrics.jsonl"));
 }
 
-TEST_F(TrainerTest, TensorParallelIsRefusedUntilBuilt) {
-  TrainOptions o = Opts(Tiny({"parallel.tp=2"}), (dir_ / "run").string(), "");
+TEST_F(TrainerTest, TensorParallelNotDividingHeadsListsValidSizes) {
+  // n_head = 2: tp 3 cannot split the heads; the message lists 1 and 2.
+  TrainOptions o = Opts(Tiny({"parallel.tp=3"}), (dir_ / "run").string(), "");
   auto r = RunTraining(o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("parallel.tp"), std::string::npos);
+  EXPECT_NE(r.status().message().find("use tp in {1, 2}"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+}
+
+TEST_F(TrainerTest, PipelineDeeperThanTheModelIsRefused) {
+  TrainOptions o = Opts(Tiny({"parallel.pp=4"}), (dir_ / "run").string(), "");
+  auto r = RunTraining(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("pp x vpp <= 2"), std::string::npos) << r.status().message();
 }
 
 TEST_F(TrainerTest, WorldSizeMismatchSaysHowToLaunch) {
