@@ -4,6 +4,7 @@
 #include <cstring>
 #include <list>
 #include <memory>
+#include <tuple>
 
 namespace scaletrain {
 
@@ -56,6 +57,20 @@ Result<double> PipelineExecutor::RunStep(
   std::vector<std::vector<bool>> busy(vpp);
   for (int64_t c = 0; c < vpp; ++c) busy[c].assign(model_->num_slots(c), false);
   std::map<std::pair<int64_t, int64_t>, std::vector<float>> acts_in, grads_in;  // (mb, chunk)
+  // Every receive of the step is posted at its start, so a message moves as
+  // soon as its sender posts it (large messages need both sides posted);
+  // the action in the list only waits for it.
+  std::map<std::tuple<int, int64_t, int64_t>, CommHandle> posted;  // (kind, mb, chunk)
+  for (const PipeAction& a : schedule_.stages[stage_]) {
+    if (a.op != PipeOp::kRecvActivation && a.op != PipeOp::kRecvGradient) continue;
+    const bool act = a.op == PipeOp::kRecvActivation;
+    const int64_t v = schedule_.VirtualStage(static_cast<int32_t>(stage_), a.chunk);
+    std::vector<float>& buf = (act ? acts_in : grads_in)[{a.micro_batch, a.chunk}];
+    buf.resize(act_numel_);
+    posted[{act ? 0 : 1, a.micro_batch, a.chunk}] =
+        comm_->IRecv(buf.data(), act_numel_, a.peer_stage,
+                     static_cast<int>(Tag(a.op, a.micro_batch, act ? v - 1 : v + 1)));
+  }
   struct PendingSend {
     std::vector<float> buf;
     CommHandle handle;
@@ -80,12 +95,8 @@ Result<double> PipelineExecutor::RunStep(
     switch (a.op) {
       case PipeOp::kRecvActivation:
       case PipeOp::kRecvGradient: {
-        auto& store = a.op == PipeOp::kRecvActivation ? acts_in : grads_in;
-        std::vector<float>& buf = store[key];
-        buf.resize(act_numel_);
-        const int64_t from = a.op == PipeOp::kRecvActivation ? v - 1 : v + 1;
-        ST_RETURN_IF_ERROR(comm_->Recv(buf.data(), act_numel_, a.peer_stage,
-                                       static_cast<int>(Tag(a.op, a.micro_batch, from))));
+        const int kind = a.op == PipeOp::kRecvActivation ? 0 : 1;
+        ST_RETURN_IF_ERROR(posted.at({kind, a.micro_batch, a.chunk}).Wait());
         times_.wait_s += Seconds(t0, Clock::now());
         break;
       }
