@@ -890,3 +890,83 @@ TEST(SumSquares, MatchesDoubleSum) {
 
 }  // namespace
 }  // namespace scaletrain::cpu
+
+namespace scaletrain::cpu {
+namespace {
+
+// Vocab-parallel cross-entropy over two shards, reduced by hand as the TP
+// group would, equals the one-rank kernel; so does its backward.
+TEST(CrossEntropyShard, TwoShardsEqualTheWholeVocabulary) {
+  const int64_t N = 5, V = 13, Vp = 16, Vl = 8;
+  std::mt19937 gen(3);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<float> logits(N * Vp);
+  for (float& x : logits) x = nd(gen);
+  std::vector<int32_t> targets = {0, 7, 8, 12, 3};
+  std::vector<float> losses(N), probs(N * Vp);
+  CrossEntropyForward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
+  std::vector<float> dwhole(N * Vp);
+  CrossEntropyBackward(dwhole.data(), probs.data(), targets.data(), 0.5f, N, V, Vp);
+
+  std::vector<std::vector<float>> shard(2, std::vector<float>(N * Vl));
+  for (int r = 0; r < 2; ++r) {
+    for (int64_t i = 0; i < N; ++i) {
+      for (int64_t j = 0; j < Vl; ++j) shard[r][i * Vl + j] = logits[i * Vp + r * Vl + j];
+    }
+  }
+  const int64_t valid[2] = {Vl, V - Vl};
+  std::vector<float> mx(N, -INFINITY), part(N);
+  for (int r = 0; r < 2; ++r) {
+    CrossEntropyShardMax(part.data(), shard[r].data(), N, Vl, valid[r]);
+    for (int64_t i = 0; i < N; ++i) mx[i] = std::max(mx[i], part[i]);
+  }
+  std::vector<float> sums(N, 0.0f), tl(N, 0.0f), s(N), t(N);
+  for (int r = 0; r < 2; ++r) {
+    CrossEntropyShardSums(s.data(), t.data(), shard[r].data(), mx.data(), targets.data(), r * Vl, N, Vl,
+                          valid[r]);
+    for (int64_t i = 0; i < N; ++i) {
+      sums[i] += s[i];
+      tl[i] += t[i];
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> l(N), p(N * Vl), d(N * Vl);
+    CrossEntropyShardFinish(l.data(), p.data(), shard[r].data(), mx.data(), sums.data(), tl.data(), N, Vl,
+                            valid[r]);
+    CrossEntropyShardBackward(d.data(), p.data(), targets.data(), r * Vl, 0.5f, N, Vl, valid[r]);
+    for (int64_t i = 0; i < N; ++i) {
+      EXPECT_NEAR(l[i], losses[i], 1e-5f * std::abs(losses[i]));
+      for (int64_t j = 0; j < Vl; ++j) EXPECT_NEAR(d[i * Vl + j], dwhole[i * Vp + r * Vl + j], 1e-6f);
+    }
+  }
+}
+
+TEST(EmbeddingShard, ShardsSumToTheLookup) {
+  const int64_t N = 6, C = 4, Vp = 8, T = 3;
+  std::vector<float> wte(Vp * C), wpe(T * C), whole(N * C);
+  for (size_t i = 0; i < wte.size(); ++i) wte[i] = static_cast<float>(i) * 0.25f;
+  for (size_t i = 0; i < wpe.size(); ++i) wpe[i] = static_cast<float>(i) * -0.5f;
+  std::vector<int32_t> tok = {0, 5, 7, 3, 4, 1};
+  EncoderForward(whole.data(), tok.data(), wte.data(), wpe.data(), 2, T, C);
+  std::vector<float> sum(N * C, 0.0f), part(N * C);
+  for (int r = 0; r < 2; ++r) {
+    EmbeddingShardForward(part.data(), tok.data(), wte.data() + r * 4 * C, r * 4, 4, N, C);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+  }
+  PositionForward(sum.data(), wpe.data(), 0, N, T, C);
+  EXPECT_EQ(sum, whole);
+  // Backward: shard gradients placed side by side equal the whole's.
+  std::vector<float> dout(N * C);
+  for (size_t i = 0; i < dout.size(); ++i) dout[i] = static_cast<float>(i % 7) - 3.0f;
+  std::vector<float> dwte(Vp * C, 0.0f), dwpe(T * C, 0.0f), dwte_s(Vp * C, 0.0f), dwpe_s(T * C, 0.0f);
+  EncoderBackward(dwte.data(), dwpe.data(), dout.data(), tok.data(), 2, T, C);
+  for (int r = 0; r < 2; ++r) EmbeddingShardBackward(dwte_s.data() + r * 4 * C, dout.data(), tok.data(), r * 4, 4, N, C);
+  // Positions from two row blocks (sequence parallelism) add up too.
+  PositionBackward(dwpe_s.data(), dout.data(), 0, 3, T, C);
+  PositionBackward(dwpe_s.data(), dout.data() + 3 * C, 3, 3, T, C);
+  EXPECT_EQ(dwte_s, dwte);
+  EXPECT_EQ(dwpe_s, dwpe);
+}
+
+}  // namespace
+}  // namespace scaletrain::cpu

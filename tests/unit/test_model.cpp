@@ -178,3 +178,84 @@ TEST(Gpt, InitialLossIsNearUniform) {
 
 }  // namespace
 }  // namespace scaletrain
+
+namespace scaletrain {
+namespace {
+
+ModelSpec ShardSpec() {
+  ModelSpec s;
+  s.name = "shard-test";
+  s.n_layer = 4;
+  s.n_head = 4;
+  s.n_kv_head = 4;
+  s.n_embd = 16;
+  s.ffn_hidden = 64;
+  s.block_size = 8;
+  s.vocab_size = 30;
+  s.padded_vocab_size = 32;
+  return s;
+}
+
+// Across every (tp rank, stage) of a layout, the uniquely held elements of
+// each tensor add up to the whole model once; the shards of a tensor put
+// back together give the tensor (q,k,v split per head included).
+TEST(RankLayout, ShardsCoverTheModelExactlyOnce) {
+  const ModelSpec spec = ShardSpec();
+  const ParamLayout full = BuildParamLayout(spec, 1);
+  for (int64_t tp : {1, 2, 4}) {
+    for (auto [pp, vpp] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {2, 2}, {4, 1}}) {
+      int64_t unique = 0;
+      std::vector<float> whole(static_cast<size_t>(full.total_numel));
+      for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<float>(i);
+      std::vector<float> rebuilt(whole.size(), -1.0f);
+      for (int64_t stage = 0; stage < pp; ++stage) {
+        for (int64_t r = 0; r < tp; ++r) {
+          const ModelShard sh{tp, r, pp, stage, vpp, false};
+          ASSERT_TRUE(CheckModelShard(spec, sh).ok());
+          const ParamLayout lay = BuildRankLayout(spec, sh);
+          std::vector<float> local(static_cast<size_t>(lay.total_numel));
+          for (const ParamEntry& e : lay.entries) {
+            const ParamEntry* f = full.Find(e.name);
+            ASSERT_NE(f, nullptr) << e.name;
+            if (e.unique) unique += e.numel;
+            EXPECT_EQ(e.numel * (e.shard_dim >= 0 ? tp : 1), f->numel) << e.name;
+            ExtractShard(e, whole.data() + f->offset, local.data() + e.offset);
+            InsertShard(e, local.data() + e.offset, rebuilt.data() + f->offset);
+          }
+        }
+      }
+      EXPECT_EQ(unique, full.total_numel) << "tp " << tp << " pp " << pp << " vpp " << vpp;
+      EXPECT_EQ(rebuilt, whole) << "tp " << tp << " pp " << pp << " vpp " << vpp;
+    }
+  }
+}
+
+TEST(RankLayout, AttentionShardTakesItsHeadsOfQKAndV) {
+  const ModelSpec spec = ShardSpec();
+  const ModelShard sh{2, 1, 1, 0, 1, false};
+  const ParamLayout lay = BuildRankLayout(spec, sh);
+  const ParamEntry* e = lay.Find("transformer.h.0.attn.c_attn.bias");
+  ASSERT_NE(e, nullptr);
+  std::vector<float> whole(48), shard(24);
+  for (int i = 0; i < 48; ++i) whole[i] = static_cast<float>(i);
+  ExtractShard(*e, whole.data(), shard.data());
+  // C = 16: rank 1 of 2 holds rows 8..15 of q, k (16..31) and v (32..47).
+  for (int p = 0; p < 3; ++p) {
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(shard[p * 8 + i], static_cast<float>(p * 16 + 8 + i));
+  }
+}
+
+TEST(RankLayout, BadLayoutsNameTheFix) {
+  const ModelSpec spec = ShardSpec();
+  Status st = CheckModelShard(spec, {3, 0, 1, 0, 1, false});
+  EXPECT_NE(st.message().find("use tp in {1, 2, 4}"), std::string::npos) << st.message();
+  st = CheckModelShard(spec, {1, 0, 8, 0, 1, false});
+  EXPECT_NE(st.message().find("pp x vpp <= 4"), std::string::npos) << st.message();
+  st = CheckModelShard(spec, {1, 0, 3, 0, 2, false});
+  EXPECT_FALSE(st.ok());
+  st = CheckModelShard(spec, {1, 0, 2, 0, 3, false});  // 6 virtual stages > 4 layers
+  EXPECT_FALSE(st.ok());
+}
+
+}  // namespace
+}  // namespace scaletrain
