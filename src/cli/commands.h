@@ -12,5 +12,6 @@ void RegisterDataCommand(CLI::App& app, int* exit_code);    // data_cmd.cpp
 void RegisterTrainCommand(CLI::App& app, int* exit_code);   // train_cmd.cpp
 void RegisterSampleCommand(CLI::App& app, int* exit_code);  // sample_cmd.cpp
 void RegisterPlanCommand(CLI::App& app, int* exit_code);    // plan_cmd.cpp
+void RegisterBenchCommand(CLI::App& app, int* exit_code);   // bench_cmd.cpp
 
 }  // namespace scaletrain::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   scaletrain::cli::RegisterTrainCommand(app, &exit_code);
   scaletrain::cli::RegisterSampleCommand(app, &exit_code);
   scaletrain::cli::RegisterPlanCommand(app, &exit_code);
+  scaletrain::cli::RegisterBenchCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/train_config_model.h"
+#include "core/config.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
@@ -22,11 +24,16 @@ namespace {
 using namespace scaletrain::plan;
 
 struct PlanOptions {
-  std::string model, cluster, config_dir, hardware_file, stack = "modern";
+  std::string model, cluster, config_dir, stack;
+  std::vector<std::string> hardware_files;
+  std::string train_config;  // plan the run a training config describes
+  std::vector<std::string> sets;
+  std::optional<int64_t> vocab;
+  std::optional<double> bucket_mb;
   int64_t gpus = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   std::optional<int> zero;
-  std::string recompute, precision = "bf16", schedule;
+  std::string recompute, precision, schedule;
   bool sp = false, search = false, json = false;
   std::vector<int64_t> sweep;
   std::string plot;
@@ -42,7 +49,7 @@ Status LoadCatalog(const PlanOptions& o, HardwareCatalog* cat, std::string* conf
     ST_ASSIGN_OR_RETURN(*config_dir, FindConfigDir());
   }
   ST_RETURN_IF_ERROR(cat->LoadDir(*config_dir + "/hardware"));
-  if (!o.hardware_file.empty()) ST_RETURN_IF_ERROR(cat->LoadFile(o.hardware_file));
+  for (const auto& f : o.hardware_files) ST_RETURN_IF_ERROR(cat->LoadFile(f));
   return Status::Ok();
 }
 
@@ -54,22 +61,54 @@ Status WriteFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+// A profile from `scaletrain bench` measured one node of `gpus_per_node`
+// ranks; its fabric is a placeholder (kind "unmeasured").
+Status CheckProfileCovers(const ClusterSpec& c, int64_t devices) {
+  if (c.fabric.kind != "unmeasured" || devices <= c.node.gpus_per_node) return Status::Ok();
+  return InvalidArgument("cluster " + c.name + " is a profile measured on " + std::to_string(c.node.gpus_per_node) +
+                         " rank(s) of one node, and this layout needs " + std::to_string(devices) +
+                         "; measure the launch you will train with: mpirun -np " + std::to_string(devices) +
+                         " scaletrain bench --output FILE");
+}
+
 Status RunPlan(const PlanOptions& o) {
   HardwareCatalog cat;
   std::string config_dir;
   ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &config_dir));
-  if (o.model.empty()) return InvalidArgument("--model is required (a preset name or a model TOML file)");
+  if (o.model.empty() && o.train_config.empty()) {
+    return InvalidArgument("--model is required (a preset name or a model TOML file), or --train-config FILE");
+  }
+  if (!o.model.empty() && !o.train_config.empty()) {
+    return InvalidArgument("--model and --train-config both name a model; give one");
+  }
+  if (!o.sets.empty() && o.train_config.empty()) {
+    return InvalidArgument("--set changes a training config; use it with --train-config FILE");
+  }
   if (o.cluster.empty()) {
     std::string known;
     for (const auto& n : cat.ClusterNames()) known += (known.empty() ? "" : ", ") + n;
     return InvalidArgument("--cluster is required; known clusters: " + known);
   }
-  ST_ASSIGN_OR_RETURN(ModelPreset preset, LoadModel(o.model, config_dir));
+  ModelPreset preset;
+  std::optional<RunConfig> run_cfg;
+  if (!o.train_config.empty()) {
+    auto cfg = LoadRunConfig(o.train_config, o.sets);
+    if (!cfg.ok()) return cfg.status().WithContext("--train-config");
+    run_cfg = *cfg;
+    ST_ASSIGN_OR_RETURN(preset.spec,
+                        TrainConfigModel(*run_cfg, o.train_config, o.vocab, o.tp.value_or(run_cfg->parallel.tp)));
+    preset.global_batch = run_cfg->training.global_batch_size;
+  } else {
+    ST_ASSIGN_OR_RETURN(preset, LoadModel(o.model, config_dir));
+  }
   if (o.seq) preset.spec.block_size = *o.seq;
   ST_RETURN_IF_ERROR(ValidateModelSpec(preset.spec));
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, cat.Cluster(o.cluster));
-  ST_ASSIGN_OR_RETURN(Software sw, SoftwareFromName(o.stack));
-  ST_ASSIGN_OR_RETURN(Precision prec, PrecisionFromName(o.precision));
+  // A training config describes scaletrain's CPU trainer: its stack, fp32.
+  const std::string stack = !o.stack.empty() ? o.stack : run_cfg ? "cpu" : "modern";
+  ST_ASSIGN_OR_RETURN(Software sw, SoftwareFromName(stack));
+  const std::string precision = !o.precision.empty() ? o.precision : run_cfg ? run_cfg->training.precision : "bf16";
+  ST_ASSIGN_OR_RETURN(Precision prec, PrecisionFromName(precision));
   CostModel model(preset.spec, cluster, sw);
   PlanContext ctx{&model, CountParams(preset.spec)};
 
@@ -107,9 +146,32 @@ Status RunPlan(const PlanOptions& o) {
     }
     return Status::Ok();
   }
-  if (o.gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
-  search.num_gpus = o.gpus;
+  // The layout a training config names, unless flags override it.
+  std::optional<int64_t> tp = o.tp, pp = o.pp, dp = o.dp, vpp = o.vpp, micro_batch = o.micro_batch;
+  std::optional<int> zero = o.zero;
+  std::string schedule = o.schedule;
+  bool sp = o.sp;
+  int64_t gpus = o.gpus;
+  double bucket_mb = o.bucket_mb.value_or(25.0);
+  if (run_cfg) {
+    const ParallelConfig& pc = run_cfg->parallel;
+    tp = tp.value_or(pc.tp), pp = pp.value_or(pc.pp), dp = dp.value_or(pc.dp), vpp = vpp.value_or(pc.vpp);
+    micro_batch = micro_batch.value_or(run_cfg->training.micro_batch_size);
+    zero = zero.value_or(static_cast<int>(pc.zero));
+    if (schedule.empty() && pc.pp > 1) schedule = pc.schedule;
+    sp = sp || pc.sp;
+    if (!o.bucket_mb) bucket_mb = pc.bucket_mb;
+    if (gpus < 1) gpus = *tp * *pp * *dp;
+  }
+  if (!(bucket_mb > 0)) return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
+  if (gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
+  search.num_gpus = gpus;
+  search.bucket_bytes = static_cast<int64_t>(bucket_mb * 1048576.0);
+  search.tp = tp, search.pp = pp, search.dp = dp, search.vpp = vpp, search.micro_batch = micro_batch;
+  search.zero = zero;
+  if (sp) search.sp = true;
   if (o.search) {
+    ST_RETURN_IF_ERROR(CheckProfileCovers(cluster, gpus));
     ST_ASSIGN_OR_RETURN(SearchResult r, SearchLayouts(model, search));
     if (o.json) {
       std::printf("%s\n", SearchToJson(ctx, r, so).dump(2).c_str());
@@ -123,35 +185,38 @@ Status RunPlan(const PlanOptions& o) {
     return Status::Ok();
   }
   Layout l;
-  l.tp = o.tp.value_or(1);
-  l.pp = o.pp.value_or(1);
-  if (o.dp) {
-    l.dp = *o.dp;
-  } else if (o.gpus % (l.tp * l.pp) == 0) {
-    l.dp = o.gpus / (l.tp * l.pp);
+  l.tp = tp.value_or(1);
+  l.pp = pp.value_or(1);
+  if (dp) {
+    l.dp = *dp;
+  } else if (gpus % (l.tp * l.pp) == 0) {
+    l.dp = gpus / (l.tp * l.pp);
   } else {
-    l.dp = std::max<int64_t>(1, o.gpus / (l.tp * l.pp));  // ValidateLayout names the fix
+    l.dp = std::max<int64_t>(1, gpus / (l.tp * l.pp));  // ValidateLayout names the fix
   }
-  l.vpp = o.vpp.value_or(1);
-  l.micro_batch = o.micro_batch.value_or(1);
+  l.vpp = vpp.value_or(1);
+  l.micro_batch = micro_batch.value_or(1);
   l.global_batch = gb;
-  l.zero = o.zero.value_or(0);
+  l.zero = zero.value_or(0);
   l.recompute = search.recompute.value_or(Recompute::kNone);
-  l.sp = o.sp;
+  l.sp = sp;
   l.precision = prec;
-  if (!o.schedule.empty()) {
-    ST_ASSIGN_OR_RETURN(ScheduleKind k, ScheduleKindFromName(o.schedule));
+  // As the trainer converts parallel.bucket_mb.
+  l.bucket_bytes = static_cast<int64_t>(bucket_mb * 1048576.0);
+  if (!schedule.empty()) {
+    ST_ASSIGN_OR_RETURN(ScheduleKind k, ScheduleKindFromName(schedule));
     if (k == ScheduleKind::kInterleaved && l.vpp == 1) {
       return InvalidArgument("--schedule interleaved needs --vpp > 1");
     }
     if (k != ScheduleKind::kInterleaved && l.vpp > 1) {
-      return InvalidArgument("--schedule " + o.schedule + " runs one chunk per stage; drop --vpp or use interleaved");
+      return InvalidArgument("--schedule " + schedule + " runs one chunk per stage; drop --vpp or use interleaved");
     }
     l.gpipe = k == ScheduleKind::kGPipe;
   }
-  if (l.num_gpus() != o.gpus) {
-    ST_RETURN_IF_ERROR(ValidateLayout(preset.spec, o.gpus, l));
+  if (l.num_gpus() != gpus) {
+    ST_RETURN_IF_ERROR(ValidateLayout(preset.spec, gpus, l));
   }
+  ST_RETURN_IF_ERROR(CheckProfileCovers(cluster, l.num_gpus()));
   ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
   Sizing s = SizeRun(p, cluster, so);
   if (o.json) {
@@ -182,6 +247,14 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   auto* plan = app.add_subcommand(
       "plan", "predict step time, memory, MFU and cost of training a model on a GPU cluster; search layouts");
   plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file");
+  plan->add_option("--train-config", o->train_config,
+                   "plan the run a training config (scaletrain train --config) describes: its model, layout, "
+                   "batch, precision and bucket size; layout flags override it");
+  plan->add_option("--set", o->sets, "with --train-config: section.key=value, as scaletrain train --set");
+  plan->add_option("--vocab", o->vocab,
+                   "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
+  plan->add_option("--bucket-mb", o->bucket_mb, "gradient bucket size in MiB (the trainer's parallel.bucket_mb; "
+                                                "default 25)");
   plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
   plan->add_option("--gpus", o->gpus, "number of GPUs");
   plan->add_option("--tp", o->tp, "tensor-parallel size");
@@ -194,10 +267,12 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   plan->add_option("--zero", o->zero, "ZeRO stage 0-3");
   plan->add_option("--recompute", o->recompute, "activation recomputation: none, selective, full");
   plan->add_flag("--sp", o->sp, "sequence parallelism (with tp > 1)");
-  plan->add_option("--precision", o->precision, "bf16, fp16, fp8, tf32, fp32")->capture_default_str();
+  plan->add_option("--precision", o->precision,
+                   "bf16, fp16, fp8, tf32, fp32 (default bf16; with --train-config its training.precision)");
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
-  plan->add_option("--stack", o->stack, "software stack: modern or legacy (see docs/planner.md)")
-      ->capture_default_str();
+  plan->add_option("--stack", o->stack,
+                   "software stack: modern, legacy or cpu (default modern; with --train-config cpu; see "
+                   "docs/planner.md)");
   plan->add_flag("--search", o->search, "search every valid layout; the given layout flags are held fixed");
   plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();
   plan->add_option("--sweep", o->sweep, "GPU counts to sweep, e.g. 8,16,32 (best layout at each)")->delimiter(',');
@@ -208,7 +283,9 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   plan->add_option("--pue", o->pue, "power usage effectiveness (default: the cluster preset's)");
   plan->add_option("--utilization", o->utilization, "average GPU power as a fraction of TDP")->capture_default_str();
   plan->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/ (default: ./configs)");
-  plan->add_option("--hardware", o->hardware_file, "an extra hardware TOML file (added to the catalog)");
+  plan->add_option("--hardware", o->hardware_files,
+                   "an extra hardware TOML file added to the catalog, e.g. a profile from `scaletrain bench` "
+                   "(repeatable)");
   plan->add_flag("--json", o->json, "print JSON (schema in docs/planner.md)");
 
   auto* validate = plan->add_subcommand("validate", "predict published runs from a CSV and report the error");

@@ -16,10 +16,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // norm for clipping plus zeroing the gradient buffer touch the gradient twice
 // more (4 + 4): 38.
 constexpr double kOptimizerBytesPerParam = 38.0;
-// Memory not tied to the model: CUDA context, cuBLAS/NCCL workspaces and
-// allocator slack, as seen in nvidia-smi of an idle PyTorch/Megatron process
-// after the first step (1-2 GiB); 1.5 GiB is used.
-constexpr double kFrameworkBytes = 1.5 * kGiB;
+// In fp32 training the parameters are the master copy: read parameter,
+// gradient and both moments (16), write parameter and moments (12), plus the
+// gradient-norm read and the zeroing write of the gradient (4 + 4): 36.
+constexpr double kOptimizerBytesPerParamFp32 = 36.0;
 // FlashAttention's per-query-block fixed cost, in keys (see its use).
 constexpr double kAttentionBlockOverheadKeys = 256.0;
 
@@ -96,12 +96,14 @@ const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t pp) {
   for (const auto& e : layout.entries) {
     auto& s = st[e.pp_stage];
     (e.tp_split == TpSplit::kReplicated ? s.replicated : s.split) += static_cast<double>(e.numel);
+    (e.tp_split == TpSplit::kReplicated ? s.replicated_numel : s.split_numel) += e.numel;
   }
   for (int64_t l = 0; l < spec_.n_layer; ++l) ++st[StageOfLayer(l, spec_.n_layer, pp)].layers;
   // A tied head on a separate last stage keeps its own copy of the word
   // embedding (Megatron-LM all-reduces the two copies' gradients).
   if (pp > 1 && spec_.tied_embeddings()) {
     st[pp - 1].split += static_cast<double>(spec_.padded_vocab_size * spec_.n_embd);
+    st[pp - 1].split_numel += spec_.padded_vocab_size * spec_.n_embd;
   }
   return stages_.emplace(pp, std::move(st)).first->second;
 }
@@ -148,8 +150,13 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   const NodeSpec& node = cluster_.node;
   const double peak = gpu.PeakTflops(l.precision) * 1e12;
   if (peak <= 0) {
+    std::string has;
+    for (Precision q : {Precision::kBF16, Precision::kFP16, Precision::kFP8, Precision::kTF32, Precision::kFP32}) {
+      if (gpu.PeakTflops(q) > 0) has += std::string(has.empty() ? "" : ", ") + PrecisionName(q);
+    }
     return InvalidArgument(gpu.name + " has no " + std::string(PrecisionName(l.precision)) +
-                           " tensor-core rate in the catalog; use --precision bf16");
+                           " matrix rate in the catalog; use --precision " + (has.empty() ? "bf16" : has) +
+                           " (the rates it has)");
   }
   const double t = static_cast<double>(l.tp), d = static_cast<double>(l.dp);
   const double b = static_cast<double>(l.micro_batch), s = static_cast<double>(M.block_size);
@@ -173,12 +180,27 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     return batch * std::max(2.0 * m * n * k / (mm_rate * util), act_bytes * (m * k + k * n + m * n) / hbm);
   };
   auto gemm = [&](double m, double n, double k) { return gemm_batched(1.0, m, n, k); };
+  // Forward and backward time of a weight GEMM: measured on this device at
+  // exactly this shape (a `scaletrain bench` profile), else the roofline
+  // above with backward = 2x forward (input and weight gradients: the same
+  // shapes).
+  auto gemm_fb = [&](double m, double n, double k) -> std::pair<double, double> {
+    for (const auto& g : gpu.measured_gemms) {
+      if (static_cast<double>(g.m) == m && static_cast<double>(g.n) == n && static_cast<double>(g.k) == k) {
+        return {2.0 * m * n * k / (g.fwd_tflops * 1e12), 4.0 * m * n * k / (g.bwd_tflops * 1e12)};
+      }
+    }
+    const double f = gemm(m, n, k);
+    return {f, 2.0 * f};
+  };
   const bool llama = M.arch == Arch::kLlama;
 
   // ---- one transformer layer, one micro-batch, one GPU ----
-  const double gemm_f = gemm(T, (h + 2 * kvd) / t, h) + gemm(T, h, h / t) +
-                        (llama ? gemm(T, 2 * F / t, h) : gemm(T, F / t, h)) + gemm(T, h, F / t);
-  const double gemm_b = 2.0 * gemm_f;  // input and weight gradients: same shapes
+  double gemm_f = 0, gemm_b = 0;
+  for (const auto& [fwd, bwd] : {gemm_fb(T, (h + 2 * kvd) / t, h), gemm_fb(T, h, h / t),
+                                 llama ? gemm_fb(T, 2 * F / t, h) : gemm_fb(T, F / t, h), gemm_fb(T, h, F / t)}) {
+    gemm_f += fwd, gemm_b += bwd;
+  }
 
   double attn_f = 0, attn_b = 0;
   if (sw_.flash_attention) {
@@ -195,8 +217,27 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     const double rate = bf16_peak * gpu.attention_efficiency * s / (s + kAttentionBlockOverheadKeys);
     attn_f = fwd_flops / rate;
     attn_b = 2.5 * fwd_flops / rate;
+  } else if (const GpuSpec::MeasuredAttention* ma = [&]() -> const GpuSpec::MeasuredAttention* {
+               for (const auto& a : gpu.measured_attention) {
+                 if (a.batch == l.micro_batch && a.seq == M.block_size && a.hidden == M.n_embd &&
+                     a.heads == M.n_head && l.tp == 1) {
+                   return &a;
+                 }
+               }
+               return nullptr;
+             }()) {
+    // The device's own attention kernel, measured at exactly this shape.
+    attn_f = ma->fwd_s;
+    attn_b = ma->bwd_s;
   } else {
-    const double batches = b * heads_local;
+    // A causal kernel that works in row blocks computes only the blocks'
+    // keys up to the diagonal (see Software::causal_block_rows).
+    double done = 1.0;
+    if (sw_.causal_block_rows > 0) {
+      const double nb = std::ceil(s / static_cast<double>(sw_.causal_block_rows));
+      done = (nb + 1.0) / (2.0 * nb);
+    }
+    const double batches = b * heads_local * done;
     const double bmm = gemm_batched(batches, s, s, dh) + gemm_batched(batches, s, dh, s);  // QK^T, then scores x V
     const double elems = batches * s * s;
     // Fused scale-mask-softmax reads and writes the scores once each way;
@@ -261,11 +302,14 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   // backward writes the one-hot gradient (4), log-softmax backward (12) and
   // the cast back (6) = 22.
   const double ce_f = sw_.fused_log_softmax ? 18.0 : 38.0, ce_b = sw_.fused_log_softmax ? 22.0 : 14.0;
-  const double logits_f = gemm(T, V / t, h) + T * (V / t) * ce_f / hbm;
-  const double logits_b = 2.0 * gemm(T, V / t, h) + T * (V / t) * ce_b / hbm;
+  const auto logits_gemm = gemm_fb(T, V / t, h);
+  const double logits_f = logits_gemm.first + T * (V / t) * ce_f / hbm;
+  const double logits_b = logits_gemm.second + T * (V / t) * ce_b / hbm;
   const double embed = T * h * act_bytes * 2.0 / hbm;
   double stage_f = 0, stage_b = 0, stage_compute = 0, stage_rc = 0, stage_tp = 0;
+  double stage_tp_payload = 0, stage_tp_sent = 0;  // per micro-batch
   size_t worst = 0;
+  const double rc_layer_collectives = l.recompute == Recompute::kFull ? 2.0 : 0.0;
   for (size_t i = 0; i < stages.size(); ++i) {
     const double n = static_cast<double>(stages[i].layers);
     double c_f = n * layer_f, c_b = n * layer_b;
@@ -274,11 +318,41 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     // Unfused gradient accumulation: every micro-batch adds each new 16-bit
     // weight gradient into the fp32 buffer (read 2 + 4, write 4 bytes).
     if (!sw_.fused_grad_accumulation) c_b += (stages[i].replicated + stages[i].split / t) * 10.0 / hbm;
-    const double f = c_f + n * tp_f;
-    const double bw = c_b + n * (layer_rc + tp_rc + tp_b);
+    // Tensor-parallel collectives outside the blocks (Megatron-LM, and the
+    // trainer): the vocab-parallel embedding's output is summed over the TP
+    // ranks (all-reduce; with SP a reduce-scatter), the head's input gradient
+    // likewise (with SP: all-gather forward, reduce-scatter backward), and
+    // the vocab-parallel cross-entropy all-reduces three fp32 values per
+    // token (row max, sum of exponentials, target logit). Payload in the
+    // communicator's convention: an all-gather / reduce-scatter counts its
+    // full buffer, so SP doubles the calls but not the bytes sent.
+    double x_f = 0, x_b = 0, payload = 0, sent = 0;
+    if (l.tp > 1) {
+      const double per_call = l.sp ? 2.0 : 1.0;  // calls per all-reduce-equivalent
+      payload = n * (4.0 + rc_layer_collectives) * per_call * tp_msg;
+      sent = n * (4.0 + rc_layer_collectives) * tp_sent_per_collective;
+      if (i == 0) {
+        x_f += l.sp ? 0.5 * tp_one : tp_one;
+        payload += tp_msg, sent += (l.sp ? 0.5 : 1.0) * tp_sent_per_collective;
+      }
+      if (i + 1 == stages.size()) {
+        if (l.sp) {
+          x_f += 0.5 * tp_one, x_b += 0.5 * tp_one, payload += 2.0 * tp_msg;
+        } else {
+          x_b += tp_one, payload += tp_msg;
+        }
+        sent += tp_sent_per_collective;
+        const double ce_bytes = T * 4.0;
+        x_f += 3.0 * (2.0 * (t - 1) / t * ce_bytes / tp_bw + tp_lat);
+        payload += 3.0 * ce_bytes, sent += 3.0 * 2.0 * (t - 1) / t * ce_bytes;
+      }
+    }
+    const double f = c_f + n * tp_f + x_f;
+    const double bw = c_b + n * (layer_rc + tp_rc + tp_b) + x_b;
     if (f + bw > stage_f + stage_b) {
       stage_f = f, stage_b = bw, worst = i;
-      stage_compute = c_f + c_b, stage_rc = n * layer_rc, stage_tp = n * (tp_f + tp_b + tp_rc);
+      stage_compute = c_f + c_b, stage_rc = n * layer_rc, stage_tp = n * (tp_f + tp_b + tp_rc) + x_f + x_b;
+      stage_tp_payload = payload, stage_tp_sent = sent;
     }
   }
 
@@ -307,10 +381,34 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.time_s.bubble = std::max(0.0, makespan - mv * v * (chunk_f + chunk_b));
 
   // ---- data parallelism and ZeRO ----
+  // The flat buffers of each stage's ranks, padded to a multiple of dp (as
+  // the trainer allocates them, src/parallel/dp_layout.h); the stage with
+  // the most parameters sets the DP traffic.
   const StageParams& ws = stages[worst];
-  double local_params = 0;  // on the stage with the most parameters
-  for (const auto& st : stages) local_params = std::max(local_params, st.replicated + st.split / t);
-  const double grad_bytes = local_params * act_bytes;
+  auto stage_numel = [&](const StageParams& st) {
+    return st.replicated_numel + (st.split_numel + l.tp - 1) / l.tp;
+  };
+  size_t fullest = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (stage_numel(stages[i]) > stage_numel(stages[fullest])) fullest = i;
+  }
+  const int64_t local_numel = stage_numel(stages[fullest]);
+  const int64_t padded = DpPaddedNumel(local_numel, l.dp);
+  const double local_params = static_cast<double>(local_numel);
+  const int64_t grad_elem_bytes = static_cast<int64_t>(act_bytes);  // gradients communicated in the compute precision
+  const std::vector<GradBucket> buckets = CutGradBuckets(padded, l.dp, l.bucket_bytes);
+  if (l.dp > 1 && l.zero <= 2) {
+    p.dp_collectives = DataParallelStepCollectives(buckets, l.dp, l.zero, m, grad_elem_bytes);
+  } else if (l.dp > 1) {
+    // ZeRO-3 / FSDP (not in the trainer): every micro-batch gathers the
+    // weights for forward and again for backward, and reduce-scatters the
+    // gradients, bucket by bucket.
+    const int64_t nb = static_cast<int64_t>(buckets.size()), bytes = padded * grad_elem_bytes;
+    p.dp_collectives = {{"parameter all-gather (forward)", DpCollectiveKind::kAllgather, nb * m, bytes * m},
+                        {"parameter all-gather (backward)", DpCollectiveKind::kAllgather, nb * m, bytes * m},
+                        {"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * m, bytes * m}};
+  }
+  p.dp_buckets = l.dp > 1 ? static_cast<int64_t>(buckets.size()) : 0;
   double dp_time = 0, dp_exposed = 0, dp_sent = 0;
   if (l.dp > 1) {
     // Ranks are ordered tp fastest, then dp: a DP group has gpn/tp members per node.
@@ -319,33 +417,36 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     const double bw = intra ? cluster_.IntraBusBytesPerS()
                             : std::min(cluster_.IntraBusBytesPerS(), per_node * cluster_.NicBytesPerSPerGpu());
     const double lat = 2.0 * std::log2(d) * (intra ? node.intra_latency_us : cluster_.fabric.latency_us) * 1e-6;
-    const double ring = (d - 1) / d;
+    double ar_bytes = 0, rs_bytes = 0, ag_bytes = 0;
+    for (const DpCollective& c : p.dp_collectives) {
+      dp_sent += c.RingBytes(l.dp);
+      if (c.payload_bytes <= static_cast<int64_t>(sizeof(double))) continue;  // scalars: latency only, below
+      (c.kind == DpCollectiveKind::kAllreduce ? ar_bytes
+       : c.kind == DpCollectiveKind::kReduceScatter ? rs_bytes : ag_bytes) += c.RingBytes(l.dp);
+    }
     const double stage_fwd_compute = stage_f, stage_bwd_compute = stage_b;
-    if (l.zero <= 2) {
-      // All-reduce (ZeRO-0), or reduce-scatter + all-gather (ZeRO-1/2): same bytes.
-      const double rs = ring * grad_bytes / bw + lat, ag = ring * grad_bytes / bw + lat;
-      dp_sent = 2.0 * ring * grad_bytes;
-      dp_time = rs + ag;
-      if (!sw_.overlap_dp) {
-        dp_exposed = dp_time;
-      } else if (l.zero == 0) {
-        // Buckets reduce while the last micro-batch's backward runs.
-        dp_exposed = std::max(dp_time - stage_bwd_compute / v, lat);
-      } else {
-        // Reduce-scatter under the last backward, parameter all-gather under
-        // the next step's first forward.
-        dp_exposed = std::max(rs - stage_bwd_compute / v, lat) + std::max(ag - stage_fwd_compute / v, lat);
-      }
+    if (l.zero == 0) {
+      // An all-reduce is a reduce-scatter and an all-gather: two latencies.
+      dp_time = ar_bytes / bw + 2.0 * lat;
+      // Buckets reduce while the last micro-batch's backward runs.
+      dp_exposed = sw_.overlap_dp ? std::max(dp_time - stage_bwd_compute / v, lat) : dp_time;
+    } else if (l.zero <= 2) {
+      // ZeRO-1: one reduce-scatter per step, under the last backward; ZeRO-2:
+      // one per micro-batch, each under its backward. The parameter
+      // all-gather runs under the next step's first forward.
+      const double times = l.zero == 2 ? mv : 1.0;
+      const double rs_one = rs_bytes / times / bw + lat, ag = ag_bytes / bw + lat;
+      dp_time = times * rs_one + ag;
+      dp_exposed = sw_.overlap_dp ? times * std::max(rs_one - stage_bwd_compute / v, lat) +
+                                        std::max(ag - stage_fwd_compute / v, lat)
+                                  : dp_time;
     } else {
-      // ZeRO-3 / FSDP: every micro-batch gathers the weights for forward and
-      // again for backward, and reduce-scatters the gradients.
-      const double per_mb = 3.0 * (ring * grad_bytes / bw + lat);
-      dp_sent = 3.0 * ring * grad_bytes * mv;
+      const double per_mb = (rs_bytes + ag_bytes) / mv / bw + 3.0 * lat;
       dp_time = per_mb * mv;
       if (!sw_.overlap_dp) {
         dp_exposed = dp_time;
       } else {
-        const double first_layer = ring * grad_bytes / std::max<double>(1.0, ws.layers) / bw + lat;
+        const double first_layer = ag_bytes / (2.0 * mv) / std::max<double>(1.0, ws.layers) / bw + lat;
         dp_exposed = mv * std::max(0.0, per_mb - (stage_f + stage_b)) + first_layer;
       }
     }
@@ -354,7 +455,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.dp_comm_total_s = dp_time;
 
   const double opt_params = local_params / (l.zero >= 1 ? d : 1.0);
-  p.time_s.optimizer = opt_params * kOptimizerBytesPerParam / hbm;
+  const bool fp32 = l.precision == Precision::kFP32;
+  p.time_s.optimizer = opt_params * (fp32 ? kOptimizerBytesPerParamFp32 : kOptimizerBytesPerParam) / hbm;
   p.step_time_s = p.time_s.Total();
 
   // ---- throughput and FLOPs ----
@@ -379,33 +481,43 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& st = stages[i];
     const double params = st.replicated + st.split / t;
+    RankBytes rb;
+    rb.numel = stage_numel(st);
+    rb.padded_numel = DpPaddedNumel(rb.numel, l.dp);
+    const int64_t shard = rb.padded_numel / l.dp;
+    rb.params = (l.zero >= 3 ? shard : rb.padded_numel) * static_cast<int64_t>(act_bytes);
+    rb.grads = DpPersistentGradNumel(rb.padded_numel, l.dp, l.zero) * 4;  // fp32 accumulation
+    rb.optimizer = DpOwnedNumel(rb.padded_numel, l.dp, l.zero) * (fp32 ? 8 : 12);
     MemoryBreakdown mem;
-    mem.params = params * act_bytes / (l.zero >= 3 ? d : 1.0);
-    mem.grads = params * 4.0 / (l.zero >= 2 ? d : 1.0);  // fp32 gradient accumulation
-    mem.optimizer = params * 12.0 / (l.zero >= 1 ? d : 1.0);  // fp32 master + two moments
+    mem.params = static_cast<double>(rb.params);
+    mem.grads = static_cast<double>(rb.grads);
+    mem.optimizer = static_cast<double>(rb.optimizer);
     const double layers_per_chunk = static_cast<double>(st.layers) / v;
     const double in_flight = static_cast<double>(sched->in_flight[i]);
-    const double per_layer = LayerActivationBytes(M, l.micro_batch, l.tp, l.sp, l.recompute, sw_);
+    // LayerActivationBytes counts 16-bit activations; fp32 ones are twice that.
+    const double act_scale = act_bytes / 2.0;
+    const double per_layer = act_scale * LayerActivationBytes(M, l.micro_batch, l.tp, l.sp, l.recompute, sw_);
     double act = in_flight * layers_per_chunk * per_layer;
     if (l.recompute == Recompute::kFull) {
       // Backward rebuilds one layer's full set at a time.
-      act += LayerActivationBytes(M, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw_);
+      act += act_scale * LayerActivationBytes(M, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw_);
     }
     if (i == 0) act += in_flight * T * h * act_bytes / rep_div;  // embedding output
     if (i + 1 == stages.size()) act += T * (V / t) * (act_bytes + 4.0);  // logits + fp32 softmax
     mem.activations = act;
-    mem.other = kFrameworkBytes;
+    mem.other = sw_.framework_gib * kGiB;
     if (l.zero >= 3) mem.other += 2.0 * params / std::max<double>(1.0, st.layers) * act_bytes * 2.0;  // gather prefetch
-    if (mem.Total() > worst_mem) worst_mem = mem.Total(), p.memory = mem;
+    p.stage_bytes.push_back(rb);
+    if (mem.Total() > worst_mem) worst_mem = mem.Total(), p.memory = mem, p.rank_bytes = rb;
   }
   p.memory_gib = p.memory.Total() / kGiB;
   p.capacity_gib = gpu.hbm_gib;
   p.fits = p.memory_gib <= gpu.hbm_gib;
 
   // ---- communication volume ----
-  const double stage_layers = static_cast<double>(ws.layers);
-  const double tp_collectives = (4.0 + (l.recompute == Recompute::kFull ? 2.0 : 0.0)) * stage_layers * mv;
-  p.comm_bytes.tp = tp_sent_per_collective * tp_collectives;
+  // Plus, once per step, the gradient-norm sum over the TP group (one double).
+  p.comm_bytes.tp = mv * stage_tp_sent + (l.tp > 1 ? 2.0 * (t - 1) / t * 8.0 : 0.0);
+  p.tp_payload_bytes = static_cast<int64_t>(std::llround(mv * stage_tp_payload)) + (l.tp > 1 ? 8 : 0);
   p.comm_bytes.pp = l.pp > 1 ? 2.0 * p2p_bytes * mv * v : 0.0;
   p.comm_bytes.dp = dp_sent;
   const double comm_time = p.time_s.tp_comm + p.time_s.pp_comm + dp_time;

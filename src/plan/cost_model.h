@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "model/spec.h"
+#include "parallel/dp_layout.h"
 #include "parallel/schedule.h"
 #include "plan/hardware.h"
 #include "plan/layout.h"
@@ -37,6 +38,17 @@ struct CommBytes {  // bytes one GPU sends per step
   double tp = 0, pp = 0, dp = 0;
 };
 
+// Exact bytes of the flat buffers on the most loaded rank, as the trainer
+// allocates them (padded to a multiple of dp; src/parallel/dp_layout.h):
+// parameters (2 B each, 4 in fp32), gradients (4 B; ZeRO >= 2 keeps only
+// this rank's 1/dp), optimizer state (fp32 master + two moments = 12 B; in
+// fp32 training the parameters are the master copy, so 8 B; ZeRO >= 1: 1/dp).
+struct RankBytes {
+  int64_t params = 0, grads = 0, optimizer = 0;
+  int64_t numel = 0;         // parameters of the rank (stage, TP share)
+  int64_t padded_numel = 0;  // flat buffer elements
+};
+
 struct Prediction {
   Layout layout;
   double step_time_s = 0;
@@ -50,6 +62,21 @@ struct Prediction {
   double memory_gib = 0, capacity_gib = 0;
   bool fits = false;
   CommBytes comm_bytes;
+  RankBytes rank_bytes;               // the most loaded rank
+  std::vector<RankBytes> stage_bytes;  // a rank of each pipeline stage, stage 0 first
+  // The collectives one step issues on a rank's DP group, with payload bytes
+  // in the communicator's convention (ZeRO <= 2: DataParallelStepCollectives,
+  // what the trainer issues; ZeRO-3: the planner's FSDP model).
+  std::vector<DpCollective> dp_collectives;
+  // Payload bytes of the TP collectives one step issues on the slowest
+  // stage's TP group (communicator convention).
+  int64_t tp_payload_bytes = 0;
+  int64_t dp_buckets = 0;
+  int64_t DpPayloadBytes() const {
+    int64_t n = 0;
+    for (const auto& c : dp_collectives) n += c.payload_bytes;
+    return n;
+  }
   double dp_comm_total_s = 0;     // before overlap
   double comm_to_compute = 0;     // all communication time / compute time
   std::string limiter;            // "compute" or the largest other term
@@ -95,6 +122,7 @@ class CostModel {
   struct StageParams {
     double replicated = 0;  // elements every TP rank holds whole
     double split = 0;       // elements divided over TP ranks
+    int64_t replicated_numel = 0, split_numel = 0;  // the same, exact
     int64_t layers = 0;
   };
   struct ScheduleInfo {

@@ -112,10 +112,34 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
         r.Add("attention_efficiency", &g.attention_efficiency);
         r.Add("sm_count", &g.sm_count);
         r.Add("reference_cluster", &g.reference_cluster);
+        std::vector<std::vector<double>> gemms, attention;
+        r.Add("measured_gemms", &gemms, 5);
+        r.Add("measured_attention", &attention, 6);
         ST_RETURN_IF_ERROR(r.Read(*t));
+        for (const auto& row : gemms) {
+          if (row[0] < 1 || row[1] < 1 || row[2] < 1 || !(row[3] > 0) || !(row[4] > 0)) {
+            return InvalidArgument(where + ": measured_gemms rows are [m, n, k, forward TFLOP/s, backward TFLOP/s] "
+                                           "with every entry positive; re-run `scaletrain bench`");
+          }
+          g.measured_gemms.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
+                                      static_cast<int64_t>(row[2]), row[3], row[4]});
+        }
+        for (const auto& row : attention) {
+          if (row[0] < 1 || row[1] < 1 || row[2] < 1 || row[3] < 1 || !(row[4] > 0) || !(row[5] > 0)) {
+            return InvalidArgument(where + ": measured_attention rows are [batch, seq, hidden, heads, forward s, "
+                                           "backward s] with every entry positive; re-run `scaletrain bench`");
+          }
+          g.measured_attention.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
+                                          static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]), row[4], row[5]});
+        }
         for (double e : {g.matmul_efficiency, g.hbm_efficiency, g.attention_efficiency}) {
           if (!(e > 0 && e <= 1)) return InvalidArgument(where + ": efficiency factors must be in (0, 1]");
         }
+        if (!(g.bf16_tflops > 0 || g.fp16_tflops > 0 || g.fp8_tflops > 0 || g.tf32_tflops > 0 || g.fp32_tflops > 0)) {
+          return InvalidArgument(where + ": no positive matrix rate (bf16_tflops, fp16_tflops, fp8_tflops, "
+                                         "tf32_tflops or fp32_tflops); give at least one");
+        }
+        if (!(g.hbm_tbps > 0)) return InvalidArgument(where + ": hbm_tbps must be positive");
         if (g.sm_count < 0) return InvalidArgument(where + ": sm_count must be >= 0");
         gpus_[name] = g;
       } else if (section == "node") {

@@ -34,6 +34,22 @@ struct GpuSpec {
   // quantization). 0 = not modelled.
   double sm_count = 0;
   std::string reference_cluster;
+  // Measured by `scaletrain bench` on this device (profiles only): the rate
+  // of a GEMM of output m x n and depth k as the trainer runs it, forward
+  // (2mnk FLOPs) and backward (both gradients, 4mnk); and the attention
+  // kernel's time at micro-batch b, sequence s, hidden h, heads a. The cost
+  // model uses a measurement where the shape is exactly the one it charges,
+  // and its roofline elsewhere.
+  struct MeasuredGemm {
+    int64_t m = 0, n = 0, k = 0;
+    double fwd_tflops = 0, bwd_tflops = 0;
+  };
+  struct MeasuredAttention {
+    int64_t batch = 0, seq = 0, hidden = 0, heads = 0;
+    double fwd_s = 0, bwd_s = 0;
+  };
+  std::vector<MeasuredGemm> measured_gemms;
+  std::vector<MeasuredAttention> measured_attention;
 
   // Dense tensor-core peak for `p` in TFLOP/s; 0 if the GPU lacks it.
   double PeakTflops(Precision p) const;

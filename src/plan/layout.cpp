@@ -43,7 +43,17 @@ Result<Software> SoftwareFromName(const std::string& name) {
     s.fused_grad_accumulation = false;
     return s;
   }
-  return InvalidArgument("unknown software stack '" + name + "'; use modern or legacy");
+  if (name == "cpu") {
+    // scaletrain's own CPU trainer (src/model/gpt.cpp): attention as explicit
+    // matmuls and a softmax over the full s x s scores, no dropout, each
+    // gradient bucket reduced on the communicator's thread while backward
+    // goes on, backward adding straight into the gradient buffer.
+    s.flash_attention = false;
+    s.causal_block_rows = 64;  // kRowBlock of src/kernels/cpu/attention.cpp
+    s.framework_gib = 0;
+    return s;
+  }
+  return InvalidArgument("unknown software stack '" + name + "'; use modern, legacy or cpu");
 }
 
 std::vector<int64_t> Divisors(int64_t n) {

@@ -26,6 +26,9 @@ struct Layout {
   bool sp = false;            // sequence parallelism (with tp > 1)
   Precision precision = Precision::kBF16;
   bool gpipe = false;         // run the GPipe schedule instead of 1F1B
+  // Gradient bucket size for data-parallel reduction (the trainer's
+  // parallel.bucket_mb; its default 25 MiB, as PyTorch DDP's).
+  int64_t bucket_bytes = 25 << 20;
 
   int64_t num_gpus() const { return tp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
@@ -58,6 +61,16 @@ struct Software {
   // reduce-scatter) rather than a separate fp32 add per micro-batch
   // (Megatron-LM 2021's main_grad hook, DeepSpeed 2022's bf16 optimizer).
   bool fused_grad_accumulation = true;
+  // Without FlashAttention: 0 computes the full s x s scores (Megatron's
+  // fused softmax kernels); R > 0 computes, per block of R queries, only the
+  // keys up to the block's end (scaletrain's CPU kernel, R = 64), a fraction
+  // (n + 1) / 2n of the scores for n = ceil(s / R) blocks.
+  int64_t causal_block_rows = 0;
+  // Memory outside the model: CUDA context, cuBLAS/NCCL workspaces and
+  // allocator slack, as nvidia-smi shows for an idle PyTorch/Megatron
+  // process after its first step (1-2 GiB); none for the CPU trainer, which
+  // allocates everything up front in its own buffers.
+  double framework_gib = 1.5;
 };
 Result<Software> SoftwareFromName(const std::string& name);
 

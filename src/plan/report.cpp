@@ -1,5 +1,7 @@
 #include "plan/report.h"
 
+#include "core/strings.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -11,14 +13,6 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string Fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 nlohmann::json LayoutJson(const Layout& l) {
   return {{"tp", l.tp},
@@ -31,7 +25,8 @@ nlohmann::json LayoutJson(const Layout& l) {
           {"recompute", RecomputeName(l.recompute)},
           {"sp", l.sp},
           {"schedule", ScheduleKindName(l.schedule())},
-          {"precision", PrecisionName(l.precision)}};
+          {"precision", PrecisionName(l.precision)},
+          {"bucket_bytes", l.bucket_bytes}};
 }
 
 // Seconds, shown with a unit that keeps 3 significant digits readable.
@@ -95,6 +90,28 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
       {"comm_bytes_per_gpu", {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}}},
       {"comm_to_compute", p.comm_to_compute},
       {"limiter", p.limiter}};
+  // Exact integers, checked against the trainer's memory.json and
+  // metrics.jsonl (tests/cli/test_plan_vs_trainer.sh).
+  auto rank_json = [](const RankBytes& rb) {
+    return nlohmann::json{{"params", rb.params},
+                          {"grads", rb.grads},
+                          {"optimizer", rb.optimizer},
+                          {"numel", rb.numel},
+                          {"padded_numel", rb.padded_numel}};
+  };
+  j["bytes_per_rank"] = rank_json(p.rank_bytes);
+  j["bytes_per_stage"] = nlohmann::json::array();
+  for (const RankBytes& rb : p.stage_bytes) j["bytes_per_stage"].push_back(rank_json(rb));
+  nlohmann::json coll = nlohmann::json::array();
+  for (const DpCollective& c : p.dp_collectives) {
+    coll.push_back({{"what", c.what},
+                    {"op", DpCollectiveKindName(c.kind)},
+                    {"calls", c.calls},
+                    {"payload_bytes", c.payload_bytes},
+                    {"ring_bytes", c.RingBytes(p.layout.dp)}});
+  }
+  j["dp_step"] = {{"buckets", p.dp_buckets}, {"payload_bytes", p.DpPayloadBytes()}, {"collectives", coll}};
+  j["tp_step"] = {{"payload_bytes", p.tp_payload_bytes}};
   if (sizing != nullptr) {
     j["tokens"] = sizing->tokens;
     j["time_to_train_days"] = sizing->time_to_train_days;

@@ -33,10 +33,28 @@ Status TableReader::Read(const toml::table& t) const {
       }
     } else if (auto* s = std::get_if<std::string*>(&f.out)) {
       if (auto v = n->value<std::string>()) **s = *v; else ok = false;
+    } else if (auto* rows = std::get_if<std::vector<std::vector<double>>*>(&f.out)) {
+      (*rows)->clear();
+      const toml::array* arr = n->as_array();
+      ok = arr != nullptr;
+      for (size_t i = 0; ok && i < arr->size(); ++i) {
+        const toml::array* row = (*arr)[i].as_array();
+        ok = row != nullptr && row->size() == f.row_len;
+        std::vector<double> vals;
+        for (size_t j = 0; ok && j < f.row_len; ++j) {
+          auto v = (*row)[j].value<double>();
+          ok = v.has_value();
+          if (ok) vals.push_back(*v);
+        }
+        if (ok) (*rows)->push_back(std::move(vals));
+      }
     }
     if (!ok) {
-      const char* want = std::holds_alternative<std::string*>(f.out) ? "a string"
-                         : std::holds_alternative<int64_t*>(f.out) ? "an integer" : "a number";
+      const std::string rows_want = "an array of arrays of " + std::to_string(f.row_len) + " numbers";
+      const char* want = std::holds_alternative<std::string*>(f.out)   ? "a string"
+                         : std::holds_alternative<int64_t*>(f.out)     ? "an integer"
+                         : std::holds_alternative<double*>(f.out)      ? "a number"
+                                                                       : rows_want.c_str();
       return InvalidArgument(where_ + ": key '" + f.key + "' must be " + want);
     }
   }

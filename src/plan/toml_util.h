@@ -21,13 +21,18 @@ class TableReader {
   void Add(const char* key, double* out, bool required = false) { fields_.push_back({key, out, required}); }
   void Add(const char* key, int64_t* out, bool required = false) { fields_.push_back({key, out, required}); }
   void Add(const char* key, std::string* out, bool required = false) { fields_.push_back({key, out, required}); }
+  // An array of rows, each an array of exactly `row_len` numbers.
+  void Add(const char* key, std::vector<std::vector<double>>* out, size_t row_len) {
+    fields_.push_back({key, out, false, row_len});
+  }
   Status Read(const toml::table& t) const;
 
  private:
   struct Field {
     const char* key;
-    std::variant<double*, int64_t*, std::string*> out;
+    std::variant<double*, int64_t*, std::string*, std::vector<std::vector<double>>*> out;
     bool required;
+    size_t row_len = 0;
   };
   std::string where_;
   std::vector<Field> fields_;

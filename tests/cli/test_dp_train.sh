@@ -4,18 +4,10 @@
 # the single-rank losses and final parameters within 1e-5 relative, with the
 # analytic byte counts and shard sizes. Also: world size mismatch.
 # Usage: test_dp_train.sh PATH/TO/scaletrain REPO_ROOT
-set -u
-bin=$1
-root=$2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-pass=0
-py=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
+st_cli_init "$@"
 
-head -c 300000 "$root/data/tinyshakespeare.txt" >"$work/small.txt"
-"$bin" data prepare --input "$work/small.txt" --output "$work/data" >/dev/null || { echo "FAIL: prepare"; exit 1; }
+st_small_data 300000
 common=(--config "$root/configs/shakespeare_char.toml" --quiet
   --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=16
   --set training.micro_batch_size=2 --set training.threads=1 --set training.steps=20

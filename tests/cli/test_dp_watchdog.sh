@@ -6,17 +6,10 @@
 # collective and the group. Without --enable-recovery mpirun ends the job
 # itself (checked too).
 # Usage: test_dp_watchdog.sh PATH/TO/scaletrain REPO_ROOT
-set -u
-bin=$1
-root=$2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-pass=0
+. "$(dirname "$0")/lib.sh"
+st_cli_init "$@"
 
-head -c 200000 "$root/data/tinyshakespeare.txt" >"$work/small.txt"
-"$bin" data prepare --input "$work/small.txt" --output "$work/data" >/dev/null || exit 1
+st_small_data 200000
 args=(train --config "$root/configs/shakespeare_char.toml" --quiet
   --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=32
   --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1

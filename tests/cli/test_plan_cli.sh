@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # Command-line tests of `scaletrain plan`. Usage: test_plan_cli.sh SCALETRAIN REPO_ROOT
-set -uo pipefail
-bin=$1
-root=$2
+. "$(dirname "$0")/lib.sh"
+st_cli_init "$@"
+set -o pipefail
 cd "$root" || exit 1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # A plain prediction in JSON carries every documented field.
 if "$bin" plan --model llama3-70b --cluster dgx-h100 --gpus 512 --tp 8 --pp 4 --recompute selective --sp \
@@ -46,18 +42,7 @@ python3 -c "import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])" "$tm
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert len(j['rows'])==26 and j['mape']>0" \
   "$tmp/val.json" || fail "validate --json has rows and mape"
 
-# Bad input: non-zero exit and one line naming the fix.
-expect_error() {  # expect_error "text the message must contain" args...
-  local want=$1
-  shift
-  if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then
-    fail "expected failure: $*"
-  elif ! grep -q -- "$want" "$tmp/err"; then
-    fail "message for '$*' lacks '$want': $(cat "$tmp/err")"
-  elif [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
-    fail "more than one error line for '$*'"
-  fi
-}
+# Bad input: non-zero exit and one line naming the fix (expect_error in lib.sh).
 expect_error "did you mean 'dgx-h100'" plan --model llama3-8b --cluster dgx-h10 --gpus 8
 expect_error "did you mean 'llama3-8b'" plan --model llama3-9b --cluster dgx-h100 --gpus 8
 expect_error "nearest valid tp: 4 or 8" plan --model llama3-8b --cluster dgx-h100 --gpus 12 --tp 6 --pp 1 --dp 2

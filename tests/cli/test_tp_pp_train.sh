@@ -7,18 +7,10 @@
 # 1e-5 relative. Checkpoints written at one layout resume at another.
 # Bad layouts end with one clear error.
 # Usage: test_tp_pp_train.sh PATH/TO/scaletrain REPO_ROOT
-set -u
-bin=$1
-root=$2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-pass=0
-py=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
+st_cli_init "$@"
 
-head -c 300000 "$root/data/tinyshakespeare.txt" >"$work/small.txt"
-"$bin" data prepare --input "$work/small.txt" --output "$work/data" >/dev/null || { echo "FAIL: prepare"; exit 1; }
+st_small_data 300000
 # 8 layers so that pp 4 x vpp 2 divides them; 4 heads for tp 4; 4
 # micro-batches per DP rank (a multiple of pp, as interleaving needs).
 common=(--config "$root/configs/shakespeare_char.toml" --quiet
@@ -126,7 +118,7 @@ else
 fi
 
 # Bad layouts: one clear error each, before any rank starts training.
-expect_error() {  # expect_error WHAT PATTERN ARGS...
+expect_train_error() {  # expect_train_error WHAT PATTERN ARGS...
   local what=$1 pattern=$2
   shift 2
   if "$bin" train "${common[@]}" --set training.global_batch_size=8 "$@" --run-dir "$work/bad" >"$work/out" 2>&1; then
@@ -137,12 +129,12 @@ expect_error() {  # expect_error WHAT PATTERN ARGS...
     echo "FAIL: $what message:"; cat "$work/out"; fails=$((fails + 1))
   fi
 }
-expect_error "tp not dividing n_head" "use tp in {1, 2, 4}" --set parallel.tp=3
-expect_error "pp greater than n_layer" "pp x vpp <= 8" --set parallel.pp=16
-expect_error "interleaved with layers not divisible" "divisible by pp x vpp" \
+expect_train_error "tp not dividing n_head" "use tp in {1, 2, 4}" --set parallel.tp=3
+expect_train_error "pp greater than n_layer" "pp x vpp <= 8" --set parallel.pp=16
+expect_train_error "interleaved with layers not divisible" "divisible by pp x vpp" \
   --set parallel.pp=3 --set parallel.vpp=2 --set 'parallel.schedule="interleaved"' --set training.global_batch_size=6 \
   --set training.micro_batch_size=1
-expect_error "vpp without interleaving" 'needs parallel.schedule = "interleaved"' --set parallel.pp=2 --set parallel.vpp=2
+expect_train_error "vpp without interleaving" 'needs parallel.schedule = "interleaved"' --set parallel.pp=2 --set parallel.vpp=2
 if mpirun -np 3 "$bin" train "${common[@]}" --set training.global_batch_size=8 --set parallel.tp=2 --set parallel.pp=2 \
     --run-dir "$work/bad" >"$work/out" 2>&1; then
   echo "FAIL: world size 3 for tp 2 x pp 2 accepted"; fails=$((fails + 1))

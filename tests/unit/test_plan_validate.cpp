@@ -10,7 +10,7 @@ namespace scaletrain::plan {
 namespace {
 
 const std::string kRoot = ST_SOURCE_DIR;
-constexpr double kMapeBound = 31.0;  // measured: 30.1% (docs/planner.md)
+constexpr double kMapeBound = 30.5;  // measured: 30.0% (docs/planner.md)
 
 TEST(PlanValidate, PublishedRunsWithinTheMeasuredBound) {
   HardwareCatalog cat;

@@ -1,0 +1,42 @@
+# Sourced by the CLI tests (tests/cli/test_*.sh, run by ctest as
+# `test_X.sh PATH/TO/scaletrain REPO_ROOT`).
+#
+# st_cli_init BIN ROOT: sets $bin, $root, $py; lets OpenMPI run as root and
+# oversubscribe the cores; makes the scratch directory $work (also $tmp),
+# removed at exit; zeroes the $pass and $fails counters; defines fail().
+st_cli_init() {
+  set -u
+  bin=$1
+  root=$2
+  py=/usr/bin/python3
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  work=$(mktemp -d)
+  tmp=$work
+  trap 'rm -rf "$work"' EXIT
+  fails=0
+  pass=0
+}
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# st_small_data BYTES: the first BYTES of Tiny Shakespeare, prepared into
+# $work/data (train.bin, val.bin, vocab.json); exits the test on failure.
+st_small_data() {
+  head -c "$1" "$root/data/tinyshakespeare.txt" >"$work/small.txt"
+  "$bin" data prepare --input "$work/small.txt" --output "$work/data" >/dev/null || { echo "FAIL: prepare"; exit 1; }
+}
+
+# expect_error "text the message must contain" ARGS...: `scaletrain ARGS`
+# must fail with exactly one line on stderr that contains the text.
+expect_error() {
+  local want=$1
+  shift
+  if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then
+    fail "expected failure: $*"
+  elif ! grep -q -- "$want" "$tmp/err"; then
+    fail "message for '$*' lacks '$want': $(cat "$tmp/err")"
+  elif [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+    fail "more than one error line for '$*': $(cat "$tmp/err")"
+  else
+    pass=$((pass + 1))
+  fi
+}
