@@ -204,7 +204,7 @@ ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
     out.entries.push_back(std::move(e));
   };
   const ParamEntry& wte = global.entries[0];
-  if (sh.pp > 1 && last) add(wte, -1, true);
+  if (sh.pp > 1 && last && spec.tied_embeddings()) add(wte, -1, true);
   for (const ParamEntry& g : global.entries) {
     if (g.layer == -1) {
       if (first) add(g, -1, false);

@@ -36,14 +36,36 @@ const char* DpCollectiveKindName(DpCollectiveKind k) {
     case DpCollectiveKind::kAllreduce: return "allreduce";
     case DpCollectiveKind::kReduceScatter: return "reduce_scatter";
     case DpCollectiveKind::kAllgather: return "allgather";
+    case DpCollectiveKind::kSend: return "send";
+    case DpCollectiveKind::kRecv: return "recv";
   }
   return "?";
 }
 
-double DpCollective::RingBytes(int64_t dp) const {
-  if (dp <= 1) return 0.0;
-  const double share = static_cast<double>(dp - 1) / static_cast<double>(dp);
-  return (kind == DpCollectiveKind::kAllreduce ? 2.0 : 1.0) * share * static_cast<double>(payload_bytes);
+double DpCollective::RingBytes(int64_t n) const {
+  if (n <= 1) return 0.0;
+  const double bytes = static_cast<double>(payload_bytes);
+  const double share = static_cast<double>(n - 1) / static_cast<double>(n);
+  switch (kind) {
+    case DpCollectiveKind::kAllreduce: return 2.0 * share * bytes;
+    case DpCollectiveKind::kReduceScatter:
+    case DpCollectiveKind::kAllgather: return share * bytes;
+    case DpCollectiveKind::kSend: return bytes;
+    case DpCollectiveKind::kRecv: return 0.0;  // the sender's bytes
+  }
+  return 0.0;
+}
+
+int64_t PayloadBytes(const std::vector<DpCollective>& cs) {
+  int64_t n = 0;
+  for (const DpCollective& c : cs) n += c.payload_bytes;
+  return n;
+}
+
+int64_t Calls(const std::vector<DpCollective>& cs) {
+  int64_t n = 0;
+  for (const DpCollective& c : cs) n += c.calls;
+  return n;
 }
 
 std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBucket>& buckets, int64_t dp,
@@ -57,10 +79,11 @@ std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBuck
   constexpr int64_t kScalar = static_cast<int64_t>(sizeof(double));
   std::vector<DpCollective> out;
   if (zero == 0) {
-    out.push_back({"gradient all-reduce", DpCollectiveKind::kAllreduce, nb, grad_bytes});
+    out.push_back({"gradient all-reduce", DpCollectiveKind::kAllreduce, nb, grad_bytes, StepPhase::kBackward});
   } else {
     const int64_t times = zero >= 2 ? micro_batches : 1;
-    out.push_back({"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * times, grad_bytes * times});
+    out.push_back({"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * times, grad_bytes * times,
+                   StepPhase::kBackward});
     out.push_back({"gradient-norm sum", DpCollectiveKind::kAllreduce, 1, kScalar});
     out.push_back({"parameter all-gather", DpCollectiveKind::kAllgather, nb, grad_bytes});
   }

@@ -52,22 +52,36 @@ inline int64_t DpPersistentGradNumel(int64_t padded_numel, int64_t dp, int64_t z
   return zero >= 2 ? padded_numel / dp : padded_numel;
 }
 
-enum class DpCollectiveKind { kAllreduce, kReduceScatter, kAllgather };
-const char* DpCollectiveKindName(DpCollectiveKind k);  // "allreduce", ...
+// The operations a step issues on a group (the communicator's CommOp, less
+// broadcast and barrier, which no step issues).
+enum class DpCollectiveKind { kAllreduce, kReduceScatter, kAllgather, kSend, kRecv };
+const char* DpCollectiveKindName(DpCollectiveKind k);  // "allreduce", ..., "send", "recv"
+
+// Where in a step a collective runs (the planner places its time there).
+enum class StepPhase { kForward, kBackward, kStep };
 
 // One kind of collective a step issues, `calls` times, with the payload
 // bytes of all calls together in the communicator's convention
 // (comm/communicator.h: the one buffer that holds the whole logical data,
-// e.g. the full bucket for a reduce-scatter or an all-gather).
+// e.g. the full bucket for a reduce-scatter or an all-gather; a send or a
+// receive counts its message on its own side). Used for the DP group here
+// and for the TP and PP groups in tp_pp_layout.h.
 struct DpCollective {
   const char* what = "";  // "gradient reduction", "parameter all-gather", ...
   DpCollectiveKind kind = DpCollectiveKind::kAllreduce;
   int64_t calls = 0;
   int64_t payload_bytes = 0;
-  // Bytes a bandwidth-optimal ring sends out of each of the dp ranks for
-  // these calls: 2(dp-1)/dp x payload for all-reduce, (dp-1)/dp otherwise.
-  double RingBytes(int64_t dp) const;
+  StepPhase phase = StepPhase::kStep;
+  // Bytes a bandwidth-optimal ring sends out of each of the n ranks of the
+  // group for these calls: 2(n-1)/n x payload for all-reduce, (n-1)/n for
+  // reduce-scatter and all-gather, the payload for a send, 0 for a receive.
+  double RingBytes(int64_t n) const;
 };
+using StepCollective = DpCollective;
+
+// Sum of payload_bytes / calls over a list.
+int64_t PayloadBytes(const std::vector<DpCollective>& cs);
+int64_t Calls(const std::vector<DpCollective>& cs);
 
 // The collectives one optimizer step issues on the DP group (none when
 // dp = 1), as DataParallel and the trainer issue them:
@@ -79,8 +93,18 @@ struct DpCollective {
 //   ZeRO-2:   as ZeRO-1, but the reduce-scatter runs after every
 //             micro-batch's backward (gradients persist only as shards)
 // plus, at any stage, the average of the logged loss (one double).
+// `micro_batches` is the number of gradient reductions ZeRO-2 runs in a step:
+// DpGradReductionsPerStep.
 // `grad_elem_bytes`: bytes of one gradient / parameter element as
 // communicated (4: the trainer's fp32).
+// How often a step reduce-scatters the gradients under ZeRO-2: after every
+// micro-batch's backward, except under pipeline parallelism (pp > 1), where
+// the gradients of the whole pipeline flush accumulate in the full buffer
+// and are reduced once (the trainer; docs/training.md).
+inline int64_t DpGradReductionsPerStep(int64_t zero, int64_t pp, int64_t micro_batches) {
+  return zero >= 2 && pp <= 1 ? micro_batches : 1;
+}
+
 std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBucket>& buckets, int64_t dp,
                                                       int64_t zero, int64_t micro_batches,
                                                       int64_t grad_elem_bytes);

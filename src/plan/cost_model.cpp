@@ -87,25 +87,36 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
 CostModel::CostModel(ModelSpec spec, ClusterSpec cluster, Software sw)
     : spec_(std::move(spec)), cluster_(std::move(cluster)), sw_(std::move(sw)) {}
 
-const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t pp) {
-  auto it = stages_.find(pp);
+const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t tp, int64_t pp, int64_t vpp) {
+  const auto key = std::make_tuple(tp, pp, vpp);
+  auto it = stages_.find(key);
   if (it != stages_.end()) return it->second;
-  // Parameter counts come from the same layout table the trainer allocates.
-  const ParamLayout layout = BuildParamLayout(spec_, pp);
-  std::vector<StageParams> st(pp);
-  for (const auto& e : layout.entries) {
-    auto& s = st[e.pp_stage];
-    (e.tp_split == TpSplit::kReplicated ? s.replicated : s.split) += static_cast<double>(e.numel);
-    (e.tp_split == TpSplit::kReplicated ? s.replicated_numel : s.split_numel) += e.numel;
+  // What a rank holds comes from the table the trainer allocates from
+  // (BuildRankLayout): its blocks, the embedding on the first stage, the
+  // final norm (and head) on the last, each TP-split entry's 1/tp share, and
+  // a tied head's copy of the word embedding on a separate last stage
+  // (Megatron-LM and the trainer sum the two copies' gradients). The
+  // vocabulary is padded to a multiple of tp, as Megatron-LM does.
+  ModelSpec spec = spec_;
+  spec.padded_vocab_size = RoundUp(spec.padded_vocab_size, tp);
+  // Blocks are alike, so stages that run as many blocks in each chunk and
+  // are equally first / last hold the same; one BuildRankLayout each (a
+  // 126-layer model on 64 stages has three kinds).
+  std::vector<StageParams> st;
+  st.reserve(static_cast<size_t>(pp));
+  std::map<std::vector<int64_t>, StageParams> kinds;
+  for (int64_t s = 0; s < pp; ++s) {
+    std::vector<int64_t> kind(static_cast<size_t>(vpp) + 2, 0);
+    kind[0] = s == 0, kind[1] = s == pp - 1;
+    for (int64_t l = 0; l < spec.n_layer; ++l) {
+      const int64_t v = VirtualStageOfLayer(l, spec.n_layer, pp, vpp);
+      if (v % pp == s) ++kind[static_cast<size_t>(2 + v / pp)];
+    }
+    auto [it, added] = kinds.try_emplace(std::move(kind));
+    if (added) it->second = SummarizeRankLayout(spec, BuildRankLayout(spec, ModelShard{tp, 0, pp, s, vpp, false}));
+    st.push_back(it->second);
   }
-  for (int64_t l = 0; l < spec_.n_layer; ++l) ++st[StageOfLayer(l, spec_.n_layer, pp)].layers;
-  // A tied head on a separate last stage keeps its own copy of the word
-  // embedding (Megatron-LM all-reduces the two copies' gradients).
-  if (pp > 1 && spec_.tied_embeddings()) {
-    st[pp - 1].split += static_cast<double>(spec_.padded_vocab_size * spec_.n_embd);
-    st[pp - 1].split_numel += spec_.padded_vocab_size * spec_.n_embd;
-  }
-  return stages_.emplace(pp, std::move(st)).first->second;
+  return stages_.emplace(key, std::move(st)).first->second;
 }
 
 Result<const CostModel::ScheduleInfo*> CostModel::ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp,
@@ -270,29 +281,26 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   const double elem_f = T * act_bytes * ((norms_f + adds_f) / rep_div + (act_f + rope) / t) / hbm;
   const double elem_b = T * act_bytes * ((norms_b + adds_b) / rep_div + (act_b + rope) / t) / hbm;
 
-  // Tensor-parallel collectives: two per layer each way (all-reduce, or
-  // all-gather + reduce-scatter with SP: the same bytes).
+  // Tensor-parallel collectives (listed per stage below): within one node
+  // over NVLink, else over the NICs.
   const bool tp_intra = l.tp <= node.gpus_per_node;
   const double tp_bw = tp_intra ? cluster_.IntraBusBytesPerS() : cluster_.NicBytesPerSPerGpu();
   const double tp_lat = (tp_intra ? node.intra_latency_us : cluster_.fabric.latency_us) * 1e-6;
-  const double tp_msg = T * h * act_bytes;
-  const double tp_sent_per_collective = l.tp > 1 ? 2.0 * (t - 1) / t * tp_msg : 0.0;
-  const double tp_one = l.tp > 1 ? tp_sent_per_collective / tp_bw + (l.sp ? 2 : 1) * tp_lat : 0.0;
-  const double tp_f = 2.0 * tp_one, tp_b = 2.0 * tp_one;
 
   const double layer_f = gemm_f + attn_f + elem_f;
   const double layer_b = gemm_b + attn_b + elem_b;
-  double layer_rc = 0, tp_rc = 0;
+  double layer_rc = 0;
   if (l.recompute == Recompute::kFull) {
-    layer_rc = layer_f;
-    tp_rc = tp_f;
+    layer_rc = layer_f;  // its collectives are in the TP list (recompute_full)
   } else if (l.recompute == Recompute::kSelective && !sw_.flash_attention) {
     layer_rc = attn_f;  // only the attention core is recomputed
   }
 
   // ---- per stage ----
-  const auto& stages = StagesFor(l.pp);
+  const auto& stages = StagesFor(l.tp, l.pp, l.vpp);
   const double v = static_cast<double>(l.vpp);
+  const int64_t m = l.micro_batches();
+  const double mv = static_cast<double>(m);
   // Cross-entropy over the (TP-split) logits in fp32, bytes per logit:
   // legacy (Megatron's vocab-parallel cross-entropy, one op per pass): upcast
   // (read 2, write 4), max (4), subtract (8), exp (8), sum (4), divide (8) =
@@ -306,74 +314,68 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   const double logits_f = logits_gemm.first + T * (V / t) * ce_f / hbm;
   const double logits_b = logits_gemm.second + T * (V / t) * ce_b / hbm;
   const double embed = T * h * act_bytes * 2.0 / hbm;
+  // The TP and PP operations of each stage's step, as the trainer issues
+  // them (src/parallel/tp_pp_layout.h); the TP ones are timed where they
+  // run (forward or backward of each micro-batch; not overlapped), at
+  // ring bytes / bandwidth plus a latency per call.
+  TpPpStepOptions step_opt;
+  step_opt.micro_batch = l.micro_batch;
+  step_opt.micro_batches = m;
+  step_opt.elem_bytes = static_cast<int64_t>(act_bytes);
+  step_opt.recompute_full = l.recompute == Recompute::kFull;
+  step_opt.pp_scatter_gather = sw_.pp_scatter_gather;
+  ModelSpec rank_spec = M;
+  rank_spec.padded_vocab_size = RoundUp(M.padded_vocab_size, l.tp);
+  std::vector<Prediction::StageCollectives> stage_coll(stages.size());
+  ST_ASSIGN_OR_RETURN(const ScheduleInfo* sched, ScheduleFor(l.schedule(), l.pp, l.vpp, m));
+  auto tp_time = [&](const std::vector<DpCollective>& cs, StepPhase phase) {
+    double time = 0;
+    for (const DpCollective& c : cs) {
+      if (c.phase == phase) time += c.RingBytes(l.tp) / tp_bw + static_cast<double>(c.calls) * tp_lat;
+    }
+    return time / mv;  // per micro-batch
+  };
   double stage_f = 0, stage_b = 0, stage_compute = 0, stage_rc = 0, stage_tp = 0;
-  double stage_tp_payload = 0, stage_tp_sent = 0;  // per micro-batch
   size_t worst = 0;
-  const double rc_layer_collectives = l.recompute == Recompute::kFull ? 2.0 : 0.0;
   for (size_t i = 0; i < stages.size(); ++i) {
     const double n = static_cast<double>(stages[i].layers);
     double c_f = n * layer_f, c_b = n * layer_b;
-    if (i == 0) c_f += embed, c_b += embed;
-    if (i + 1 == stages.size()) c_f += logits_f, c_b += logits_b;
+    if (stages[i].embedding) c_f += embed, c_b += embed;
+    if (stages[i].head) c_f += logits_f, c_b += logits_b;
     // Unfused gradient accumulation: every micro-batch adds each new 16-bit
     // weight gradient into the fp32 buffer (read 2 + 4, write 4 bytes).
-    if (!sw_.fused_grad_accumulation) c_b += (stages[i].replicated + stages[i].split / t) * 10.0 / hbm;
-    // Tensor-parallel collectives outside the blocks (Megatron-LM, and the
-    // trainer): the vocab-parallel embedding's output is summed over the TP
-    // ranks (all-reduce; with SP a reduce-scatter), the head's input gradient
-    // likewise (with SP: all-gather forward, reduce-scatter backward), and
-    // the vocab-parallel cross-entropy all-reduces three fp32 values per
-    // token (row max, sum of exponentials, target logit). Payload in the
-    // communicator's convention: an all-gather / reduce-scatter counts its
-    // full buffer, so SP doubles the calls but not the bytes sent.
-    double x_f = 0, x_b = 0, payload = 0, sent = 0;
-    if (l.tp > 1) {
-      const double per_call = l.sp ? 2.0 : 1.0;  // calls per all-reduce-equivalent
-      payload = n * (4.0 + rc_layer_collectives) * per_call * tp_msg;
-      sent = n * (4.0 + rc_layer_collectives) * tp_sent_per_collective;
-      if (i == 0) {
-        x_f += l.sp ? 0.5 * tp_one : tp_one;
-        payload += tp_msg, sent += (l.sp ? 0.5 : 1.0) * tp_sent_per_collective;
-      }
-      if (i + 1 == stages.size()) {
-        if (l.sp) {
-          x_f += 0.5 * tp_one, x_b += 0.5 * tp_one, payload += 2.0 * tp_msg;
-        } else {
-          x_b += tp_one, payload += tp_msg;
-        }
-        sent += tp_sent_per_collective;
-        const double ce_bytes = T * 4.0;
-        x_f += 3.0 * (2.0 * (t - 1) / t * ce_bytes / tp_bw + tp_lat);
-        payload += 3.0 * ce_bytes, sent += 3.0 * 2.0 * (t - 1) / t * ce_bytes;
-      }
-    }
-    const double f = c_f + n * tp_f + x_f;
-    const double bw = c_b + n * (layer_rc + tp_rc + tp_b) + x_b;
+    if (!sw_.fused_grad_accumulation) c_b += static_cast<double>(stages[i].numel) * 10.0 / hbm;
+    const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
+    stage_coll[i].tp = TensorParallelStepCollectives(rank_spec, shard, stages[i], step_opt);
+    if (l.pp > 1) stage_coll[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], sched->schedule, step_opt);
+    const double x_f = tp_time(stage_coll[i].tp, StepPhase::kForward);
+    const double x_b = tp_time(stage_coll[i].tp, StepPhase::kBackward);
+    const double f = c_f + x_f;
+    const double bw = c_b + n * layer_rc + x_b;
     if (f + bw > stage_f + stage_b) {
       stage_f = f, stage_b = bw, worst = i;
-      stage_compute = c_f + c_b, stage_rc = n * layer_rc, stage_tp = n * (tp_f + tp_b + tp_rc) + x_f + x_b;
-      stage_tp_payload = payload, stage_tp_sent = sent;
+      stage_compute = c_f + c_b, stage_rc = n * layer_rc, stage_tp = x_f + x_b;
     }
   }
 
   // Pipeline point-to-point: each action receives one activation (or its
-  // gradient), split across the TP ranks (Megatron's scatter-gather).
+  // gradient): PipelineMessageNumel (with scatter-gather split across the
+  // TP ranks, as Megatron-LM).
   double p2p = 0, p2p_bytes = 0;
   if (l.pp > 1) {
-    p2p_bytes = T * h * act_bytes / t;
+    p2p_bytes = static_cast<double>(PipelineMessageNumel(rank_spec, ModelShard{l.tp, 0, l.pp, 0, l.vpp, l.sp && l.tp > 1},
+                                                         l.micro_batch, sw_.pp_scatter_gather)) *
+                act_bytes;
     const bool inter = static_cast<double>(l.tp * l.dp) >= gpn;
     const double bw = inter ? cluster_.NicBytesPerSPerGpu() : cluster_.IntraBusBytesPerS();
     const double lat = (inter ? cluster_.fabric.latency_us : node.intra_latency_us) * 1e-6;
     p2p = lat + p2p_bytes / bw;
   }
-  const int64_t m = l.micro_batches();
   const double chunk_f = stage_f / v + p2p, chunk_b = stage_b / v + p2p;
-  ST_ASSIGN_OR_RETURN(const ScheduleInfo* sched, ScheduleFor(l.schedule(), l.pp, l.vpp, m));
   ST_ASSIGN_OR_RETURN(double makespan, Makespan(*sched, chunk_f, chunk_b));
 
   Prediction p;
   p.layout = l;
-  const double mv = static_cast<double>(m);
   p.time_s.compute = mv * stage_compute;
   p.time_s.recompute = mv * stage_rc;
   p.time_s.tp_comm = mv * stage_tp;
@@ -385,30 +387,42 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   // the trainer allocates them, src/parallel/dp_layout.h); the stage with
   // the most parameters sets the DP traffic.
   const StageParams& ws = stages[worst];
-  auto stage_numel = [&](const StageParams& st) {
-    return st.replicated_numel + (st.split_numel + l.tp - 1) / l.tp;
-  };
   size_t fullest = 0;
   for (size_t i = 0; i < stages.size(); ++i) {
-    if (stage_numel(stages[i]) > stage_numel(stages[fullest])) fullest = i;
+    if (stages[i].numel > stages[fullest].numel) fullest = i;
   }
-  const int64_t local_numel = stage_numel(stages[fullest]);
-  const int64_t padded = DpPaddedNumel(local_numel, l.dp);
+  const int64_t local_numel = stages[fullest].numel;
   const double local_params = static_cast<double>(local_numel);
   const int64_t grad_elem_bytes = static_cast<int64_t>(act_bytes);  // gradients communicated in the compute precision
-  const std::vector<GradBucket> buckets = CutGradBuckets(padded, l.dp, l.bucket_bytes);
-  if (l.dp > 1 && l.zero <= 2) {
-    p.dp_collectives = DataParallelStepCollectives(buckets, l.dp, l.zero, m, grad_elem_bytes);
-  } else if (l.dp > 1) {
+  // ZeRO-2 reduces after every micro-batch (the trainer: once a step
+  // under pp > 1).
+  const int64_t reductions =
+      sw_.zero2_reduce_once_with_pp ? DpGradReductionsPerStep(l.zero, l.pp, m) : (l.zero == 2 ? m : 1);
+  auto dp_list = [&](int64_t numel, int64_t* num_buckets) {
+    const int64_t padded = DpPaddedNumel(numel, l.dp);
+    const std::vector<GradBucket> buckets = CutGradBuckets(padded, l.dp, l.bucket_bytes);
+    *num_buckets = static_cast<int64_t>(buckets.size());
+    if (l.dp <= 1) return std::vector<DpCollective>{};
+    if (l.zero <= 2) return DataParallelStepCollectives(buckets, l.dp, l.zero, reductions, grad_elem_bytes);
     // ZeRO-3 / FSDP (not in the trainer): every micro-batch gathers the
     // weights for forward and again for backward, and reduce-scatters the
     // gradients, bucket by bucket.
-    const int64_t nb = static_cast<int64_t>(buckets.size()), bytes = padded * grad_elem_bytes;
-    p.dp_collectives = {{"parameter all-gather (forward)", DpCollectiveKind::kAllgather, nb * m, bytes * m},
-                        {"parameter all-gather (backward)", DpCollectiveKind::kAllgather, nb * m, bytes * m},
-                        {"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * m, bytes * m}};
+    const int64_t nb = *num_buckets, bytes = padded * grad_elem_bytes;
+    return std::vector<DpCollective>{
+        {"parameter all-gather (forward)", DpCollectiveKind::kAllgather, nb * m, bytes * m, StepPhase::kForward},
+        {"parameter all-gather (backward)", DpCollectiveKind::kAllgather, nb * m, bytes * m, StepPhase::kBackward},
+        {"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * m, bytes * m, StepPhase::kBackward}};
+  };
+  // Stages of equal size (most of them) issue the same DP collectives.
+  std::map<int64_t, std::pair<std::vector<DpCollective>, int64_t>> dp_by_numel;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    auto [it, added] = dp_by_numel.try_emplace(stages[i].numel);
+    if (added) it->second.first = dp_list(stages[i].numel, &it->second.second);
+    stage_coll[i].dp = it->second.first;
   }
-  p.dp_buckets = l.dp > 1 ? static_cast<int64_t>(buckets.size()) : 0;
+  p.dp_collectives = dp_by_numel.at(local_numel).first;
+  const int64_t num_buckets = dp_by_numel.at(local_numel).second;
+  p.dp_buckets = l.dp > 1 ? num_buckets : 0;
   double dp_time = 0, dp_exposed = 0, dp_sent = 0;
   if (l.dp > 1) {
     // Ranks are ordered tp fastest, then dp: a DP group has gpn/tp members per node.
@@ -434,7 +448,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
       // ZeRO-1: one reduce-scatter per step, under the last backward; ZeRO-2:
       // one per micro-batch, each under its backward. The parameter
       // all-gather runs under the next step's first forward.
-      const double times = l.zero == 2 ? mv : 1.0;
+      const double times = static_cast<double>(reductions);
       const double rs_one = rs_bytes / times / bw + lat, ag = ag_bytes / bw + lat;
       dp_time = times * rs_one + ag;
       dp_exposed = sw_.overlap_dp ? times * std::max(rs_one - stage_bwd_compute / v, lat) +
@@ -480,9 +494,9 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   double worst_mem = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& st = stages[i];
-    const double params = st.replicated + st.split / t;
+    const double params = static_cast<double>(st.numel);
     RankBytes rb;
-    rb.numel = stage_numel(st);
+    rb.numel = st.numel;
     rb.padded_numel = DpPaddedNumel(rb.numel, l.dp);
     const int64_t shard = rb.padded_numel / l.dp;
     rb.params = (l.zero >= 3 ? shard : rb.padded_numel) * static_cast<int64_t>(act_bytes);
@@ -502,8 +516,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
       // Backward rebuilds one layer's full set at a time.
       act += act_scale * LayerActivationBytes(M, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw_);
     }
-    if (i == 0) act += in_flight * T * h * act_bytes / rep_div;  // embedding output
-    if (i + 1 == stages.size()) act += T * (V / t) * (act_bytes + 4.0);  // logits + fp32 softmax
+    if (st.embedding) act += in_flight * T * h * act_bytes / rep_div;  // embedding output
+    if (st.head) act += T * (V / t) * (act_bytes + 4.0);  // logits + fp32 softmax
     mem.activations = act;
     mem.other = sw_.framework_gib * kGiB;
     if (l.zero >= 3) mem.other += 2.0 * params / std::max<double>(1.0, st.layers) * act_bytes * 2.0;  // gather prefetch
@@ -515,10 +529,16 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.fits = p.memory_gib <= gpu.hbm_gib;
 
   // ---- communication volume ----
-  // Plus, once per step, the gradient-norm sum over the TP group (one double).
-  p.comm_bytes.tp = mv * stage_tp_sent + (l.tp > 1 ? 2.0 * (t - 1) / t * 8.0 : 0.0);
-  p.tp_payload_bytes = static_cast<int64_t>(std::llround(mv * stage_tp_payload)) + (l.tp > 1 ? 8 : 0);
-  p.comm_bytes.pp = l.pp > 1 ? 2.0 * p2p_bytes * mv * v : 0.0;
+  // TP: the slowest stage's; PP: the stage that sends the most.
+  auto ring = [](const std::vector<DpCollective>& cs, int64_t n) {
+    double bytes = 0;
+    for (const DpCollective& c : cs) bytes += c.RingBytes(n);
+    return bytes;
+  };
+  p.comm_bytes.tp = ring(stage_coll[worst].tp, l.tp);
+  p.tp_payload_bytes = PayloadBytes(stage_coll[worst].tp);
+  for (const auto& sc : stage_coll) p.comm_bytes.pp = std::max(p.comm_bytes.pp, ring(sc.pp, l.pp));
+  p.stage_collectives = std::move(stage_coll);
   p.comm_bytes.dp = dp_sent;
   const double comm_time = p.time_s.tp_comm + p.time_s.pp_comm + dp_time;
   p.comm_to_compute = comm_time / (p.time_s.compute + p.time_s.recompute);

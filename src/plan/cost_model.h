@@ -13,6 +13,7 @@
 #include "model/spec.h"
 #include "parallel/dp_layout.h"
 #include "parallel/schedule.h"
+#include "parallel/tp_pp_layout.h"
 #include "plan/hardware.h"
 #include "plan/layout.h"
 
@@ -71,6 +72,14 @@ struct Prediction {
   // Payload bytes of the TP collectives one step issues on the slowest
   // stage's TP group (communicator convention).
   int64_t tp_payload_bytes = 0;
+  // Per pipeline stage (stage 0 first), the operations a rank of it issues
+  // in a step on its DP, TP and PP groups: DataParallelStepCollectives,
+  // TensorParallelStepCollectives and PipelineStepCollectives
+  // (src/parallel/tp_pp_layout.h), what the trainer issues and counts.
+  struct StageCollectives {
+    std::vector<DpCollective> dp, tp, pp;
+  };
+  std::vector<StageCollectives> stage_collectives;
   int64_t dp_buckets = 0;
   int64_t DpPayloadBytes() const {
     int64_t n = 0;
@@ -119,24 +128,21 @@ class CostModel {
   const Software& software() const { return sw_; }
 
  private:
-  struct StageParams {
-    double replicated = 0;  // elements every TP rank holds whole
-    double split = 0;       // elements divided over TP ranks
-    int64_t replicated_numel = 0, split_numel = 0;  // the same, exact
-    int64_t layers = 0;
-  };
+  // A rank of each stage of a tp x pp x vpp layout (TP rank 0; every TP
+  // rank holds as many elements), from BuildRankLayout.
+  using StageParams = RankParams;
   struct ScheduleInfo {
     PipelineSchedule schedule;
     std::vector<int32_t> in_flight;
   };
-  const std::vector<StageParams>& StagesFor(int64_t pp);
+  const std::vector<StageParams>& StagesFor(int64_t tp, int64_t pp, int64_t vpp);
   Result<const ScheduleInfo*> ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m);
   Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd);
 
   ModelSpec spec_;
   ClusterSpec cluster_;
   Software sw_;
-  std::map<int64_t, std::vector<StageParams>> stages_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<StageParams>> stages_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<ScheduleInfo>> schedules_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>, double> makespans_;
 };

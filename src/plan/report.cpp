@@ -102,16 +102,32 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
   j["bytes_per_rank"] = rank_json(p.rank_bytes);
   j["bytes_per_stage"] = nlohmann::json::array();
   for (const RankBytes& rb : p.stage_bytes) j["bytes_per_stage"].push_back(rank_json(rb));
-  nlohmann::json coll = nlohmann::json::array();
-  for (const DpCollective& c : p.dp_collectives) {
-    coll.push_back({{"what", c.what},
-                    {"op", DpCollectiveKindName(c.kind)},
-                    {"calls", c.calls},
-                    {"payload_bytes", c.payload_bytes},
-                    {"ring_bytes", c.RingBytes(p.layout.dp)}});
-  }
-  j["dp_step"] = {{"buckets", p.dp_buckets}, {"payload_bytes", p.DpPayloadBytes()}, {"collectives", coll}};
+  auto coll_json = [](const std::vector<DpCollective>& cs, int64_t group_size) {
+    nlohmann::json coll = nlohmann::json::array();
+    for (const DpCollective& c : cs) {
+      coll.push_back({{"what", c.what},
+                      {"op", DpCollectiveKindName(c.kind)},
+                      {"calls", c.calls},
+                      {"payload_bytes", c.payload_bytes},
+                      {"ring_bytes", c.RingBytes(group_size)}});
+    }
+    return coll;
+  };
+  auto group_json = [&](const std::vector<DpCollective>& cs, int64_t group_size) {
+    return nlohmann::json{{"payload_bytes", PayloadBytes(cs)}, {"calls", Calls(cs)},
+                          {"collectives", coll_json(cs, group_size)}};
+  };
+  const Layout& lay = p.layout;
+  j["dp_step"] = {{"buckets", p.dp_buckets}, {"payload_bytes", p.DpPayloadBytes()},
+                  {"collectives", coll_json(p.dp_collectives, lay.dp)}};
   j["tp_step"] = {{"payload_bytes", p.tp_payload_bytes}};
+  // Per stage: what a rank of each stage issues on its DP, TP and PP groups
+  // in a step (the trainer's comm_bytes / comm_calls of such a rank).
+  j["step_per_stage"] = nlohmann::json::array();
+  for (const auto& sc : p.stage_collectives) {
+    j["step_per_stage"].push_back(
+        {{"dp", group_json(sc.dp, lay.dp)}, {"tp", group_json(sc.tp, lay.tp)}, {"pp", group_json(sc.pp, lay.pp)}});
+  }
   if (sizing != nullptr) {
     j["tokens"] = sizing->tokens;
     j["time_to_train_days"] = sizing->time_to_train_days;

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The planner against the trainer, exactly (issue 5; DESIGN principle 1): for
-# layouts the trainer runs (dp = 1, 2, 4 x ZeRO 0, 1, 2; tp 2; pp 2; a tiny
-# GPT-2, fp32, two micro-batches per step, small gradient buckets), the
-# bytes of parameters, gradients and optimizer state per rank that
-# `scaletrain plan --train-config ... --json` predicts equal the trainer's
-# memory.json, and the DP payload bytes and collective calls per step (and
-# the TP payload bytes) equal each step's comm_bytes / comm_calls in
-# metrics.jsonl.
+# layouts the trainer runs (dp = 1, 2, 4 x ZeRO 0, 1, 2; tp 2 and 4 with and
+# without sequence parallelism; pp 2 and 4 under gpipe, 1f1b and
+# interleaved; dp x tp x pp = 2 x 2 x 2 with ZeRO 0, 1, 2; a tiny GPT-2,
+# fp32, small gradient buckets), the bytes of parameters, gradients and
+# optimizer state per rank that `scaletrain plan --train-config ... --json`
+# predicts for stage 0 equal the trainer's memory.json (rank 0 is on stage
+# 0), and the payload bytes and calls per step that it predicts for a rank of
+# stage 0 on each of its DP, TP and PP groups equal each step's comm_bytes /
+# comm_calls in metrics.jsonl (written by rank 0).
 # Usage: test_plan_vs_trainer.sh PATH/TO/scaletrain REPO_ROOT
 . "$(dirname "$0")/lib.sh"
 st_cli_init "$@"
@@ -20,77 +22,97 @@ sets=(--set model.n_layer=2 --set model.n_head=2 --set model.n_embd=30 --set mod
   --set checkpoint.interval=0 --set parallel.bucket_mb=0.01
   --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
 config=$root/configs/shakespeare_char.toml
+# tp 4 needs 4 heads (4 x 9 wide: still padded at dp 4); pp 4 and the
+# interleaved schedule need more layers.
+tp4=(--set model.n_head=4 --set model.n_embd=36)
+sp=(--set parallel.sp=true)
+l4=(--set model.n_layer=4)
+l8=(--set model.n_layer=8)
+gpipe=(--set 'parallel.schedule="gpipe"')
+inter=(--set 'parallel.schedule="interleaved"' --set parallel.vpp=2)
 
-# "dp tp pp zero [extra config]". With tp > 1 the TP payload bytes are
-# compared too; with pp > 1 only the memory of stage 0 (rank 0 writes
-# memory.json), as the planner does not count the trainer's pipeline
-# messages yet. One case pads the vocabulary (model.vocab_multiple).
-cases=("1 1 1 0" "2 1 1 0" "2 1 1 1" "2 1 1 2" "4 1 1 0" "4 1 1 1" "4 1 1 2"
-  "2 1 1 1 --set model.vocab_multiple=64" "1 2 1 0" "2 2 1 1" "1 1 2 0")
+# "dp tp pp zero micro-batches-per-step [extra config ...]". Two or four
+# micro-batches of 2 sequences per DP rank: ZeRO-2 reduces after each
+# (once a step with pp > 1). One case pads the vocabulary
+# (model.vocab_multiple).
+cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "4 1 1 2 2"
+  "2 1 1 1 2 --set model.vocab_multiple=64"
+  "1 2 1 0 2" "1 2 1 0 2 ${sp[*]}" "2 2 1 1 2" "2 2 1 2 2 ${sp[*]}"
+  "1 4 1 0 2 ${tp4[*]}" "1 4 1 0 2 ${tp4[*]} ${sp[*]}"
+  "1 1 2 0 2" "1 1 2 0 4 ${gpipe[*]}" "1 1 2 0 4 ${l4[*]} ${inter[*]}"
+  "1 1 4 0 4 ${l4[*]}" "1 1 4 0 4 ${l4[*]} ${gpipe[*]}" "1 1 4 0 4 ${l8[*]} ${inter[*]}"
+  "2 2 2 0 2" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${inter[*]}" "2 2 2 2 4 ${sp[*]} ${gpipe[*]}")
 i=0
 for c in "${cases[@]}"; do
-  read -r dp tp pp zero extra <<<"$c"
+  read -r dp tp pp zero mbs extra <<<"$c"
   extra=($extra)
   i=$((i + 1))
+  what="dp=$dp tp=$tp pp=$pp zero=$zero m=$mbs ${extra[*]}"
   {
-    gbs=$((dp * 2 * 2))  # two micro-batches of 2 per rank: ZeRO-2 reduces twice
+    gbs=$((dp * 2 * mbs))
     layout=(--set training.global_batch_size=$gbs --set parallel.dp=$dp --set parallel.zero=$zero
       --set parallel.tp=$tp --set parallel.pp=$pp "${extra[@]}")
     run=$work/case$i
     np=$((dp * tp * pp))
     launcher=()
-    [ $np -gt 1 ] && launcher=(timeout 300 mpirun -np $np)
+    [ $np -gt 1 ] && launcher=(timeout 120 mpirun -np $np)
     if ! "${launcher[@]}" "$bin" train --config "$config" --quiet "${sets[@]}" "${layout[@]}" --run-dir "$run" \
         >"$work/out" 2>&1; then
-      echo "FAIL: dp=$dp zero=$zero did not train:"; cat "$work/out"; fails=$((fails + 1)); continue
+      echo "FAIL: $what did not train:"; cat "$work/out"; fails=$((fails + 1)); continue
     fi
     if ! "$bin" plan --train-config "$config" "${sets[@]}" "${layout[@]}" --cluster dgx-a100 --json \
         >"$work/plan.json" 2>"$work/err"; then
-      echo "FAIL: dp=$dp zero=$zero plan: $(cat "$work/err")"; fails=$((fails + 1)); continue
+      echo "FAIL: $what plan: $(cat "$work/err")"; fails=$((fails + 1)); continue
     fi
-    if out=$($py - "$run" "$work/plan.json" $dp $tp $pp <<'PY'
+    if out=$($py - "$run" "$work/plan.json" $dp $tp $pp "${extra[*]}" <<'PY'
 import json, sys
 run, plan_path = sys.argv[1], sys.argv[2]
 dp, tp, pp = (int(x) for x in sys.argv[3:6])
+sp = "parallel.sp=true" in sys.argv[6]
 plan = json.load(open(plan_path))
 mem = json.load(open(run + "/memory.json"))["per_rank"]
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl")]
 bad = []
 assert plan["layout"]["precision"] == "fp32" and (plan["layout"]["dp"], plan["layout"]["tp"], plan["layout"]["pp"]) == (dp, tp, pp)
+assert plan["layout"]["sp"] == sp, plan["layout"]
+assert len(plan["bytes_per_stage"]) == pp and len(plan["step_per_stage"]) == pp
 stage0 = plan["bytes_per_stage"][0]  # rank 0 is on stage 0
 for k in ("params", "grads", "optimizer"):
     if stage0[k] != mem[k + "_bytes"]:
         bad.append(f"{k}: planner {stage0[k]} bytes, trainer {mem[k + '_bytes']}")
-if tp > 1:
-    want_tp = plan["tp_step"]["payload_bytes"]
-    for s in steps:
-        if s.get("comm_bytes", {}).get("tp") != want_tp:
-            bad.append(f"step {s['step']}: TP payload planner {want_tp} bytes, trainer {s.get('comm_bytes', {}).get('tp')}")
-want_bytes = plan["dp_step"]["payload_bytes"]
-want_calls = sum(c["calls"] for c in plan["dp_step"]["collectives"])
+want = plan["step_per_stage"][0]  # what a rank of stage 0 issues per step
 assert len(steps) == 2, len(steps)
 for s in steps:
-    got_bytes = s.get("comm_bytes", {}).get("dp", 0)
-    got_calls = s.get("comm_calls", {}).get("dp", 0)
-    if got_bytes != want_bytes:
-        bad.append(f"step {s['step']}: DP payload planner {want_bytes} bytes, trainer {got_bytes}")
-    if got_calls != want_calls:
-        bad.append(f"step {s['step']}: DP calls planner {want_calls}, trainer {got_calls}")
+    for g in ("dp", "tp", "pp"):
+        got_bytes = s.get("comm_bytes", {}).get(g, 0)
+        got_calls = s.get("comm_calls", {}).get(g, 0)
+        if got_bytes != want[g]["payload_bytes"] or got_calls != want[g]["calls"]:
+            bad.append(f"step {s['step']}: {g.upper()} planner {want[g]['payload_bytes']} B in {want[g]['calls']} "
+                       f"calls, trainer {got_bytes} B in {got_calls}")
+if pp == 1 and plan["dp_step"]["payload_bytes"] != want["dp"]["payload_bytes"]:
+    bad.append("dp_step differs from step_per_stage[0].dp at pp 1")
+if pp == 1 and tp > 1 and plan["tp_step"]["payload_bytes"] != want["tp"]["payload_bytes"]:
+    bad.append("tp_step differs from step_per_stage[0].tp at pp 1")
+# The cases must exercise what they are about.
 if dp == 4 and stage0["padded_numel"] == stage0["numel"]:
     bad.append("no padding at dp 4: the test model no longer exercises it")
-if dp > 1 and want_calls < 3:
-    bad.append(f"only {want_calls} DP calls: the buckets are not exercised")
+if dp > 1 and want["dp"]["calls"] < 3:
+    bad.append(f"only {want['dp']['calls']} DP calls: the buckets are not exercised")
+if tp > 1 and sp != any("norm/bias" in c["what"] for c in want["tp"]["collectives"]):
+    bad.append("SP's norm/bias gradient all-reduce missing (or present without SP)")
+if pp > 1 and not any(c["op"] == "send" and "tied" in c["what"] for c in want["pp"]["collectives"]):
+    bad.append("stage 0 does not exchange the tied embedding")
 print("; ".join(bad) if bad else
-      f"params/grads/optimizer {mem['params_bytes']}/{mem['grads_bytes']}/{mem['optimizer_bytes']} B, "
-      f"DP {want_bytes} B in {want_calls} calls per step"
-      + (f", TP {plan['tp_step']['payload_bytes']} B" if tp > 1 else "") + ": equal "
-      f"({stage0['numel']} parameters, padded {stage0['padded_numel']})")
+      f"params/grads/optimizer {mem['params_bytes']}/{mem['grads_bytes']}/{mem['optimizer_bytes']} B; per step "
+      + ", ".join(f"{g.upper()} {want[g]['payload_bytes']} B in {want[g]['calls']}"
+                  for g in ("dp", "tp", "pp") if want[g]["calls"])
+      + f": equal ({stage0['numel']} parameters, padded {stage0['padded_numel']})")
 sys.exit(1 if bad else 0)
 PY
     ); then
-      pass=$((pass + 1)); echo "ok dp=$dp tp=$tp pp=$pp zero=$zero ${extra[*]}: $out"
+      pass=$((pass + 1)); echo "ok $what: $out"
     else
-      echo "FAIL dp=$dp tp=$tp pp=$pp zero=$zero ${extra[*]}: $out"; fails=$((fails + 1))
+      echo "FAIL $what: $out"; fails=$((fails + 1))
     fi
   }
 done

@@ -4,7 +4,9 @@
 // tests/cli/test_plan_vs_trainer.sh.
 #include <gtest/gtest.h>
 
+#include "model/param_layout.h"
 #include "parallel/dp_layout.h"
+#include "parallel/tp_pp_layout.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
@@ -95,6 +97,96 @@ TEST(PlanTrainerBytes, TensorParallelPayloadOfAStep) {
   // head's input gradient, three fp32 values per token for the loss; once:
   // the gradient-norm sum.
   EXPECT_EQ(p->tp_payload_bytes, 2 * (4 * 12 * msg + 2 * msg + 3 * tokens * 4) + 8);
+}
+
+// The tiny GPT-2 of tests/cli/test_plan_vs_trainer.sh: 2 layers, 30 wide,
+// 16 tokens, vocabulary 65 (padded to a multiple of 8 x tp).
+ModelSpec TinyGpt(int64_t tp) {
+  ModelSpec s;
+  s.name = "tiny";
+  s.arch = Arch::kGPT2;
+  s.n_layer = 2, s.n_head = 2, s.n_kv_head = 2, s.n_embd = 30, s.ffn_hidden = 120;
+  s.block_size = 16, s.vocab_size = 65;
+  s.padded_vocab_size = RoundUp(65, 8 * tp);
+  return s;
+}
+
+TEST(TpPpLayout, SequenceParallelCollectivesOfAStep) {
+  // tp 2 with SP, 2 micro-batches of 2 x 16 tokens: X = 32 x 30 fp32 = 3840
+  // bytes per full activation.
+  const ModelSpec spec = TinyGpt(2);
+  const ModelShard shard{2, 0, 1, 0, 1, true};
+  const RankParams rank = SummarizeRankLayout(spec, BuildRankLayout(spec, shard));
+  EXPECT_EQ(rank.layers, 2);
+  EXPECT_TRUE(rank.embedding && rank.head);
+  EXPECT_EQ(rank.block_replicated_numel, 2 * 6 * 30);  // ln_1, ln_2 (w, b), two projection biases
+  EXPECT_EQ(rank.head_replicated_numel, 2 * 30);      // ln_f
+  TpPpStepOptions o;
+  o.micro_batch = 2, o.micro_batches = 2;
+  const auto cs = TensorParallelStepCollectives(spec, shard, rank, o);
+  const int64_t X = 32 * 30 * 4, C = 30;
+  // Per micro-batch: 8 per block (gathers and reduce-scatters), a norm/bias
+  // gradient all-reduce per block (6C), the embedding's reduce-scatter and
+  // its gradient's all-gather, the final norm's all-gather, the
+  // cross-entropy's max and sums (3 x 32 fp32), the head's reduce-scatter,
+  // the final norm's gradient (2C); once: the gradient-norm sum.
+  EXPECT_EQ(PayloadBytes(cs), 2 * (16 * X + 2 * 6 * C * 4 + 2 * X + X + 3 * 32 * 4 + X + 2 * C * 4) + 8);
+  EXPECT_EQ(PayloadBytes(cs), 157736);  // what the trainer counted (docs/planner.md)
+  EXPECT_EQ(Calls(cs), 2 * (16 + 2 + 2 + 1 + 2 + 1 + 1) + 1);
+  // Without SP: 4 all-reduces per block, the embedding's and the head's.
+  const ModelShard no_sp{2, 0, 1, 0, 1, false};
+  const auto ar = TensorParallelStepCollectives(spec, no_sp, rank, o);
+  EXPECT_EQ(PayloadBytes(ar), 2 * (8 * X + 2 * X + 3 * 32 * 4) + 8);
+  EXPECT_EQ(PayloadBytes(ar), 77576);
+}
+
+TEST(TpPpLayout, PipelineMessagesOfAStage) {
+  const ModelSpec spec = TinyGpt(1);
+  TpPpStepOptions o;
+  o.micro_batch = 2, o.micro_batches = 4;
+  auto sched = BuildPipelineSchedule(ScheduleKind::k1F1B, 2, 1, 4);
+  ASSERT_TRUE(sched.ok());
+  const int64_t msg = 32 * 30 * 4;
+  for (int64_t stage : {0, 1}) {
+    const ModelShard shard{1, 0, 2, stage, 1, false};
+    const RankParams rank = SummarizeRankLayout(spec, BuildRankLayout(spec, shard));
+    EXPECT_EQ(rank.vocab_numel, 72 * 30);  // the embedding, or the last stage's tied copy
+    const auto cs = PipelineStepCollectives(spec, shard, rank, *sched, o);
+    // 4 sends and 4 receives (both ends counted), the tied embedding's
+    // gradient both ways, the loss and the gradient-norm sums.
+    EXPECT_EQ(PayloadBytes(cs), 8 * msg + 2 * 72 * 30 * 4 + 16) << stage;
+    EXPECT_EQ(Calls(cs), 8 + 2 + 2) << stage;
+  }
+  // A middle stage of 4 sends and receives both ways, and exchanges no
+  // embedding; with SP at tp 2 a message is half the rows.
+  auto s4 = BuildPipelineSchedule(ScheduleKind::kGPipe, 4, 1, 4);
+  ASSERT_TRUE(s4.ok());
+  const ModelSpec spec2 = TinyGpt(2);
+  const ModelShard mid{2, 0, 4, 1, 1, true};
+  const RankParams rank = SummarizeRankLayout(spec2, BuildRankLayout(spec2, mid));
+  EXPECT_EQ(PayloadBytes(PipelineStepCollectives(spec2, mid, rank, *s4, o)), 16 * msg / 2 + 16);
+  // Megatron's scatter-gather splits a message over the TP ranks.
+  o.pp_scatter_gather = true;
+  EXPECT_EQ(PipelineMessageNumel(spec2, ModelShard{2, 0, 4, 1, 1, false}, 2, true), 32 * 30 / 2);
+  EXPECT_EQ(PipelineMessageNumel(spec2, ModelShard{2, 0, 4, 1, 1, false}, 2, false), 32 * 30);
+}
+
+TEST(TpPpLayout, UntiedModelsKeepNoEmbeddingCopy) {
+  // BuildRankLayout gives every last stage a copy of the first entry; a
+  // Llama head is its own entry, so the copy is not counted or exchanged.
+  ModelSpec s = TinyGpt(1);
+  s.arch = Arch::kLlama;
+  const ModelShard last{1, 0, 2, 1, 1, false};
+  const ParamLayout lay = BuildRankLayout(s, last);
+  const RankParams r = SummarizeRankLayout(s, lay);
+  int64_t copy = 0;
+  for (const auto& e : lay.entries) copy += e.tied_copy ? e.numel : 0;
+  EXPECT_EQ(r.numel, lay.total_numel - copy);
+  auto sched = BuildPipelineSchedule(ScheduleKind::k1F1B, 2, 1, 2);
+  ASSERT_TRUE(sched.ok());
+  TpPpStepOptions o;
+  o.micro_batch = 2, o.micro_batches = 2;
+  EXPECT_EQ(Calls(PipelineStepCollectives(s, last, r, *sched, o)), 4 + 2);
 }
 
 }  // namespace
