@@ -526,7 +526,6 @@ float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int
   }
   auto r = ForwardChunk(0, 0, tokens, targets, nullptr, B, T, on_layer_done);
   if (!r.ok()) Fatal(r.status());
-  last_slot_B_ = B;
   last_slot_T_ = T;
   return *r;
 }

@@ -171,7 +171,7 @@ class GPT {
   std::unique_ptr<Scratch> scratch_;
   Buffer params_, grads_, acts_;
   // The single-rank API's last forward.
-  int64_t last_slot_B_ = 0, last_slot_T_ = 0;
+  int64_t last_slot_T_ = 0;
 };
 
 }  // namespace scaletrain

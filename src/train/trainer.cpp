@@ -467,7 +467,8 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       pipe_wait_s = pt.wait_s + pt.tied_sync_s;
       sync_s = Seconds(d, e);
     }
-    for (int64_t micro = 0; pp_size == 1 && micro < accum; ++micro) {      const auto a = Clock::now();
+    for (int64_t micro = 0; pp_size == 1 && micro < accum; ++micro) {
+      const auto a = Clock::now();
       train_sampler.TrainSequences(step, first_seq + micro * mb, mb, inputs.data(), targets.data());
       const auto b = Clock::now();
       trace_step = step + 1;
