@@ -114,13 +114,14 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
   const int64_t V = spec.n_layer;
   const int64_t virtual_stages = shard.pp * shard.vpp;
   m->chunks_.resize(shard.vpp);
+  const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec, shard.pp, shard.vpp);
   for (int64_t c = 0; c < shard.vpp; ++c) {
     const int64_t v = c * shard.pp + shard.stage;
     Chunk& ch = m->chunks_[c];
     ch.embedding = v == 0;
     ch.head = v == virtual_stages - 1;
     for (int64_t l = 0; l < V; ++l) {
-      if (VirtualStageOfLayer(l, V, shard.pp, shard.vpp) != v) continue;
+      if (stage_of[l] != v) continue;
       ch.layers.push_back(l);
       const std::string p = "transformer.h." + std::to_string(l) + ".";
       m->layer_off_[l] = {off(p + "ln_1.weight"), off(p + "ln_1.bias"),

@@ -61,11 +61,12 @@ struct Builder {
 
 void BuildGpt2(const ModelSpec& s, int64_t pp, Builder& b) {
   const int64_t C = s.n_embd, F = s.ffn_hidden, L = s.n_layer;
+  const std::vector<int64_t> stage_of = VirtualStageOfLayers(s, pp, 1);
   const int64_t last = std::max<int64_t>(pp, 1) - 1;
   b.Add("transformer.wte.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, -1, 0, true);
   b.Add("transformer.wpe.weight", {s.block_size, C}, TpSplit::kReplicated, -1, 0, true);
   for (int64_t l = 0; l < L; ++l) {
-    const int64_t st = StageOfLayer(l, L, pp);
+    const int64_t st = stage_of[l];
     const std::string p = "transformer.h." + std::to_string(l) + ".";
     b.Add(p + "ln_1.weight", {C}, TpSplit::kReplicated, l, st, false);
     b.Add(p + "ln_1.bias", {C}, TpSplit::kReplicated, l, st, false);
@@ -87,11 +88,12 @@ void BuildGpt2(const ModelSpec& s, int64_t pp, Builder& b) {
 
 void BuildLlama(const ModelSpec& s, int64_t pp, Builder& b) {
   const int64_t C = s.n_embd, F = s.ffn_hidden, L = s.n_layer;
+  const std::vector<int64_t> stage_of = VirtualStageOfLayers(s, pp, 1);
   const int64_t kv = s.n_kv_head * s.head_dim();
   const int64_t last = std::max<int64_t>(pp, 1) - 1;
   b.Add("tok_embeddings.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, -1, 0, true);
   for (int64_t l = 0; l < L; ++l) {
-    const int64_t st = StageOfLayer(l, L, pp);
+    const int64_t st = stage_of[l];
     const std::string p = "layers." + std::to_string(l) + ".";
     b.Add(p + "attention_norm.weight", {C}, TpSplit::kReplicated, l, st, false);
     b.Add(p + "attention.wq.weight", {C, C}, TpSplit::kColumn, l, st, true);
@@ -119,8 +121,67 @@ ParamLayout BuildParamLayout(const ModelSpec& spec, int64_t pp) {
   return std::move(b.layout);
 }
 
-int64_t VirtualStageOfLayer(int64_t layer, int64_t n_layer, int64_t pp, int64_t vpp) {
-  return StageOfLayer(layer, n_layer, std::max<int64_t>(pp, 1) * std::max<int64_t>(vpp, 1));
+namespace {
+
+// Forward FLOPs per token of one block, and of the head, for the split.
+double BlockFlops(const ModelSpec& s) {
+  const double C = static_cast<double>(s.n_embd), F = static_cast<double>(s.ffn_hidden);
+  const double kv = static_cast<double>(s.n_kv_head * s.head_dim());
+  const double attn_proj = 2.0 * (C * C + 2.0 * C * kv + C * C);
+  const double mlp = 2.0 * (s.arch == Arch::kLlama ? 3.0 : 2.0) * C * F;
+  return attn_proj + mlp + 4.0 * static_cast<double>(s.block_size) * C;
+}
+
+}  // namespace
+
+std::vector<int64_t> PipelineStageStarts(const ModelSpec& spec, int64_t stages) {
+  const int64_t L = spec.n_layer;
+  stages = std::clamp<int64_t>(stages, 1, std::max<int64_t>(L, 1));
+  const double head = 2.0 * static_cast<double>(spec.n_embd * spec.padded_vocab_size) / BlockFlops(spec);
+  std::vector<int64_t> starts;
+  if (stages == 1 || L < stages) {  // L < stages: CheckModelShard refuses such layouts
+    for (int64_t s = 0; s < stages; ++s) starts.push_back(std::min(s, L));
+    starts.push_back(L);
+    return starts;
+  }
+  // The last stage runs r blocks and the head; the other stages share the
+  // rest evenly. Pick r for the cheapest costliest stage; on a tie, the
+  // larger r (the more even split).
+  int64_t best_r = 1;
+  double best = 1e300;
+  for (int64_t r = 1; r <= L - (stages - 1); ++r) {
+    const int64_t rest = L - r;
+    const double front = static_cast<double>((rest + stages - 2) / (stages - 1));
+    const double worst = std::max(front, static_cast<double>(r) + head);
+    if (worst <= best + 1e-9) {
+      best = worst;
+      best_r = r;
+    }
+  }
+  const int64_t rest = L - best_r;
+  for (int64_t s = 0; s < stages - 1; ++s) {
+    int64_t first = 0;
+    while (first < rest && StageOfLayer(first, rest, stages - 1) < s) ++first;
+    starts.push_back(first);
+  }
+  starts.push_back(rest);
+  starts.push_back(L);
+  return starts;
+}
+
+std::vector<int64_t> VirtualStageOfLayers(const ModelSpec& spec, int64_t pp, int64_t vpp) {
+  pp = std::max<int64_t>(pp, 1);
+  vpp = std::max<int64_t>(vpp, 1);
+  std::vector<int64_t> out(static_cast<size_t>(spec.n_layer), 0);
+  if (vpp > 1) {
+    for (int64_t l = 0; l < spec.n_layer; ++l) out[l] = StageOfLayer(l, spec.n_layer, pp * vpp);
+    return out;
+  }
+  const std::vector<int64_t> starts = PipelineStageStarts(spec, pp);
+  for (int64_t s = 0; s + 1 < static_cast<int64_t>(starts.size()); ++s) {
+    for (int64_t l = starts[s]; l < starts[s + 1]; ++l) out[l] = s;
+  }
+  return out;
 }
 
 namespace {
@@ -203,6 +264,7 @@ ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
     out.total_numel += e.numel;
     out.entries.push_back(std::move(e));
   };
+  const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec, sh.pp, sh.vpp);
   const ParamEntry& wte = global.entries[0];
   if (sh.pp > 1 && last && spec.tied_embeddings()) add(wte, -1, true);
   for (const ParamEntry& g : global.entries) {
@@ -210,9 +272,8 @@ ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
       if (first) add(g, -1, false);
     } else if (g.layer == L) {
       if (last) add(g, L, false);
-    } else {
-      const int64_t v = VirtualStageOfLayer(g.layer, L, sh.pp, sh.vpp);
-      if (v % sh.pp == sh.stage) add(g, g.layer, false);
+    } else if (stage_of[g.layer] % sh.pp == sh.stage) {
+      add(g, g.layer, false);
     }
   }
   // Chunk order: a stage's chunks run layers c*pp+stage; entries above are in

@@ -78,9 +78,23 @@ struct ModelShard {
   bool sp = false;  // sequence parallelism in the norm/residual regions
 };
 
-// Which virtual stage (0 .. pp*vpp-1) runs block `layer`: StageOfLayer over
-// pp*vpp virtual stages. Chunk c of stage s is virtual stage c*pp + s.
-int64_t VirtualStageOfLayer(int64_t layer, int64_t n_layer, int64_t pp, int64_t vpp);
+// The first block of each of `stages` pipeline stages (contiguous runs of at
+// least one block), balanced by cost: blocks cost alike, and the last stage
+// also runs the head (logits and loss: 2 x n_embd x padded vocab FLOPs per
+// token, against a block's matmuls and attention; the first stage's
+// embedding lookup is ~free). The last stage gets the number of blocks that
+// minimises the costliest stage, the others share the rest as StageOfLayer
+// does (earlier ones take the extra block): with a light head that is the
+// even split (Megatron-LM's), and a heavy head (small models, large
+// vocabularies) leaves the last stage fewer blocks. One more entry at the
+// end: n_layer.
+std::vector<int64_t> PipelineStageStarts(const ModelSpec& spec, int64_t stages);
+
+// Which virtual stage (0 .. pp*vpp-1) runs each block: PipelineStageStarts
+// for pp stages; with interleaving (vpp > 1) an even split over pp*vpp
+// virtual stages (vpp x pp must divide the blocks). Chunk c of stage s is
+// virtual stage c*pp + s.
+std::vector<int64_t> VirtualStageOfLayers(const ModelSpec& spec, int64_t pp, int64_t vpp);
 
 // Checks that a layout can split the model: tp divides the heads and the
 // padded vocabulary, pp*vpp <= n_layer, and with vpp > 1 that pp*vpp divides

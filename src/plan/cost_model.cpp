@@ -105,11 +105,12 @@ const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t tp, int6
   std::vector<StageParams> st;
   st.reserve(static_cast<size_t>(pp));
   std::map<std::vector<int64_t>, StageParams> kinds;
+  const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec, pp, vpp);
   for (int64_t s = 0; s < pp; ++s) {
     std::vector<int64_t> kind(static_cast<size_t>(vpp) + 2, 0);
     kind[0] = s == 0, kind[1] = s == pp - 1;
     for (int64_t l = 0; l < spec.n_layer; ++l) {
-      const int64_t v = VirtualStageOfLayer(l, spec.n_layer, pp, vpp);
+      const int64_t v = stage_of[l];
       if (v % pp == s) ++kind[static_cast<size_t>(2 + v / pp)];
     }
     auto [it, added] = kinds.try_emplace(std::move(kind));

@@ -259,3 +259,49 @@ TEST(RankLayout, BadLayoutsNameTheFix) {
 
 }  // namespace
 }  // namespace scaletrain
+
+namespace scaletrain {
+namespace {
+
+ModelSpec Gpt2Like(int64_t L, int64_t C, int64_t V, int64_t T) {
+  ModelSpec s;
+  s.n_layer = L;
+  s.n_head = 12;
+  s.n_kv_head = 12;
+  s.n_embd = C;
+  s.ffn_hidden = 4 * C;
+  s.block_size = T;
+  s.vocab_size = V;
+  s.padded_vocab_size = V;
+  return s;
+}
+
+// A light head: the even split (earlier stages take the extra block).
+TEST(PipelineSplit, LightHeadGivesTheEvenSplit) {
+  const ModelSpec gpt3 = Gpt2Like(96, 12288, 51200, 2048);  // head ~0.34 of a block
+  for (int64_t pp : {2, 4, 8, 16, 32}) {
+    const auto starts = PipelineStageStarts(gpt3, pp);
+    ASSERT_EQ(static_cast<int64_t>(starts.size()), pp + 1);
+    for (int64_t s = 0; s < pp; ++s) {
+      for (int64_t l = starts[s]; l < starts[s + 1]; ++l) EXPECT_EQ(StageOfLayer(l, 96, pp), s);
+    }
+  }
+}
+
+// GPT-2 124M: the head (2 x 768 x 50304 FLOPs a token) weighs ~4.5 blocks, so
+// the last of 4 stages runs one block and the others share the rest.
+TEST(PipelineSplit, HeavyHeadLeavesTheLastStageFewerBlocks) {
+  const ModelSpec gpt2 = Gpt2Like(12, 768, 50304, 1024);
+  const auto starts = PipelineStageStarts(gpt2, 4);
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 4, 8, 11, 12}));
+  // Every stage holds a block, and the split is what the rank layouts use.
+  const auto stage_of = VirtualStageOfLayers(gpt2, 4, 1);
+  EXPECT_EQ(stage_of.back(), 3);
+  EXPECT_EQ(stage_of[10], 2);
+  const ParamLayout last = BuildRankLayout(gpt2, ModelShard{1, 0, 4, 3, 1, false});
+  EXPECT_NE(last.Find("transformer.h.11.ln_1.weight"), nullptr);
+  EXPECT_EQ(last.Find("transformer.h.10.ln_1.weight"), nullptr);
+}
+
+}  // namespace
+}  // namespace scaletrain

@@ -98,7 +98,12 @@ TEST(PlanSweep, DoublingThatBarelyHelpsIsFlaggedAndExplained) {
   const auto& p64 = (*pts)[3];
   const auto& p128 = (*pts)[4];
   EXPECT_LT(p128.best.tokens_per_s / p64.best.tokens_per_s, 1.3);
-  EXPECT_NE(p128.note.find("bubble"), std::string::npos) << p128.note;
+  // The note names the term whose share grew most: going from 16 to 32
+  // pipeline stages, a pipeline term (the bubble, or the stage-to-stage
+  // transfers now that the stages are balanced with the head's cost).
+  EXPECT_TRUE(p128.note.find("bubble") != std::string::npos ||
+              p128.note.find("pipeline transfers") != std::string::npos)
+      << p128.note;
   EXPECT_GT(p128.best.time_s.bubble / p128.best.step_time_s, p64.best.time_s.bubble / p64.best.step_time_s);
   // The first point is the reference.
   EXPECT_DOUBLE_EQ((*pts)[0].speedup, 1.0);
