@@ -59,7 +59,8 @@ Result<double> PipelineExecutor::RunStep(
   std::map<std::pair<int64_t, int64_t>, std::vector<float>> acts_in, grads_in;  // (mb, chunk)
   // Every receive of the step is posted at its start, so a message moves as
   // soon as its sender posts it (large messages need both sides posted);
-  // the action in the list only waits for it.
+  // the action in the list only waits for it. An error return leaves them
+  // posted into these buffers: the trainer ends the job on any error here.
   std::map<std::tuple<int, int64_t, int64_t>, CommHandle> posted;  // (kind, mb, chunk)
   for (const PipeAction& a : schedule_.stages[stage_]) {
     if (a.op != PipeOp::kRecvActivation && a.op != PipeOp::kRecvGradient) continue;
