@@ -14,6 +14,7 @@
 
 #include "train/checkpoint_dir.h"
 #include "train/safetensors.h"
+#include "test_files.h"
 
 namespace scaletrain {
 namespace {
@@ -40,18 +41,8 @@ class TempDir {
   fs::path path_;
 };
 
-std::string ReadBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteBytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << "cannot write " << path;
-}
+using test_files::ReadBytes;
+using test_files::WriteBytes;
 
 std::string U64Le(uint64_t v) {
   std::string out;
@@ -391,12 +382,7 @@ StepData MakeStep(int64_t step, size_t n = 4) {
   return d;
 }
 
-std::vector<std::string> Entries(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> Entries(const fs::path& dir) { return test_files::SortedListing(dir); }
 
 TEST(Checkpoint, DirNameHasEightDigits) {
   EXPECT_EQ(CheckpointDirName(10), "step_00000010");

@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "train/data.h"
 #include "train/tokenizer.h"
+#include "test_files.h"
 
 namespace scaletrain {
 namespace {
@@ -28,43 +29,10 @@ const std::string kShakespeare = std::string(ST_SOURCE_DIR) + "/data/tinyshakesp
 
 // A fresh directory per test, removed afterwards, so tests never see each
 // other's files and can run in parallel (ctest -j).
-class DataTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("scaletrain_test_data_" + std::to_string(::getpid()) + "_" +
-                                        info->name() + "_" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    ASSERT_TRUE(fs::create_directories(dir_));
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  std::vector<std::string> Listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_))
-      names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+class DataTest : public test_files::ScratchDirTest {};
 
-  fs::path dir_;
-};
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using test_files::ReadBytes;
+using test_files::WriteBytes;
 
 // Little-endian bytes built by shifting, independent of the writer under
 // test and of the host's byte order: what llm.c's Python writer produces

@@ -1,6 +1,8 @@
 // WriteFileAtomically: the file is complete or untouched, whatever fails.
 #include "core/file_io.h"
 
+#include "test_files.h"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,45 +22,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class FileIoTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("scaletrain_test_file_io_" + std::to_string(::getpid()) +
-                                        "_" + info->name() + "_" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    ASSERT_TRUE(fs::create_directories(dir_));
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  // Every entry of the directory: shows a temporary left behind.
-  std::vector<std::string> Listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) {
-      names.push_back(e.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+class FileIoTest : public test_files::ScratchDirTest {};
 
-  fs::path dir_;
-};
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteDirectly(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-}
+using test_files::ReadBytes;
+using test_files::WriteBytes;
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -77,7 +44,7 @@ TEST_F(FileIoTest, WritesTheBytesWithMode0644AndNoTemporaryLeft) {
 
 TEST_F(FileIoTest, ReplacesAnExistingFile) {
   const std::string path = Path("out.txt");
-  WriteDirectly(path, "an older and longer content");
+  WriteBytes(path, "an older and longer content");
   ASSERT_TRUE(WriteFileAtomically(path, std::string("new")).ok());
   EXPECT_EQ(ReadBytes(path), "new");
   EXPECT_EQ(Listing(), std::vector<std::string>{"out.txt"});
@@ -127,7 +94,7 @@ TEST_F(FileIoTest, MissingDirectoryIsAnErrorNamingThePathAndTheFix) {
 TEST_F(FileIoTest, DirectoryThatIsAFileIsAnError) {
   // Permission bits do not stop root (the CI user): a parent that is not a
   // directory fails for every user.
-  WriteDirectly(Path("plain"), "not a directory");
+  WriteBytes(Path("plain"), "not a directory");
   const std::string path = Path("plain") + "/out.bin";
   Status st = WriteFileAtomically(path, std::string("x"));
   ASSERT_FALSE(st.ok());
@@ -139,7 +106,7 @@ TEST_F(FileIoTest, DirectoryThatIsAFileIsAnError) {
 
 TEST_F(FileIoTest, WriterErrorLeavesTheExistingFileAndNoTemporary) {
   const std::string path = Path("keep.txt");
-  WriteDirectly(path, "the good old content");
+  WriteBytes(path, "the good old content");
   Status st = WriteFileAtomically(path, [](FileSink& sink) -> Status {
     ST_RETURN_IF_ERROR(sink.Write(std::string("half of a new")));
     return InvalidArgument("tensor 'w' has no data");
@@ -156,7 +123,7 @@ TEST_F(FileIoTest, WriterErrorLeavesTheExistingFileAndNoTemporary) {
 // bytes beyond it (EFBIG), as a full disk would (ENOSPC).
 TEST_F(FileIoTest, FailedWriteLeavesTheExistingFileAndNoTemporary) {
   const std::string path = Path("keep.bin");
-  WriteDirectly(path, "the good old content");
+  WriteBytes(path, "the good old content");
   struct rlimit old_limit;
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
   struct rlimit small = old_limit;
@@ -179,7 +146,7 @@ TEST_F(FileIoTest, FailedRenameLeavesTheTargetAndNoTemporary) {
   // A directory in the way: everything succeeds up to the rename.
   const std::string path = Path("taken");
   fs::create_directory(path);
-  WriteDirectly(path + "/inside", "kept");
+  WriteBytes(path + "/inside", "kept");
   Status st = WriteFileAtomically(path, std::string("x"));
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kIoError);
