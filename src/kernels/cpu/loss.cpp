@@ -9,10 +9,6 @@
 
 namespace scaletrain::cpu {
 
-namespace {
-
-}  // namespace
-
 void CrossEntropyForward(float* losses, float* probs, const float* logits, const int32_t* targets,
                          int64_t N, int64_t V, int64_t Vp) {
 #pragma omp parallel for schedule(static)
@@ -41,17 +37,8 @@ void CrossEntropyForward(float* losses, float* probs, const float* logits, const
 
 void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, float dloss,
                           int64_t N, int64_t V, int64_t Vp) {
-  // dlogits may alias probs: each element is read and then written at the
-  // same index, with no dependence across iterations, so `omp simd` is safe.
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < N; ++i) {
-    const float* p = probs + i * Vp;
-    float* d = dlogits + i * Vp;
-#pragma omp simd
-    for (int64_t j = 0; j < V; ++j) d[j] = p[j] * dloss;
-    d[targets[i]] -= dloss;
-    std::fill(d + V, d + Vp, 0.0f);
-  }
+  // The whole vocabulary is the shard that starts at 0.
+  CrossEntropyShardBackward(dlogits, probs, targets, 0, dloss, N, Vp, V);
 }
 
 void CrossEntropyShardMax(float* row_max, const float* logits, int64_t N, int64_t Vl,
@@ -100,6 +87,8 @@ void CrossEntropyShardFinish(float* losses, float* probs, const float* logits,
 void CrossEntropyShardBackward(float* dlogits, const float* probs, const int32_t* targets,
                                int64_t vocab_begin, float dloss, int64_t N, int64_t Vl,
                                int64_t valid) {
+  // dlogits may alias probs: each element is read and then written at the
+  // same index, with no dependence across iterations, so `omp simd` is safe.
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float* p = probs + i * Vl;
