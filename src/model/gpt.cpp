@@ -247,38 +247,51 @@ Status GPT::ReducePartialGrads(const std::vector<std::pair<int64_t, int64_t>>& p
   return Status::Ok();
 }
 
+Status GPT::RowParallelResidual(float* out, const float* x, const float* inp, int64_t K,
+                                int64_t weight, int64_t bias, int64_t N) {
+  const int64_t C = spec_.n_embd;
+  const float* p = params_.f32();
+  float* part = scratch_->partial;
+  if (shard_.tp == 1) {
+    cpu::MatmulForward(part, inp, p + weight, p + bias, N, K, C);
+    cpu::ResidualForward(out, x, part, N * C);
+    return Status::Ok();
+  }
+  // Each rank's product is a partial sum over its K columns; the bias is
+  // added once, after the TP sum (scattered to this rank's rows under sp).
+  cpu::MatmulForward(part, inp, p + weight, nullptr, N, K, C);
+  float* summed = shard_.sp ? out : part;
+  ST_RETURN_IF_ERROR(ReduceRows(part, summed, N, C));
+  ResidualBiasAdd(out, x, summed, p + bias, shard_.sp ? N / shard_.tp : N, C);
+  return Status::Ok();
+}
+
+Result<const float*> GPT::ResidualGradForRowParallel(int64_t bias_slot, int64_t N) {
+  Scratch& S = *scratch_;
+  if (!shard_.sp) return static_cast<const float*>(S.dres);
+  const int64_t C = spec_.n_embd;
+  ST_RETURN_IF_ERROR(GatherRows(S.dres, S.dres_full, N, C));
+  AddColumnSums(PartialGrad(bias_slot), S.dres, N / shard_.tp, C);
+  return static_cast<const float*>(S.dres_full);
+}
+
 Status GPT::LayerForward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
   const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
   const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
   const float* p = params_.f32();
   const LayerOffsets& o = layer_off_[l];
-  float* part = scratch_->partial;
   // Attention half: res2 = x + proj(attention(qkv(ln1(x)))).
   cpu::LayerNormForward(L.ln1, L.ln1_mean, L.ln1_rstd, x, p + o.ln1w, p + o.ln1b, Nr, C);
   if (shard_.sp) ST_RETURN_IF_ERROR(GatherRows(L.ln1, L.ln1_full, N, C));
   cpu::MatmulForward(L.qkv, L.ln1_full, p + o.qkvw, p + o.qkvb, N, C, 3 * Cl);
   cpu::AttentionForward(L.atty, L.att, L.qkv, B, T, Cl, NHl);
-  if (tp == 1) {
-    cpu::MatmulForward(part, L.atty, p + o.attprojw, p + o.attprojb, N, Cl, C);
-    cpu::ResidualForward(L.res2, x, part, N * C);
-  } else {
-    cpu::MatmulForward(part, L.atty, p + o.attprojw, nullptr, N, Cl, C);
-    ST_RETURN_IF_ERROR(ReduceRows(part, shard_.sp ? L.res2 : part, N, C));
-    ResidualBiasAdd(L.res2, x, shard_.sp ? L.res2 : part, p + o.attprojb, Nr, C);
-  }
+  ST_RETURN_IF_ERROR(RowParallelResidual(L.res2, x, L.atty, Cl, o.attprojw, o.attprojb, N));
   // MLP half: res3 = res2 + proj(gelu(fc(ln2(res2)))).
   cpu::LayerNormForward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, p + o.ln2w, p + o.ln2b, Nr, C);
   if (shard_.sp) ST_RETURN_IF_ERROR(GatherRows(L.ln2, L.ln2_full, N, C));
   cpu::MatmulForward(L.fch, L.ln2_full, p + o.fcw, p + o.fcb, N, C, Fl);
   cpu::GeluForward(L.fch_gelu, L.fch, N * Fl);
-  if (tp == 1) {
-    cpu::MatmulForward(part, L.fch_gelu, p + o.fcprojw, p + o.fcprojb, N, Fl, C);
-    cpu::ResidualForward(L.res3, L.res2, part, N * C);
-  } else {
-    cpu::MatmulForward(part, L.fch_gelu, p + o.fcprojw, nullptr, N, Fl, C);
-    ST_RETURN_IF_ERROR(ReduceRows(part, shard_.sp ? L.res3 : part, N, C));
-    ResidualBiasAdd(L.res3, L.res2, shard_.sp ? L.res3 : part, p + o.fcprojb, Nr, C);
-  }
+  ST_RETURN_IF_ERROR(RowParallelResidual(L.res3, L.res2, L.fch_gelu, Fl, o.fcprojw, o.fcprojb, N));
   return Status::Ok();
 }
 
@@ -297,12 +310,7 @@ Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, in
   // S.dres is the gradient of the residual stream; each residual add passes
   // it through unchanged, so one buffer serves all layers.
   // MLP half.
-  const float* d = S.dres;
-  if (sp) {
-    ST_RETURN_IF_ERROR(GatherRows(S.dres, S.dres_full, N, C));
-    d = S.dres_full;
-    AddColumnSums(PartialGrad(5), S.dres, Nr, C);
-  }
+  ST_ASSIGN_OR_RETURN(const float* d, ResidualGradForRowParallel(5, N));
   Zero(S.dfch_gelu, N * Fl);
   cpu::MatmulBackward(S.dfch_gelu, g + o.fcprojw, sp ? nullptr : g + o.fcprojb, d, L.fch_gelu,
                       p + o.fcprojw, N, Fl, C);
@@ -314,12 +322,7 @@ Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, in
   cpu::LayerNormBackward(S.dres, pg(3, o.ln2w), pg(4, o.ln2b), S.dln_shard, L.res2, p + o.ln2w,
                          L.ln2_mean, L.ln2_rstd, Nr, C);
   // Attention half.
-  d = S.dres;
-  if (sp) {
-    ST_RETURN_IF_ERROR(GatherRows(S.dres, S.dres_full, N, C));
-    d = S.dres_full;
-    AddColumnSums(PartialGrad(2), S.dres, Nr, C);
-  }
+  ST_ASSIGN_OR_RETURN(d, ResidualGradForRowParallel(2, N));
   Zero(S.datty, N * Cl);
   cpu::MatmulBackward(S.datty, g + o.attprojw, sp ? nullptr : g + o.attprojb, d, L.atty,
                       p + o.attprojw, N, Cl, C);

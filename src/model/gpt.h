@@ -153,6 +153,15 @@ class GPT {
   // Sums the TP ranks' partial [rows, C] into `out` (all-reduce, in place
   // when out == partial; or reduce-scatter to this rank's rows under sp).
   Status ReduceRows(float* partial, float* out, int64_t rows, int64_t width);
+  // out = x + inp[N, K] @ weight^T + bias for a row-parallel matmul (the
+  // attention and MLP output projections): the TP ranks' partial products
+  // summed, to this rank's residual rows. Offsets into the parameters.
+  Status RowParallelResidual(float* out, const float* x, const float* inp, int64_t K,
+                             int64_t weight, int64_t bias, int64_t N);
+  // The residual gradient as a row-parallel matmul's backward reads it: all
+  // N rows (all-gathered under sp, where this rank's rows also go into the
+  // partial gradient of the bias in scratch slot `bias_slot`).
+  Result<const float*> ResidualGradForRowParallel(int64_t bias_slot, int64_t N);
   // Sequence parallelism: adds the TP sum of the partial parameter
   // gradients in the scratch (pairs of scratch offset and gradient offset).
   Status ReducePartialGrads(const std::vector<std::pair<int64_t, int64_t>>& pieces, int64_t width);
