@@ -261,17 +261,16 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
 
   // Whole tensors in the checkpoint's layout: each TP/PP rank of DP group
   // 0 places its shards, the world's sum assembles them (every element has
-  // one writer, the others add zeros: exact). One rank needs no assembly.
+  // one writer, the others add zeros: exact). Unsharded, the local buffer
+  // already is the whole: it is used as it is.
   const ParamLayout ckpt_layout = BuildParamLayout(spec);
-  Buffer final_params;  // the lead's last assembled parameters, for the sample
-  auto assemble = [&](const float* local, Buffer& whole) {
+  Buffer final_params;  // sharded: the lead's last assembled parameters, for the sample
+  auto assemble = [&](const float* local, Buffer& whole) -> const float* {
+    if (!sharded) return local;
     whole = Buffer(static_cast<size_t>(ckpt_layout.total_numel) * sizeof(float));
-    if (!sharded) {
-      std::memcpy(whole.f32(), local, static_cast<size_t>(ckpt_layout.total_numel) * sizeof(float));
-      return;
-    }
     GatherFromRank(*model, local, groups->coord.dp == 0, ckpt_layout, whole.f32());
     ST_COMM_OR_ABORT(world.Allreduce(whole.f32(), ckpt_layout.total_numel, ReduceOp::kSum));
+    return whole.f32();
   };
   auto save_checkpoint = [&](int64_t step, double lr) -> Result<std::string> {
     // Every rank contributes its optimizer shard; the lead writes the whole.
@@ -280,16 +279,16 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     ST_COMM_OR_ABORT(dpar.GatherState(adamw.exp_avg(), m.f32()));
     ST_COMM_OR_ABORT(dpar.GatherState(adamw.exp_avg_sq(), v.f32()));
     Buffer wp, wm, wv;
-    assemble(model->params(), wp);
-    assemble(m.f32(), wm);
-    assemble(v.f32(), wv);
+    const float* whole_params = assemble(model->params(), wp);
+    const float* whole_m = assemble(m.f32(), wm);
+    const float* whole_v = assemble(v.f32(), wv);
     const std::string dir = (fs::path(ckpt_root) / CheckpointDirName(step)).string();
     Status written;
     if (lead) {
       CheckpointContents c;
-      c.model = LayoutTensors(ckpt_layout, wp.f32());
-      c.optimizer = LayoutTensors(ckpt_layout, wm.f32(), "exp_avg.");
-      auto vt = LayoutTensors(ckpt_layout, wv.f32(), "exp_avg_sq.");
+      c.model = LayoutTensors(ckpt_layout, whole_params);
+      c.optimizer = LayoutTensors(ckpt_layout, whole_m, "exp_avg.");
+      auto vt = LayoutTensors(ckpt_layout, whole_v, "exp_avg_sq.");
       c.optimizer.insert(c.optimizer.end(), vt.begin(), vt.end());
       c.manifest = {
           {"format", "scaletrain-checkpoint"},
@@ -310,7 +309,7 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       };
       written = WriteCheckpoint(ckpt_root, step, c);
       if (written.ok()) written = PruneCheckpoints(ckpt_root, cfg.checkpoint.keep);
-      final_params = std::move(wp);
+      if (sharded) final_params = std::move(wp);
     }
     ST_RETURN_IF_ERROR(Agree(world, written));
     return dir;
