@@ -271,7 +271,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
                    "bf16, fp16, fp8, tf32, fp32 (default bf16; with --train-config its training.precision)");
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   plan->add_option("--stack", o->stack,
-                   "software stack: modern, legacy or cpu (default modern; with --train-config cpu; see "
+                   "software stack: modern, modern-triton, legacy or cpu (default modern; with --train-config cpu; see "
                    "docs/planner.md)");
   plan->add_flag("--search", o->search, "search every valid layout; the given layout flags are held fixed");
   plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();

@@ -227,8 +227,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     const double bf16_peak = gpu.PeakTflops(Precision::kBF16) * 1e12;
     const double fwd_flops = 0.5 * 4.0 * b * s * s * h / t;
     const double rate = bf16_peak * gpu.attention_efficiency * s / (s + kAttentionBlockOverheadKeys);
-    attn_f = fwd_flops / rate;
-    attn_b = 2.5 * fwd_flops / rate;
+    attn_f = sw_.attention_fwd_slowdown * fwd_flops / rate;
+    attn_b = sw_.attention_bwd_slowdown * 2.5 * fwd_flops / rate;
   } else if (const GpuSpec::MeasuredAttention* ma = [&]() -> const GpuSpec::MeasuredAttention* {
                for (const auto& a : gpu.measured_attention) {
                  if (a.batch == l.micro_batch && a.seq == M.block_size && a.hidden == M.n_embd &&

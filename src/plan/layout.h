@@ -51,6 +51,13 @@ std::vector<int64_t> Divisors(int64_t n);
 struct Software {
   std::string name = "modern";
   bool flash_attention = true;
+  // The FlashAttention kernel's time relative to FlashAttention-2 (whose
+  // rate `attention_efficiency` describes), forward and backward. 1 for
+  // FlashAttention-2; the Triton FlashAttention that MPT runs with
+  // `attn_impl: triton` (llm-foundry 2023) is 1.3-1.5x slower forward and
+  // about 2x slower backward (Dao 2023, FlashAttention-2 paper, Sec. 4.1).
+  double attention_fwd_slowdown = 1.0;
+  double attention_bwd_slowdown = 1.0;
   bool dropout = false;
   bool overlap_dp = true;
   // Cross-entropy over the logits as PyTorch's fused log-softmax (true) or as

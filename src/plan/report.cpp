@@ -13,6 +13,12 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+nlohmann::json TimeBreakdownJson(const TimeBreakdown& t) {
+  return {{"compute", t.compute},     {"recompute", t.recompute}, {"tp_comm", t.tp_comm},
+          {"pp_comm", t.pp_comm},     {"dp_comm", t.dp_comm},     {"bubble", t.bubble},
+          {"optimizer", t.optimizer}};
+}
+
 
 nlohmann::json LayoutJson(const Layout& l) {
   return {{"tp", l.tp},
@@ -65,14 +71,7 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
       {"software", ctx.model->software().name},
       {"layout", LayoutJson(p.layout)},
       {"step_time_s", p.step_time_s},
-      {"time_breakdown_s",
-       {{"compute", t.compute},
-        {"recompute", t.recompute},
-        {"tp_comm", t.tp_comm},
-        {"pp_comm", t.pp_comm},
-        {"dp_comm", t.dp_comm},
-        {"bubble", t.bubble},
-        {"optimizer", t.optimizer}}},
+      {"time_breakdown_s", TimeBreakdownJson(t)},
       {"tokens_per_s", p.tokens_per_s},
       {"tflops_per_gpu", p.tflops_per_gpu},
       {"hw_tflops_per_gpu", p.hw_tflops_per_gpu},
@@ -198,6 +197,8 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
       e["fits"] = row.fits;
       e["layout"] = LayoutJson(row.prediction.layout);
       e["step_time_s"] = row.prediction.step_time_s;
+      e["time_breakdown_s"] = TimeBreakdownJson(row.prediction.time_s);
+      e["memory_per_gpu_gib"] = row.prediction.memory_gib;
     }
     j["rows"].push_back(e);
   }

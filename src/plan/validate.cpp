@@ -149,7 +149,11 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   // Megatron-DeepSpeed predate FlashAttention and overlapped gradient
   // reduction, and counted TFLOP/s with the recomputed forward included.
   const bool legacy = Contains(run.source, "Narayanan") || Contains(run.source, "BLOOM");
-  ST_ASSIGN_OR_RETURN(Software sw, SoftwareFromName(legacy ? "legacy" : "modern"));
+  // MosaicML's llm-foundry runs train MPT with its Triton FlashAttention
+  // (`attn_impl: triton` in the yamls the source cites).
+  const bool triton_attention = Contains(run.source, "llm-foundry");
+  ST_ASSIGN_OR_RETURN(Software sw,
+                      SoftwareFromName(legacy ? "legacy" : triton_attention ? "modern-triton" : "modern"));
   row.stack = sw.name;
 
   SearchOptions o;

@@ -53,6 +53,13 @@ TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   const double rate = c.gpu.bf16_tflops * 1e12 * e * s / (s + 256);
   const double attention = 3 * 4 * 3.5 * fwd_flops / rate;  // 3 micro-batches, 4 layers, fwd + 2.5x bwd
   EXPECT_NEAR(slow - base, attention, 1e-9 * attention);
+
+  // MPT's Triton FlashAttention: forward 1.4x, backward 2x FlashAttention-2's
+  // time, so 1.4 + 2 x 2.5 = 6.4 units instead of 3.5; nothing else changes.
+  c.gpu.attention_efficiency = e;
+  const Software triton = *SoftwareFromName("modern-triton");
+  const double with_triton = ComputeSeconds(*spec, c, triton, l);
+  EXPECT_NEAR(with_triton - base, attention * (6.4 - 3.5) / 3.5, 1e-9 * attention);
 }
 
 TEST(PlanCompute, LegacyGradientAccumulationIsChargedPerMicroBatch) {
