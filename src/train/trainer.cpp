@@ -227,25 +227,13 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   std::ofstream metrics;
   const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
   const int64_t param_bytes = model->flat_numel() * static_cast<int64_t>(sizeof(float));
-  const nlohmann::json memory = {{"params_bytes", param_bytes},
-                                 {"grads_bytes", dpar.persistent_grad_bytes()},
-                                 {"optimizer_bytes", static_cast<int64_t>(adamw.state_bytes())},
-                                 {"activations_bytes", static_cast<int64_t>(model->activation_bytes())}};
-  Status setup;
-  if (lead) {
-    setup = PrepareRunDir(run_dir, continuing);
-    if (setup.ok()) {
-      std::ofstream out(fs::path(run_dir) / "config.resolved.toml");
-      out << RunConfigToToml(cfg);
-      std::ofstream mem(fs::path(run_dir) / "memory.json");
-      mem << nlohmann::json{{"per_rank", memory}, {"dp", dp_size}, {"tp", par.tp}, {"pp", pp_size},
-                            {"zero", cfg.parallel.zero}}.dump(1) << "\n";
-      metrics.open(fs::path(run_dir) / "metrics.jsonl", continuing ? std::ios::app : std::ios::trunc);
-      if (!out || !mem || !metrics) setup = IoError("cannot write into run directory '" + run_dir + "' (disk full?)");
-    }
-  }
-  ST_RETURN_IF_ERROR(Agree(world, setup));
-
+  const std::vector<int64_t> memory_bytes = {param_bytes, dpar.persistent_grad_bytes(),
+                                             static_cast<int64_t>(adamw.state_bytes()),
+                                             static_cast<int64_t>(model->activation_bytes())};
+  auto memory_json = [](const std::vector<int64_t>& v) {
+    return nlohmann::json{
+        {"params_bytes", v[0]}, {"grads_bytes", v[1]}, {"optimizer_bytes", v[2]}, {"activations_bytes", v[3]}};
+  };
   // A collective that fails (the watchdog, or a lost rank) ends the job on
   // every surviving rank: the state can no longer be trusted to agree.
   auto comm_fail = [&](const Status& st) {
@@ -258,6 +246,38 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
     Status st_c_ = (expr);            \
     if (!st_c_.ok()) comm_fail(st_c_); \
   } while (0)
+
+  // One rank of every pipeline stage (dp 0, tp 0) reports what it holds and,
+  // each step, what it sent: the stages differ (first/last hold the
+  // embedding/head), and the lead writes them all.
+  const bool stage_reporter = groups->coord.dp == 0 && groups->coord.tp == 0;
+  auto gather_by_stage = [&](std::vector<int64_t> mine) -> std::vector<std::vector<int64_t>> {
+    const size_t n = mine.size();
+    std::vector<int64_t> all(n * static_cast<size_t>(pp_size), 0);
+    if (stage_reporter) std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(n * stage));
+    if (pp_size > 1) ST_COMM_OR_ABORT(world.Allreduce(all.data(), static_cast<int64_t>(all.size()), ReduceOp::kSum));
+    std::vector<std::vector<int64_t>> by_stage;
+    for (int64_t s = 0; s < pp_size; ++s) by_stage.emplace_back(all.begin() + s * n, all.begin() + (s + 1) * n);
+    return by_stage;
+  };
+  nlohmann::json memory_by_stage = nlohmann::json::array();
+  for (const auto& v : gather_by_stage(memory_bytes)) memory_by_stage.push_back(memory_json(v));
+  Status setup;
+  if (lead) {
+    setup = PrepareRunDir(run_dir, continuing);
+    if (setup.ok()) {
+      std::ofstream out(fs::path(run_dir) / "config.resolved.toml");
+      out << RunConfigToToml(cfg);
+      std::ofstream mem(fs::path(run_dir) / "memory.json");
+      mem << nlohmann::json{{"per_rank", memory_json(memory_bytes)}, {"per_stage", memory_by_stage}, {"dp", dp_size},
+                            {"tp", par.tp},       {"pp", pp_size},               {"zero", cfg.parallel.zero}}
+                 .dump(1)
+          << "\n";
+      metrics.open(fs::path(run_dir) / "metrics.jsonl", continuing ? std::ios::app : std::ios::trunc);
+      if (!out || !mem || !metrics) setup = IoError("cannot write into run directory '" + run_dir + "' (disk full?)");
+    }
+  }
+  ST_RETURN_IF_ERROR(Agree(world, setup));
 
   // Whole tensors in the checkpoint's layout: each TP/PP rank of DP group
   // 0 places its shards, the world's sum assembles them (every element has
@@ -557,6 +577,18 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
         line["comm_bytes"]["pp"] = pp_cs.payload_bytes();
         line["comm_calls"]["pp"] = pp_cs.calls();
       }
+    }
+    if (pp_size > 1) {
+      // The same for one rank of every stage (the lead's are stage 0's).
+      const auto by_stage = gather_by_stage({cs.payload_bytes(), cs.calls(), tp_cs.payload_bytes(), tp_cs.calls(),
+                                             pp_cs.payload_bytes(), pp_cs.calls()});
+      nlohmann::json bytes = nlohmann::json::object(), calls = nlohmann::json::object();
+      for (const auto& [g, i] : {std::pair{"dp", 0}, {"tp", 2}, {"pp", 4}}) {
+        bytes[g] = nlohmann::json::array(), calls[g] = nlohmann::json::array();
+        for (const auto& v : by_stage) bytes[g].push_back(v[i]), calls[g].push_back(v[i + 1]);
+      }
+      line["comm_bytes_by_stage"] = bytes;
+      line["comm_calls_by_stage"] = calls;
     }
     if (!std::isfinite(loss)) {
       if (lead) metrics << line.dump() << "\n";

@@ -70,25 +70,39 @@ run, plan_path = sys.argv[1], sys.argv[2]
 dp, tp, pp = (int(x) for x in sys.argv[3:6])
 sp = "parallel.sp=true" in sys.argv[6]
 plan = json.load(open(plan_path))
-mem = json.load(open(run + "/memory.json"))["per_rank"]
+memory = json.load(open(run + "/memory.json"))
+mem = memory["per_rank"]
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl")]
 bad = []
+assert len(memory["per_stage"]) == pp and memory["per_stage"][0] == mem, memory
 assert plan["layout"]["precision"] == "fp32" and (plan["layout"]["dp"], plan["layout"]["tp"], plan["layout"]["pp"]) == (dp, tp, pp)
 assert plan["layout"]["sp"] == sp, plan["layout"]
 assert len(plan["bytes_per_stage"]) == pp and len(plan["step_per_stage"]) == pp
 stage0 = plan["bytes_per_stage"][0]  # rank 0 is on stage 0
-for k in ("params", "grads", "optimizer"):
-    if stage0[k] != mem[k + "_bytes"]:
-        bad.append(f"{k}: planner {stage0[k]} bytes, trainer {mem[k + '_bytes']}")
+# Every stage: memory.json's per_stage holds one rank of each (dp 0, tp 0).
+for st, (planned, trained) in enumerate(zip(plan["bytes_per_stage"], memory["per_stage"])):
+    for k in ("params", "grads", "optimizer"):
+        if planned[k] != trained[k + "_bytes"]:
+            bad.append(f"stage {st} {k}: planner {planned[k]} bytes, trainer {trained[k + '_bytes']}")
 want = plan["step_per_stage"][0]  # what a rank of stage 0 issues per step
 assert len(steps) == 2, len(steps)
 for s in steps:
-    for g in ("dp", "tp", "pp"):
-        got_bytes = s.get("comm_bytes", {}).get(g, 0)
-        got_calls = s.get("comm_calls", {}).get(g, 0)
-        if got_bytes != want[g]["payload_bytes"] or got_calls != want[g]["calls"]:
-            bad.append(f"step {s['step']}: {g.upper()} planner {want[g]['payload_bytes']} B in {want[g]['calls']} "
-                       f"calls, trainer {got_bytes} B in {got_calls}")
+    # Stage 0 is the lead's comm_bytes/comm_calls; with pp > 1 the lines also
+    # hold every stage's (comm_*_by_stage).
+    for st in range(pp):
+        for g in ("dp", "tp", "pp"):
+            if st == 0:
+                got_bytes = s.get("comm_bytes", {}).get(g, 0)
+                got_calls = s.get("comm_calls", {}).get(g, 0)
+            else:
+                got_bytes = s["comm_bytes_by_stage"][g][st]
+                got_calls = s["comm_calls_by_stage"][g][st]
+            w = plan["step_per_stage"][st][g]
+            if pp > 1 and (s["comm_bytes_by_stage"][g][st], s["comm_calls_by_stage"][g][st]) != (got_bytes, got_calls):
+                bad.append(f"step {s['step']}: stage 0's comm_*_by_stage differs from comm_bytes/comm_calls")
+            if got_bytes != w["payload_bytes"] or got_calls != w["calls"]:
+                bad.append(f"step {s['step']} stage {st}: {g.upper()} planner {w['payload_bytes']} B in {w['calls']} "
+                           f"calls, trainer {got_bytes} B in {got_calls}")
 if pp == 1 and plan["dp_step"]["payload_bytes"] != want["dp"]["payload_bytes"]:
     bad.append("dp_step differs from step_per_stage[0].dp at pp 1")
 if pp == 1 and tp > 1 and plan["tp_step"]["payload_bytes"] != want["tp"]["payload_bytes"]:
@@ -106,7 +120,11 @@ print("; ".join(bad) if bad else
       f"params/grads/optimizer {mem['params_bytes']}/{mem['grads_bytes']}/{mem['optimizer_bytes']} B; per step "
       + ", ".join(f"{g.upper()} {want[g]['payload_bytes']} B in {want[g]['calls']}"
                   for g in ("dp", "tp", "pp") if want[g]["calls"])
-      + f": equal ({stage0['numel']} parameters, padded {stage0['padded_numel']})")
+      + f": equal ({stage0['numel']} parameters, padded {stage0['padded_numel']})"
+      + ("" if pp == 1 else "; stages 1-%d: " % (pp - 1) + ", ".join(
+          "%d/%d/%d B, PP %d B in %d" % (b["params"], b["grads"], b["optimizer"], w["pp"]["payload_bytes"],
+                                        w["pp"]["calls"])
+          for b, w in zip(plan["bytes_per_stage"][1:], plan["step_per_stage"][1:])) + ": equal"))
 sys.exit(1 if bad else 0)
 PY
     ); then
