@@ -19,7 +19,6 @@ nlohmann::json TimeBreakdownJson(const TimeBreakdown& t) {
           {"optimizer", t.optimizer}};
 }
 
-
 nlohmann::json LayoutJson(const Layout& l) {
   return {{"tp", l.tp},
           {"pp", l.pp},

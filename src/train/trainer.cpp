@@ -269,10 +269,13 @@ Result<TrainSummary> RunTraining(const TrainOptions& opts) {
       std::ofstream out(fs::path(run_dir) / "config.resolved.toml");
       out << RunConfigToToml(cfg);
       std::ofstream mem(fs::path(run_dir) / "memory.json");
-      mem << nlohmann::json{{"per_rank", memory_json(memory_bytes)}, {"per_stage", memory_by_stage}, {"dp", dp_size},
-                            {"tp", par.tp},       {"pp", pp_size},               {"zero", cfg.parallel.zero}}
-                 .dump(1)
-          << "\n";
+      const nlohmann::json mem_json = {{"per_rank", memory_json(memory_bytes)},
+                                       {"per_stage", memory_by_stage},
+                                       {"dp", dp_size},
+                                       {"tp", par.tp},
+                                       {"pp", pp_size},
+                                       {"zero", cfg.parallel.zero}};
+      mem << mem_json.dump(1) << "\n";
       metrics.open(fs::path(run_dir) / "metrics.jsonl", continuing ? std::ios::app : std::ios::trunc);
       if (!out || !mem || !metrics) setup = IoError("cannot write into run directory '" + run_dir + "' (disk full?)");
     }
