@@ -56,18 +56,9 @@ while [ $# -gt 0 ]; do
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if [ "$steps" -lt 3 ]; then
-  echo "error: --steps must be at least 3 (the first 2 steps are dropped)" >&2
-  exit 2
-fi
-
-py=/usr/bin/python3  # Debian's python, where python3-torch installs
-if ! "$py" -c 'import torch' 2>/dev/null; then
-  echo "error: PyTorch not found for $py; install it: apt-get install python3-torch" >&2
-  exit 1
-fi
-
 source "$here/lib.sh"
+st_require_steps "$steps"
+st_require_torch
 st_build_and_data "$build_dir"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/st_cpu_vs_torch.XXXXXX")"

@@ -39,11 +39,8 @@ while [ $# -gt 0 ]; do
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if ! command -v mpirun >/dev/null; then
-  echo "error: mpirun not found; install it: apt-get install openmpi-bin" >&2
-  exit 1
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$here/lib.sh"
+st_require_mpirun
 
 [ -f "$build_dir/CMakeCache.txt" ] || cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build_dir" --target allreduce_busbw -j"$(nproc)" >/dev/null

@@ -66,19 +66,11 @@ case "$shape" in
   *) echo "error: unknown shape '$shape' (a or b)" >&2; exit 2 ;;
 esac
 bucket_mb="${bucket_mb:-$default_bucket}"
-if [ "$steps" -lt 3 ]; then
-  echo "error: --steps must be at least 3 (steps 1-2 are left out)" >&2
-  exit 2
-fi
-
 py=/usr/bin/python3
-if ! command -v mpirun >/dev/null; then
-  echo "error: mpirun not found; install it: apt-get install openmpi-bin" >&2
-  exit 1
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 source "$here/lib.sh"
+st_require_steps "$steps"
+st_require_mpirun
 st_build_and_data "$build_dir"
 
 if [ -n "$keep" ]; then

@@ -63,24 +63,10 @@ while [ $# -gt 0 ]; do
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if [ "$steps" -lt 3 ]; then
-  echo "error: --steps must be at least 3 (the first 2 steps are dropped)" >&2
-  exit 2
-fi
-
-py=/usr/bin/python3  # Debian's python, where python3-torch installs
-if ! "$py" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
-  echo "error: PyTorch with gloo not found for $py; install it: apt-get install python3-torch" >&2
-  exit 1
-fi
-if ! command -v mpirun >/dev/null; then
-  echo "error: mpirun not found; install it: apt-get install openmpi-bin" >&2
-  exit 1
-fi
-# mpirun refuses root without these; harmless otherwise.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
 source "$here/lib.sh"
+st_require_steps "$steps"
+st_require_torch gloo
+st_require_mpirun
 st_build_and_data "$build_dir"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/st_dp_vs_ddp.XXXXXX")"

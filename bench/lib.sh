@@ -14,3 +14,35 @@ st_build_and_data() {
     "$bin" data prepare --input data/tinyshakespeare.txt --output "$data_dir" >&2
   fi
 }
+
+# st_require_steps N: the timed benchmarks drop their first 2 steps (warm-up).
+st_require_steps() {
+  if [ "$1" -lt 3 ]; then
+    echo "error: --steps must be at least 3 (the first 2 steps are dropped)" >&2
+    exit 2
+  fi
+}
+
+# st_require_mpirun: mpirun on PATH, allowed to run as root (it refuses root
+# without these variables; they are harmless otherwise).
+st_require_mpirun() {
+  if ! command -v mpirun >/dev/null; then
+    echo "error: mpirun not found; install it: apt-get install openmpi-bin" >&2
+    exit 1
+  fi
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+}
+
+# st_require_torch [gloo]: Debian's python (where python3-torch installs) with
+# PyTorch, and with gloo when asked; sets $py.
+st_require_torch() {
+  py=/usr/bin/python3
+  local check='import torch' what=PyTorch
+  if [ "${1:-}" = gloo ]; then
+    check='import torch, torch.distributed as d; assert d.is_gloo_available()' what="PyTorch with gloo"
+  fi
+  if ! "$py" -c "$check" 2>/dev/null; then
+    echo "error: $what not found for $py; install it: apt-get install python3-torch" >&2
+    exit 1
+  fi
+}
