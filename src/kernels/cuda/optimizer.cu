@@ -27,39 +27,39 @@ __global__ void AdamWKernel(float* param, T* param_copy, const T* grad, float* m
 
 constexpr int kSumBlock = 256;
 
+// The block's sum of each thread's `acc`, in a fixed order (warps, then the
+// warps' sums in warp order); valid in thread 0. Blocks of kSumBlock threads.
+__device__ double BlockSum(double acc) {
+  __shared__ double warp_sums[kSumBlock / 32];
+  acc = WarpSum(acc);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
+  __syncthreads();
+  double s = 0.0;
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < kSumBlock / 32; ++w) s += warp_sums[w];
+  }
+  return s;
+}
+
 // partial[block] = sum of squares of the block's grid-stride elements; the
 // grid size is fixed by SumSquaresGrid(n), so the order is too.
 template <typename T>
 __global__ void SumSquaresPartialKernel(double* partial, const T* x, int64_t n) {
-  __shared__ double warp_sums[kSumBlock / 32];
   double acc = 0.0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double xi = ToFloat(x[i]);
     acc += xi * xi;
   }
-  acc = WarpSum(acc);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double s = 0.0;
-    for (int w = 0; w < kSumBlock / 32; ++w) s += warp_sums[w];
-    partial[blockIdx.x] = s;
-  }
+  const double s = BlockSum(acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
 __global__ void SumPartialsKernel(double* out, const double* partial, int64_t count) {
-  __shared__ double warp_sums[kSumBlock / 32];
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
-  acc = WarpSum(acc);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double s = 0.0;
-    for (int w = 0; w < kSumBlock / 32; ++w) s += warp_sums[w];
-    *out = s;
-  }
+  const double s = BlockSum(acc);
+  if (threadIdx.x == 0) *out = s;
 }
 
 }  // namespace
