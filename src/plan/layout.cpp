@@ -42,6 +42,11 @@ Result<Software> SoftwareFromName(const std::string& name) {
     // the backward pass" (Dao 2023, Sec. 4.1); the middle of the forward range.
     s.attention_fwd_slowdown = 1.4;
     s.attention_bwd_slowdown = 2.0;
+    // Composer's FSDP (PyTorch FSDP1, 2023): each micro-batch's gathers and
+    // reduce-scatters cost their full time. llm-foundry's micro-batch sweep
+    // (scripts/train/benchmarking/ack_ckpt_limits.md) loses a fixed time per
+    // micro-batch equal to them; see docs/planner.md, "FSDP in Composer".
+    s.overlap_dp = false;
     return s;
   }
   if (name == "legacy") {
