@@ -59,6 +59,9 @@ struct Software {
   double attention_fwd_slowdown = 1.0;
   double attention_bwd_slowdown = 1.0;
   bool dropout = false;
+  // Data-parallel collectives hide under the compute they run beside (what
+  // is longer is exposed); false charges them in full: Megatron-LM 2021's
+  // all-reduce after backward, Composer's FSDP (measured, docs/planner.md).
   bool overlap_dp = true;
   // Cross-entropy over the logits as PyTorch's fused log-softmax (true) or as
   // Megatron-LM 2021's vocab-parallel cross-entropy, one kernel per pass.
