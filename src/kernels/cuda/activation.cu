@@ -7,10 +7,6 @@ using detail::FromFloat;
 using detail::Grid;
 using detail::ToFloat;
 
-#define ST_GRID_STRIDE(i, n)                                                          \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 template <typename T>
 __global__ void GeluForwardKernel(T* out, const T* inp, int64_t n) {
   ST_GRID_STRIDE(i, n) { out[i] = FromFloat<T>(GeluValue(ToFloat(inp[i]))); }
@@ -36,8 +32,6 @@ __global__ void ResidualBackwardKernel(T* da, T* db, const T* dout, int64_t n) {
     if (db != nullptr) db[i] = FromFloat<T>(ToFloat(db[i]) + d);
   }
 }
-
-#undef ST_GRID_STRIDE
 
 }  // namespace
 

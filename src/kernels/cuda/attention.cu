@@ -15,10 +15,6 @@ using detail::ToFloat;
 using detail::WarpMax;
 using detail::WarpSum;
 
-#define ST_GRID_STRIDE(i, n)                                                          \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 // Decodes a [B, NH, T, hs] index.
 struct HeadIndex {
   int64_t b, h, t, d;
@@ -111,8 +107,6 @@ __global__ void CausalSoftmaxBackwardKernel(T* datt, const T* att, int64_t rows,
     d[j] = FromFloat<T>(j <= t ? scale * ToFloat(p[j]) * (ToFloat(d[j]) - dot) : 0.0f);
   }
 }
-
-#undef ST_GRID_STRIDE
 
 }  // namespace
 

@@ -170,4 +170,9 @@ Status ColumnReduce(const Context& ctx, T* out0, T* out1, float* partial, int64_
 
 inline unsigned Grid(int64_t g) { return static_cast<unsigned>(g); }
 
+// A grid-stride loop: index I visits [0, N) across every thread of the grid.
+#define ST_GRID_STRIDE(I, N)                                                          \
+  for (int64_t I = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; I < (N); \
+       I += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
 }  // namespace scaletrain::cuda::detail

@@ -13,8 +13,7 @@ template <typename T>
 __global__ void EncoderForwardKernel(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                                      int64_t N, int64_t T_, int64_t C) {
   const int64_t n = N * C;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ST_GRID_STRIDE(i, n) {
     const int64_t pos = i / C, c = i % C;
     const int64_t t = pos % T_;
     const int64_t tok = tokens[pos];
@@ -23,8 +22,7 @@ __global__ void EncoderForwardKernel(T* out, const int32_t* tokens, const T* wte
 }
 
 __global__ void CountTokensKernel(int32_t* counts, const int32_t* tokens, int64_t N) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ST_GRID_STRIDE(i, N) {
     atomicAdd(&counts[tokens[i]], 1);  // integer: exact whatever the order
   }
 }
@@ -57,8 +55,7 @@ __global__ void ExclusiveScanKernel(int32_t* offsets, const int32_t* counts, int
 
 __global__ void ScatterPositionsKernel(int32_t* positions, int32_t* fill, const int32_t* offsets,
                                        const int32_t* tokens, int64_t N) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ST_GRID_STRIDE(i, N) {
     const int32_t tok = tokens[i];
     positions[offsets[tok] + atomicAdd(&fill[tok], 1)] = static_cast<int32_t>(i);
   }
@@ -68,8 +65,7 @@ __global__ void ScatterPositionsKernel(int32_t* positions, int32_t* fill, const 
 // bucket restores position order. Insertion sort: buckets are short except
 // for very frequent tokens (a known cost for later tuning).
 __global__ void SortBucketsKernel(int32_t* positions, const int32_t* offsets, int64_t V) {
-  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < V;
-       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ST_GRID_STRIDE(v, V) {
     int32_t* p = positions + offsets[v];
     const int32_t len = offsets[v + 1] - offsets[v];
     for (int32_t i = 1; i < len; ++i) {
@@ -106,8 +102,7 @@ __global__ void AccumulateTokenRowsKernel(T* dwte, const T* dout, const int32_t*
 template <typename T>
 __global__ void PositionGradKernel(T* dwpe, const T* dout, int64_t B, int64_t T_, int64_t C) {
   const int64_t n = T_ * C;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ST_GRID_STRIDE(i, n) {
     float s = 0.0f;
     for (int64_t b = 0; b < B; ++b) s += ToFloat(dout[b * n + i]);
     dwpe[i] = FromFloat<T>(ToFloat(dwpe[i]) + s);

@@ -13,8 +13,7 @@ template <typename T>
 __global__ void AdamWKernel(float* param, T* param_copy, const T* grad, float* m, float* v,
                             int64_t n, float lr, float beta1, float beta2, float eps,
                             float weight_decay, float grad_scale, AdamWConstants k) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ST_GRID_STRIDE(i, n) {
     float p = param[i], mi = m[i], vi = v[i];
     AdamWElement(p, mi, vi, ToFloat(grad[i]) * grad_scale, lr, beta1, beta2, eps, weight_decay,
                  k);
@@ -46,8 +45,7 @@ __device__ double BlockSum(double acc) {
 template <typename T>
 __global__ void SumSquaresPartialKernel(double* partial, const T* x, int64_t n) {
   double acc = 0.0;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ST_GRID_STRIDE(i, n) {
     const double xi = ToFloat(x[i]);
     acc += xi * xi;
   }
