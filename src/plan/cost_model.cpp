@@ -344,8 +344,14 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     if (stages[i].embedding) c_f += embed, c_b += embed;
     if (stages[i].head) c_f += logits_f, c_b += logits_b;
     // Unfused gradient accumulation: every micro-batch adds each new 16-bit
-    // weight gradient into the fp32 buffer (read 2 + 4, write 4 bytes).
-    if (!sw_.fused_grad_accumulation) c_b += static_cast<double>(stages[i].numel) * 10.0 / hbm;
+    // weight gradient into the accumulation buffer. That buffer is fp32 for
+    // bf16 (read 2 + 4, write 4 bytes); Megatron-LM keeps it in fp16 for fp16
+    // runs unless --accumulate-allreduce-grads-in-fp32 is given (read 2 + 2,
+    // write 2 bytes).
+    if (!sw_.fused_grad_accumulation) {
+      const double accum_bytes = l.precision == Precision::kFP16 ? 6.0 : 10.0;
+      c_b += static_cast<double>(stages[i].numel) * accum_bytes / hbm;
+    }
     const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
     stage_coll[i].tp = TensorParallelStepCollectives(rank_spec, shard, stages[i], step_opt);
     if (l.pp > 1) stage_coll[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], sched->schedule, step_opt);

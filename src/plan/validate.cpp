@@ -148,7 +148,11 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   // The software the run used, from its source: Megatron-LM 2021 and BLOOM's
   // Megatron-DeepSpeed predate FlashAttention and overlapped gradient
   // reduction, and counted TFLOP/s with the recomputed forward included.
-  const bool legacy = Contains(run.source, "Narayanan") || Contains(run.source, "BLOOM");
+  // Korthikanti et al. 2022 ran Megatron-LM of 2022: the same unfused
+  // attention and gradient accumulation, plus sequence parallelism and
+  // selective recomputation (which the rows state).
+  const bool legacy =
+      Contains(run.source, "Narayanan") || Contains(run.source, "BLOOM") || Contains(run.source, "Korthikanti");
   // MosaicML's llm-foundry runs train MPT with its Triton FlashAttention
   // (`attn_impl: triton` in the yamls the source cites).
   const bool triton_attention = Contains(run.source, "llm-foundry");
@@ -170,6 +174,10 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
     ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(run.recompute));
     o.recompute = rc;
   }
+  // The compute precision where the notes state it (bf16 otherwise; the
+  // A100 and H100 rates are the same for both, the gradient-accumulation
+  // buffer is not).
+  if (Contains(run.notes, "fp16")) o.precision = Precision::kFP16;
   if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3")) {
     o.zero = 3;
   } else if (Contains(run.notes, "ZeRO-2")) {
