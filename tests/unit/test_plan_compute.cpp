@@ -1,6 +1,6 @@
 // The compute-time terms of the cost model against hand computation: tile and
 // wave quantization of GEMMs, FlashAttention's sequence-length dependence, and
-// the unfused fp32 gradient accumulation of the legacy stack.
+// the unfused gradient accumulation of the legacy stack (fp32 buffer, fp16 in fp16).
 #include <gtest/gtest.h>
 
 #include "plan/cost_model.h"
@@ -80,6 +80,13 @@ TEST(PlanCompute, LegacyGradientAccumulationIsChargedPerMicroBatch) {
   const double n = 124439808;
   const double expected = 4 * n * 10 / (c.gpu.hbm_tbps * 1e12 * c.gpu.hbm_efficiency);
   EXPECT_NEAR(unfused - fused, expected, 1e-9 * expected);
+
+  // fp16: Megatron-LM keeps the buffer in fp16 (read 2 + 2, write 2 bytes).
+  l.precision = Precision::kFP16;
+  const double fp16_fused = ComputeSeconds(preset->spec, c, legacy, l);
+  legacy.fused_grad_accumulation = false;
+  const double fp16_unfused = ComputeSeconds(preset->spec, c, legacy, l);
+  EXPECT_NEAR(fp16_unfused - fp16_fused, expected * 6 / 10, 1e-9 * expected);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ constexpr double kMoreRunsBound = 14.5;  // measured: 14.2%
 // llm-foundry's micro-batch sweep (tests/plan/mosaicml-microbatch-sweep.csv).
 constexpr double kSweepBound = 12.5;  // measured: 12.2%
 // Calculon's own validation runs (Korthikanti et al. 2022, Table 5;
-// tests/plan/korthikanti-2022.csv), never used to shape the method.
+// tests/plan/korthikanti-2022.csv), added after the method was fixed.
 constexpr double kKorthikantiBound = 7.0;  // measured: 6.8%, worst 15.0%
 
 // Validates tests/plan/NAME with the repository's catalog; every row must be
@@ -73,8 +73,8 @@ TEST(PlanValidate, MicroBatchSweepErrorDoesNotFollowTheMicroBatch) {
 
 // The step times Calculon validates itself on: Megatron-LM of 2022 on A100
 // (22B to 1T, with full recomputation and with sequence parallelism plus
-// selective recomputation), judged on step time. The fp16 rows accumulate
-// gradients in fp16, and selective recomputation must cost far less than full.
+// selective recomputation), judged on step time. The rows ran fp16 (their
+// notes), and selective recomputation must cost far less than full.
 TEST(PlanValidate, CalculonValidationRunsWithinTheMeasuredBound) {
   const auto rep = ValidateRepoCsv("korthikanti-2022.csv", 8);
   ASSERT_EQ(rep.rows.size(), 8u);
