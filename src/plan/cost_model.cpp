@@ -10,16 +10,30 @@ namespace scaletrain::plan {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-// Bytes the optimizer step moves per parameter it updates: AdamW reads the
-// fp32 master weight, both moments and the fp32 gradient (16), writes the
-// master weight and moments (12), writes the bf16 copy (2), and the gradient
-// norm for clipping plus zeroing the gradient buffer touch the gradient twice
-// more (4 + 4): 38.
-constexpr double kOptimizerBytesPerParam = 38.0;
+// Bytes the optimizer step moves per parameter it updates. 16-bit training
+// with fp32 master weights: AdamW reads the fp32 master weight, both moments
+// and the fp32 gradient (16), writes the master weight and moments (12),
+// writes the 16-bit copy (2), and the gradient norm for clipping plus zeroing
+// the gradient buffer touch the gradient twice more (4 + 4): 38. fp16 adds
+// the loss-scale pass (unscale with the inf check: read and write the fp32
+// gradient, 8). Stacks whose optimizer runs its steps as separate passes
+// (Megatron-LM 2021-22's Float16Optimizer, DeepSpeed 2022's bf16 optimizer)
+// copy master to 16-bit weights in a pass of their own (read 4 more), and in
+// fp16 their gradient buffer is fp16 (see the unfused accumulation below):
+// cast it to fp32 first (read 2, write 4) and zero 2 bytes, not 4.
 // In fp32 training the parameters are the master copy: read parameter,
 // gradient and both moments (16), write parameter and moments (12), plus the
 // gradient-norm read and the zeroing write of the gradient (4 + 4): 36.
-constexpr double kOptimizerBytesPerParamFp32 = 36.0;
+double OptimizerBytesPerParam(Precision precision, const Software& sw) {
+  if (precision == Precision::kFP32) return 36.0;
+  double bytes = 38.0;
+  if (precision == Precision::kFP16) bytes += 8.0;
+  if (sw.separate_optimizer_passes) {
+    bytes += 4.0;
+    if (precision == Precision::kFP16 && !sw.fused_grad_accumulation) bytes += 6.0 - 2.0;
+  }
+  return bytes;
+}
 // FlashAttention's per-query-block fixed cost, in keys (see its use).
 constexpr double kAttentionBlockOverheadKeys = 256.0;
 
@@ -476,8 +490,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.dp_comm_total_s = dp_time;
 
   const double opt_params = local_params / (l.zero >= 1 ? d : 1.0);
-  const bool fp32 = l.precision == Precision::kFP32;
-  p.time_s.optimizer = opt_params * (fp32 ? kOptimizerBytesPerParamFp32 : kOptimizerBytesPerParam) / hbm;
+  p.time_s.optimizer = opt_params * OptimizerBytesPerParam(l.precision, sw_) / hbm;
   p.step_time_s = p.time_s.Total();
 
   // ---- throughput and FLOPs ----
@@ -498,6 +511,10 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.hfu = p.hw_tflops_per_gpu * 1e12 / peak;
 
   // ---- memory on the most loaded GPU ----
+  const bool fp32 = l.precision == Precision::kFP32;
+  // Gradient buffer: fp32, except the fp16 buffer of unfused fp16 stacks
+  // (the accumulation above).
+  const int64_t grad_bytes = l.precision == Precision::kFP16 && !sw_.fused_grad_accumulation ? 2 : 4;
   double worst_mem = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& st = stages[i];
@@ -507,7 +524,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     rb.padded_numel = DpPaddedNumel(rb.numel, l.dp);
     const int64_t shard = rb.padded_numel / l.dp;
     rb.params = (l.zero >= 3 ? shard : rb.padded_numel) * static_cast<int64_t>(act_bytes);
-    rb.grads = DpPersistentGradNumel(rb.padded_numel, l.dp, l.zero) * 4;  // fp32 accumulation
+    rb.grads = DpPersistentGradNumel(rb.padded_numel, l.dp, l.zero) * grad_bytes;
     rb.optimizer = DpOwnedNumel(rb.padded_numel, l.dp, l.zero) * (fp32 ? 8 : 12);
     MemoryBreakdown mem;
     mem.params = static_cast<double>(rb.params);

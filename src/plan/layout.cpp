@@ -55,6 +55,7 @@ Result<Software> SoftwareFromName(const std::string& name) {
     s.overlap_dp = false;
     s.fused_log_softmax = false;
     s.fused_grad_accumulation = false;
+    s.separate_optimizer_passes = true;
     return s;
   }
   if (name == "cpu") {

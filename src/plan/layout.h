@@ -71,6 +71,11 @@ struct Software {
   // reduce-scatter) rather than a separate fp32 add per micro-batch
   // (Megatron-LM 2021's main_grad hook, DeepSpeed 2022's bf16 optimizer).
   bool fused_grad_accumulation = true;
+  // The optimizer step's parts run as passes of their own (Megatron-LM
+  // 2021-22's Float16OptimizerWithFloat16Params, DeepSpeed 2022's bf16
+  // optimizer): the master-to-16-bit weight copy re-reads the master weights,
+  // and in fp16 the fp16 gradient buffer is cast to fp32 before unscaling.
+  bool separate_optimizer_passes = false;
   // Without FlashAttention: 0 computes the full s x s scores (Megatron's
   // fused softmax kernels); R > 0 computes, per block of R queries, only the
   // keys up to the block's end (scaletrain's CPU kernel, R = 64), a fraction

@@ -1,6 +1,7 @@
 // The compute-time terms of the cost model against hand computation: tile and
 // wave quantization of GEMMs, FlashAttention's sequence-length dependence, and
-// the unfused gradient accumulation of the legacy stack (fp32 buffer, fp16 in fp16).
+// the unfused gradient accumulation of the legacy stack (fp32 buffer, fp16 in fp16),
+// and the optimizer's bytes per parameter on each stack and precision.
 #include <gtest/gtest.h>
 
 #include "plan/cost_model.h"
@@ -87,6 +88,42 @@ TEST(PlanCompute, LegacyGradientAccumulationIsChargedPerMicroBatch) {
   legacy.fused_grad_accumulation = false;
   const double fp16_unfused = ComputeSeconds(preset->spec, c, legacy, l);
   EXPECT_NEAR(fp16_unfused - fp16_fused, expected * 6 / 10, 1e-9 * expected);
+}
+
+TEST(PlanCompute, OptimizerBytesPerParameterFollowTheStackAndPrecision) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto preset = LoadModel("gpt2-124m", kConfigs);
+  ASSERT_TRUE(preset.ok());
+  const ClusterSpec c = *cat.Cluster("dgx-a100");
+  const double n = 124439808, hbm = c.gpu.hbm_tbps * 1e12 * c.gpu.hbm_efficiency;
+  auto optimizer_seconds = [&](const std::string& stack, Precision precision, int zero) {
+    Layout l;
+    l.dp = 2, l.micro_batch = 2, l.global_batch = 8, l.zero = zero, l.precision = precision;
+    CostModel model(preset->spec, c, *SoftwareFromName(stack));
+    auto p = model.Predict(l);
+    EXPECT_TRUE(p.ok()) << p.status().message();
+    return p.ok() ? p->time_s.optimizer : 0.0;
+  };
+  const auto expect_bytes = [&](const std::string& stack, Precision precision, double bytes) {
+    SCOPED_TRACE(stack + " " + std::string(PrecisionName(precision)));
+    EXPECT_NEAR(optimizer_seconds(stack, precision, 0), n * bytes / hbm, 1e-9);
+    // ZeRO-1 updates half the parameters on each of the two ranks.
+    EXPECT_NEAR(optimizer_seconds(stack, precision, 1), n / 2 * bytes / hbm, 1e-9);
+  };
+  // AdamW with fp32 master weights: read master, moments, gradient (16), write
+  // master and moments (12), write the 16-bit copy (2), norm and zeroing (4 + 4).
+  expect_bytes("modern", Precision::kBF16, 38);
+  // fp16 unscales the fp32 gradients with the inf check (read 4, write 4).
+  expect_bytes("modern", Precision::kFP16, 46);
+  // Megatron-LM's Float16Optimizer copies master to 16-bit weights in its own
+  // pass (reads the master again: 4).
+  expect_bytes("legacy", Precision::kBF16, 42);
+  // ... and in fp16 casts its fp16 gradient buffer to fp32 (read 2, write 4)
+  // and zeroes 2 bytes instead of 4: 38 + 8 + 4 + 6 - 2.
+  expect_bytes("legacy", Precision::kFP16, 54);
+  // fp32: the parameters are the master copy.
+  expect_bytes("modern", Precision::kFP32, 36);
 }
 
 }  // namespace

@@ -70,6 +70,19 @@ TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
   const double T = 4.0 * 1024;
   EXPECT_DOUBLE_EQ(p->memory.activations, 12 * per_layer + T * 768 * 2 + T * 50257 * 6);
   EXPECT_NEAR(p->memory_gib, p->memory.Total() / kGiB, 1e-12);
+
+  // Megatron-LM's fp16 runs keep the gradient buffer in fp16 (the legacy
+  // stack's unfused accumulation); bf16 keeps it in fp32.
+  CostModel legacy(preset->spec, *cat.Cluster("dgx-a100"), *SoftwareFromName("legacy"));
+  l.zero = 1;
+  auto legacy_bf16 = legacy.Predict(l);
+  ASSERT_TRUE(legacy_bf16.ok());
+  EXPECT_DOUBLE_EQ(legacy_bf16->memory.grads, 4 * n);
+  l.precision = Precision::kFP16;
+  auto legacy_fp16 = legacy.Predict(l);
+  ASSERT_TRUE(legacy_fp16.ok());
+  EXPECT_DOUBLE_EQ(legacy_fp16->memory.grads, 2 * n);
+  EXPECT_DOUBLE_EQ(legacy_fp16->memory.optimizer, 12 * n / 8);
 }
 
 TEST(PlanMemory, PipelineStagesSplitParamsAndTpSplitsMatrices) {
