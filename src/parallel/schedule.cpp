@@ -216,11 +216,12 @@ Result<PipelineSchedule> PipelineScheduleFromConfig(const ParallelConfig& parall
                                static_cast<int32_t>(micro_batches));
 }
 
-std::vector<int32_t> PeakActivations(const PipelineSchedule& s) {
+std::vector<int32_t> PeakActivations(const PipelineSchedule& s, int32_t chunk) {
   std::vector<int32_t> peak(s.stages.size(), 0);
   for (size_t st = 0; st < s.stages.size(); ++st) {
     int32_t live = 0;
     for (const PipeAction& a : s.stages[st]) {
+      if (chunk >= 0 && a.chunk != chunk) continue;
       if (a.op == PipeOp::kForward) peak[st] = std::max(peak[st], ++live);
       if (a.op == PipeOp::kBackward) --live;
     }

@@ -81,7 +81,9 @@ Result<PipelineSchedule> PipelineScheduleFromConfig(const ParallelConfig& parall
 // Per stage: the most micro-batch chunks whose forward has run and whose
 // backward has not, at any point of the stage's list. Each holds the
 // activations of one chunk (1/vpp of the stage's layers) for its backward.
-std::vector<int32_t> PeakActivations(const PipelineSchedule& schedule);
+// With chunk >= 0, only that model chunk's are counted (e.g. chunk 0 of
+// stage 0 holds the embedding's).
+std::vector<int32_t> PeakActivations(const PipelineSchedule& schedule, int32_t chunk = -1);
 
 struct PipeTimes {
   double forward_s = 1;   // one forward of one chunk on one micro-batch

@@ -143,6 +143,7 @@ Result<const CostModel::ScheduleInfo*> CostModel::ScheduleFor(ScheduleKind kind,
   ST_ASSIGN_OR_RETURN(info->schedule, BuildPipelineSchedule(kind, static_cast<int32_t>(pp),
                                                             static_cast<int32_t>(vpp), static_cast<int32_t>(m)));
   info->in_flight = PeakActivations(info->schedule);
+  info->first_chunk_in_flight = PeakActivations(info->schedule, 0);
   const ScheduleInfo* p = info.get();
   schedules_.emplace(key, std::move(info));
   return p;
@@ -540,7 +541,10 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
       // Backward rebuilds one layer's full set at a time.
       act += act_scale * LayerActivationBytes(M, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw_);
     }
-    if (st.embedding) act += in_flight * T * h * act_bytes / rep_div;  // embedding output
+    // The embedding's output is the first layer's input, counted in that
+    // layer's set; its dropout adds a 1-byte mask per element for each
+    // micro-batch in flight in chunk 0 (Megatron's embedding dropout).
+    if (st.embedding && sw_.dropout) act += sched->first_chunk_in_flight[i] * T * h / rep_div;
     if (st.head) act += T * (V / t) * (act_bytes + 4.0);  // logits + fp32 softmax
     mem.activations = act;
     mem.other = sw_.framework_gib * kGiB;

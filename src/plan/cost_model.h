@@ -134,6 +134,7 @@ class CostModel {
   struct ScheduleInfo {
     PipelineSchedule schedule;
     std::vector<int32_t> in_flight;
+    std::vector<int32_t> first_chunk_in_flight;  // chunk 0's only (the embedding's)
   };
   const std::vector<StageParams>& StagesFor(int64_t tp, int64_t pp, int64_t vpp);
   Result<const ScheduleInfo*> ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m);
