@@ -468,12 +468,15 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
       dp_exposed = sw_.overlap_dp ? std::max(dp_time - stage_bwd_compute / v, lat) : dp_time;
     } else if (l.zero <= 2) {
       // ZeRO-1: one reduce-scatter per step, under the last backward; ZeRO-2:
-      // one per micro-batch, each under its backward. The parameter
-      // all-gather runs under the next step's first forward.
+      // one per micro-batch, each under its backward: with v chunks per
+      // stage, each chunk's backward reduce-scatters its own 1/v of the
+      // gradients under itself. The parameter all-gather runs under the next
+      // step's first forward.
       const double times = static_cast<double>(reductions);
-      const double rs_one = rs_bytes / times / bw + lat, ag = ag_bytes / bw + lat;
-      dp_time = times * rs_one + ag;
-      dp_exposed = sw_.overlap_dp ? times * std::max(rs_one - stage_bwd_compute / v, lat) +
+      const double parts = times > 1 ? v : 1.0;
+      const double rs_part = rs_bytes / (times * parts) / bw + lat, ag = ag_bytes / bw + lat;
+      dp_time = times * parts * rs_part + ag;
+      dp_exposed = sw_.overlap_dp ? times * parts * std::max(rs_part - stage_bwd_compute / v, lat) +
                                         std::max(ag - stage_fwd_compute / v, lat)
                                   : dp_time;
     } else {

@@ -1,8 +1,12 @@
 // The compute-time terms of the cost model against hand computation: tile and
 // wave quantization of GEMMs, FlashAttention's sequence-length dependence, and
 // the unfused gradient accumulation of the legacy stack (fp32 buffer, fp16 in fp16),
-// and the optimizer's bytes per parameter on each stack and precision.
+// the optimizer's bytes per parameter on each stack and precision, and ZeRO-2's
+// per-micro-batch reduce-scatters hiding chunk by chunk under the backward.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
 
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
@@ -124,6 +128,29 @@ TEST(PlanCompute, OptimizerBytesPerParameterFollowTheStackAndPrecision) {
   expect_bytes("legacy", Precision::kFP16, 54);
   // fp32: the parameters are the master copy.
   expect_bytes("modern", Precision::kFP32, 36);
+}
+
+TEST(PlanCompute, ZeroTwoReduceScattersEachChunkUnderItsBackward) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto preset = LoadModel("gpt2-124m", kConfigs);
+  ASSERT_TRUE(preset.ok());
+  const ClusterSpec c = *cat.Cluster("dgx-a100");
+  CostModel model(preset->spec, c, *SoftwareFromName("modern"));
+  // 8 GPUs of one node: pp 2 x dp 4, ZeRO-2, 4 micro-batches of 4 sequences.
+  Layout l;
+  l.pp = 2, l.dp = 4, l.zero = 2, l.micro_batch = 4, l.global_batch = 64;
+  const double lat = 2 * std::log2(4.0) * c.node.intra_latency_us * 1e-6;
+  for (int64_t vpp : {1, 2}) {
+    SCOPED_TRACE("vpp " + std::to_string(vpp));
+    l.vpp = vpp;
+    auto p = model.Predict(l);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    // Over NVSwitch each chunk's share of a micro-batch's reduce-scatter is
+    // shorter than that chunk's backward, so only the latencies show: one
+    // per chunk per micro-batch, and the parameter all-gather's.
+    EXPECT_NEAR(p->time_s.dp_comm, 4 * vpp * lat + lat, 1e-12);
+  }
 }
 
 }  // namespace
