@@ -67,19 +67,32 @@ TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   EXPECT_NEAR(with_triton - base, attention * (6.4 - 3.5) / 3.5, 1e-9 * attention);
 }
 
-TEST(PlanCompute, LegacyGradientAccumulationIsChargedPerMicroBatch) {
+// GPT-2 124M (124,439,808 parameters) on a DGX A100 node, from the
+// repository's catalog.
+struct Gpt2OnDgxA100 {
+  ModelSpec spec;
+  ClusterSpec cluster;
+};
+Result<Gpt2OnDgxA100> LoadGpt2OnDgxA100() {
   HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto preset = LoadModel("gpt2-124m", kConfigs);
-  ASSERT_TRUE(preset.ok());
-  const ClusterSpec c = *cat.Cluster("dgx-a100");
+  ST_RETURN_IF_ERROR(cat.LoadDir(kConfigs + "/hardware"));
+  ST_ASSIGN_OR_RETURN(auto preset, LoadModel("gpt2-124m", kConfigs));
+  ST_ASSIGN_OR_RETURN(auto cluster, cat.Cluster("dgx-a100"));
+  return Gpt2OnDgxA100{preset.spec, cluster};
+}
+
+TEST(PlanCompute, LegacyGradientAccumulationIsChargedPerMicroBatch) {
+  auto setup = LoadGpt2OnDgxA100();
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const ModelSpec& spec = setup->spec;
+  const ClusterSpec& c = setup->cluster;
   Layout l;
   l.dp = 2, l.micro_batch = 2, l.global_batch = 16;  // 4 micro-batches
   Software legacy = *SoftwareFromName("legacy");
   ASSERT_FALSE(legacy.fused_grad_accumulation);
-  const double unfused = ComputeSeconds(preset->spec, c, legacy, l);
+  const double unfused = ComputeSeconds(spec, c, legacy, l);
   legacy.fused_grad_accumulation = true;
-  const double fused = ComputeSeconds(preset->spec, c, legacy, l);
+  const double fused = ComputeSeconds(spec, c, legacy, l);
   // Read the 16-bit gradient and the fp32 buffer, write the buffer: 10 bytes
   // per parameter per micro-batch, at the achievable HBM bandwidth.
   const double n = 124439808;
@@ -88,23 +101,22 @@ TEST(PlanCompute, LegacyGradientAccumulationIsChargedPerMicroBatch) {
 
   // fp16: Megatron-LM keeps the buffer in fp16 (read 2 + 2, write 2 bytes).
   l.precision = Precision::kFP16;
-  const double fp16_fused = ComputeSeconds(preset->spec, c, legacy, l);
+  const double fp16_fused = ComputeSeconds(spec, c, legacy, l);
   legacy.fused_grad_accumulation = false;
-  const double fp16_unfused = ComputeSeconds(preset->spec, c, legacy, l);
+  const double fp16_unfused = ComputeSeconds(spec, c, legacy, l);
   EXPECT_NEAR(fp16_unfused - fp16_fused, expected * 6 / 10, 1e-9 * expected);
 }
 
 TEST(PlanCompute, OptimizerBytesPerParameterFollowTheStackAndPrecision) {
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto preset = LoadModel("gpt2-124m", kConfigs);
-  ASSERT_TRUE(preset.ok());
-  const ClusterSpec c = *cat.Cluster("dgx-a100");
+  auto setup = LoadGpt2OnDgxA100();
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const ModelSpec& spec = setup->spec;
+  const ClusterSpec& c = setup->cluster;
   const double n = 124439808, hbm = c.gpu.hbm_tbps * 1e12 * c.gpu.hbm_efficiency;
   auto optimizer_seconds = [&](const std::string& stack, Precision precision, int zero) {
     Layout l;
     l.dp = 2, l.micro_batch = 2, l.global_batch = 8, l.zero = zero, l.precision = precision;
-    CostModel model(preset->spec, c, *SoftwareFromName(stack));
+    CostModel model(spec, c, *SoftwareFromName(stack));
     auto p = model.Predict(l);
     EXPECT_TRUE(p.ok()) << p.status().message();
     return p.ok() ? p->time_s.optimizer : 0.0;
@@ -131,12 +143,11 @@ TEST(PlanCompute, OptimizerBytesPerParameterFollowTheStackAndPrecision) {
 }
 
 TEST(PlanCompute, ZeroTwoReduceScattersEachChunkUnderItsBackward) {
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto preset = LoadModel("gpt2-124m", kConfigs);
-  ASSERT_TRUE(preset.ok());
-  const ClusterSpec c = *cat.Cluster("dgx-a100");
-  CostModel model(preset->spec, c, *SoftwareFromName("modern"));
+  auto setup = LoadGpt2OnDgxA100();
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const ModelSpec& spec = setup->spec;
+  const ClusterSpec& c = setup->cluster;
+  CostModel model(spec, c, *SoftwareFromName("modern"));
   // 8 GPUs of one node: pp 2 x dp 4, ZeRO-2, 4 micro-batches of 4 sequences.
   Layout l;
   l.pp = 2, l.dp = 4, l.zero = 2, l.micro_batch = 4, l.global_batch = 64;

@@ -44,12 +44,23 @@ TEST(PlanMemory, FlashAttentionDropsTheScores) {
                    s * 2 * (8 * h + (24 * h + 4 * a) / 4));
 }
 
-TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
+// A model preset and the DGX A100 cluster, from the repository's catalog.
+struct PresetOnDgxA100 {
+  ModelSpec spec;
+  ClusterSpec cluster;
+};
+Result<PresetOnDgxA100> LoadPresetOnDgxA100(const std::string& preset) {
   HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto preset = LoadModel("gpt2-124m", kConfigs);
-  ASSERT_TRUE(preset.ok());
-  CostModel model(preset->spec, *cat.Cluster("dgx-a100"), *SoftwareFromName("modern"));
+  ST_RETURN_IF_ERROR(cat.LoadDir(kConfigs + "/hardware"));
+  ST_ASSIGN_OR_RETURN(auto model, LoadModel(preset, kConfigs));
+  ST_ASSIGN_OR_RETURN(auto cluster, cat.Cluster("dgx-a100"));
+  return PresetOnDgxA100{model.spec, cluster};
+}
+
+TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
+  auto setup = LoadPresetOnDgxA100("gpt2-124m");
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  CostModel model(setup->spec, setup->cluster, *SoftwareFromName("modern"));
   Layout l;
   l.dp = 8, l.micro_batch = 4, l.global_batch = 64, l.zero = 1;
   auto p = model.Predict(l);
@@ -66,7 +77,7 @@ TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
   // Activations: 12 layers x 1 micro-batch in flight x per-layer bytes, plus
   // the logits (bf16 + fp32) of one micro-batch. The embedding's output is the
   // first layer's input, already in its set; no dropout, so no mask.
-  const ModelSpec& m = preset->spec;
+  const ModelSpec& m = setup->spec;
   const double per_layer = LayerActivationBytes(m, 4, 1, false, Recompute::kNone, *SoftwareFromName("modern"));
   const double T = 4.0 * 1024;
   EXPECT_DOUBLE_EQ(p->memory.activations, 12 * per_layer + T * 50257 * 6);
@@ -74,7 +85,7 @@ TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
 
   // Megatron-LM's fp16 runs keep the gradient buffer in fp16 (the legacy
   // stack's unfused accumulation); bf16 keeps it in fp32.
-  CostModel legacy(preset->spec, *cat.Cluster("dgx-a100"), *SoftwareFromName("legacy"));
+  CostModel legacy(setup->spec, setup->cluster, *SoftwareFromName("legacy"));
   l.zero = 1;
   auto legacy_bf16 = legacy.Predict(l);
   ASSERT_TRUE(legacy_bf16.ok());
@@ -96,11 +107,9 @@ TEST(PlanMemory, InterleavedFirstStageMatchesKorthikantiFigure1) {
   // selective recomputation; it leaves out the embedding's dropout mask,
   // which the planner adds (one byte per element for each micro-batch in
   // flight in chunk 0: 35 + 34 + 1 = 70 of them).
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto preset = LoadModel("megatron-530b", kConfigs);
-  ASSERT_TRUE(preset.ok());
-  CostModel model(preset->spec, *cat.Cluster("dgx-a100"), *SoftwareFromName("legacy"));
+  auto setup = LoadPresetOnDgxA100("megatron-530b");
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  CostModel model(setup->spec, setup->cluster, *SoftwareFromName("legacy"));
   Layout l;
   l.tp = 8, l.pp = 35, l.vpp = 3, l.dp = 1, l.micro_batch = 1, l.global_batch = 280;
   l.precision = Precision::kFP16;  // vpp > 1: the interleaved schedule
