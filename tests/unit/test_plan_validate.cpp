@@ -20,8 +20,8 @@ constexpr double kSweepBound = 12.5;  // measured: 12.2%
 // tests/plan/korthikanti-2022.csv), added after the method was fixed.
 constexpr double kKorthikantiBound = 6.5;  // measured: 6.2%, worst 12.7%
 // Narayanan et al. 2021's Table 1 with the micro-batch sizes and interleaving
-// of the authors' script (tests/plan/narayanan-2021-scripts.csv).
-constexpr double kNarayananScriptsBound = 15.5;  // measured: 15.2%
+// of the authors' script, in fp16 as it runs (tests/plan/narayanan-2021-scripts.csv).
+constexpr double kNarayananScriptsBound = 16.8;  // measured: 16.4%
 
 // Validates tests/plan/NAME with the repository's catalog; every row must be
 // predicted.
@@ -105,6 +105,7 @@ TEST(PlanValidate, NarayananScriptLayoutsWithinTheMeasuredBound) {
     EXPECT_EQ(r.stack, "legacy") << r.run.id;
     EXPECT_EQ(r.prediction.layout.micro_batch, r.run.micro_batch) << r.run.id;
     EXPECT_EQ(r.prediction.layout.vpp, r.run.vpp) << r.run.id;
+    EXPECT_EQ(r.prediction.layout.precision, Precision::kFP16) << r.run.id;
   }
   EXPECT_LT(rep.mape, kNarayananScriptsBound) << "MAPE " << rep.mape;
 }
