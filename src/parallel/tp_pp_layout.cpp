@@ -1,5 +1,6 @@
 #include "parallel/tp_pp_layout.h"
 
+#include <array>
 #include <set>
 
 namespace scaletrain {
@@ -103,25 +104,14 @@ std::vector<DpCollective> PipelineStepCollectives(const ModelSpec& spec, const M
                                                   const TpPpStepOptions& o) {
   if (shard.pp <= 1) return {};
   using K = DpCollectiveKind;
-  int64_t send_act = 0, send_grad = 0, recv_act = 0, recv_grad = 0;
+  // The stage's actions counted by kind (kRecvGradient is the last PipeOp).
+  std::array<int64_t, static_cast<size_t>(PipeOp::kRecvGradient) + 1> ops{};
   for (const PipeAction& a : schedule.stages.at(static_cast<size_t>(shard.stage))) {
-    switch (a.op) {
-      case PipeOp::kSendActivation:
-        ++send_act;
-        break;
-      case PipeOp::kSendGradient:
-        ++send_grad;
-        break;
-      case PipeOp::kRecvActivation:
-        ++recv_act;
-        break;
-      case PipeOp::kRecvGradient:
-        ++recv_grad;
-        break;
-      default:
-        break;
-    }
+    ++ops.at(static_cast<size_t>(a.op));
   }
+  const auto count = [&](PipeOp op) { return ops.at(static_cast<size_t>(op)); };
+  const int64_t send_act = count(PipeOp::kSendActivation), send_grad = count(PipeOp::kSendGradient);
+  const int64_t recv_act = count(PipeOp::kRecvActivation), recv_grad = count(PipeOp::kRecvGradient);
   const int64_t msg =
       PipelineMessageNumel(spec, shard, o.micro_batch, o.pp_scatter_gather) * o.elem_bytes;
   std::vector<DpCollective> out;
