@@ -24,13 +24,19 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // In fp32 training the parameters are the master copy: read parameter,
 // gradient and both moments (16), write parameter and moments (12), plus the
 // gradient-norm read and the zeroing write of the gradient (4 + 4): 36.
+// Megatron-LM keeps the gradient buffer in fp16 for fp16 runs whose
+// accumulation is unfused (fusion needs --accumulate-allreduce-grads-in-fp32);
+// everything else accumulates in fp32.
+bool HalfGradientBuffer(Precision precision, const Software& sw) {
+  return precision == Precision::kFP16 && !sw.fused_grad_accumulation;
+}
 double OptimizerBytesPerParam(Precision precision, const Software& sw) {
   if (precision == Precision::kFP32) return 36.0;
   double bytes = 38.0;
   if (precision == Precision::kFP16) bytes += 8.0;
   if (sw.separate_optimizer_passes) {
     bytes += 4.0;
-    if (precision == Precision::kFP16 && !sw.fused_grad_accumulation) bytes += 6.0 - 2.0;
+    if (HalfGradientBuffer(precision, sw)) bytes += 6.0 - 2.0;
   }
   return bytes;
 }
@@ -364,7 +370,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     // runs unless --accumulate-allreduce-grads-in-fp32 is given (read 2 + 2,
     // write 2 bytes).
     if (!sw_.fused_grad_accumulation) {
-      const double accum_bytes = l.precision == Precision::kFP16 ? 6.0 : 10.0;
+      const double accum_bytes = HalfGradientBuffer(l.precision, sw_) ? 6.0 : 10.0;
       c_b += static_cast<double>(stages[i].numel) * accum_bytes / hbm;
     }
     const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
@@ -516,9 +522,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
 
   // ---- memory on the most loaded GPU ----
   const bool fp32 = l.precision == Precision::kFP32;
-  // Gradient buffer: fp32, except the fp16 buffer of unfused fp16 stacks
-  // (the accumulation above).
-  const int64_t grad_bytes = l.precision == Precision::kFP16 && !sw_.fused_grad_accumulation ? 2 : 4;
+  const int64_t grad_bytes = HalfGradientBuffer(l.precision, sw_) ? 2 : 4;
   double worst_mem = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& st = stages[i];
