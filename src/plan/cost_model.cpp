@@ -201,7 +201,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   const double heads_local = static_cast<double>(M.n_head) / t;
   const double T = b * s;  // tokens per micro-batch
   const double act_bytes = l.precision == Precision::kFP32 ? 4.0 : 2.0;
-  const double mm_rate = peak * gpu.matmul_efficiency;
+  // Tensor-core work runs at the clock the GPU holds at its power limit.
+  const double mm_rate = peak * gpu.matmul_efficiency * gpu.sustained_clock_ratio;
   const double hbm = gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency;
   const double gpn = static_cast<double>(node.gpus_per_node);
 
@@ -247,7 +248,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     // 128: fwd+bwd 0.30 of peak at 2k, 0.32 at 4k, 0.33 at 8k-16k).
     const double bf16_peak = gpu.PeakTflops(Precision::kBF16) * 1e12;
     const double fwd_flops = 0.5 * 4.0 * b * s * s * h / t;
-    const double rate = bf16_peak * gpu.attention_efficiency * s / (s + kAttentionBlockOverheadKeys);
+    const double rate =
+        bf16_peak * gpu.attention_efficiency * gpu.sustained_clock_ratio * s / (s + kAttentionBlockOverheadKeys);
     attn_f = sw_.attention_fwd_slowdown * fwd_flops / rate;
     attn_b = sw_.attention_bwd_slowdown * 2.5 * fwd_flops / rate;
   } else if (const GpuSpec::MeasuredAttention* ma = [&]() -> const GpuSpec::MeasuredAttention* {

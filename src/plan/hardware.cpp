@@ -110,6 +110,7 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
         r.Add("matmul_efficiency", &g.matmul_efficiency);
         r.Add("hbm_efficiency", &g.hbm_efficiency);
         r.Add("attention_efficiency", &g.attention_efficiency);
+        r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
         r.Add("sm_count", &g.sm_count);
         r.Add("reference_cluster", &g.reference_cluster);
         std::vector<std::vector<double>> gemms, attention;
@@ -132,8 +133,10 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
           g.measured_attention.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
                                           static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]), row[4], row[5]});
         }
-        for (double e : {g.matmul_efficiency, g.hbm_efficiency, g.attention_efficiency}) {
-          if (!(e > 0 && e <= 1)) return InvalidArgument(where + ": efficiency factors must be in (0, 1]");
+        for (double e : {g.matmul_efficiency, g.hbm_efficiency, g.attention_efficiency, g.sustained_clock_ratio}) {
+          if (!(e > 0 && e <= 1)) {
+            return InvalidArgument(where + ": efficiency factors and sustained_clock_ratio must be in (0, 1]");
+          }
         }
         if (!(g.bf16_tflops > 0 || g.fp16_tflops > 0 || g.fp8_tflops > 0 || g.tf32_tflops > 0 || g.fp32_tflops > 0)) {
           return InvalidArgument(where + ": no positive matrix rate (bf16_tflops, fp16_tflops, fp8_tflops, "

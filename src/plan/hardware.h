@@ -29,6 +29,11 @@ struct GpuSpec {
   double matmul_efficiency = 0.8;
   double hbm_efficiency = 0.85;
   double attention_efficiency = 0.5;
+  // Tensor-core clock held under sustained dense-matmul load (the GPU at its
+  // power limit) relative to the short benchmarks matmul_efficiency and
+  // attention_efficiency come from (MAMF, the FlashAttention papers): scales
+  // both rates, not HBM bandwidth. 1 where the rates are already sustained.
+  double sustained_clock_ratio = 1.0;
   // Streaming multiprocessors (compute units): a GEMM's output tiles run in
   // waves of this many, so a last partial wave idles the rest (wave
   // quantization). 0 = not modelled.

@@ -55,7 +55,7 @@ TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   const double slow = ComputeSeconds(*spec, c, sw, l);
   const double s = 4096, b = 2, h = 2048;
   const double fwd_flops = 0.5 * 4 * b * s * s * h;  // causal half, one layer, one micro-batch
-  const double rate = c.gpu.bf16_tflops * 1e12 * e * s / (s + 256);
+  const double rate = c.gpu.bf16_tflops * 1e12 * e * c.gpu.sustained_clock_ratio * s / (s + 256);
   const double attention = 3 * 4 * 3.5 * fwd_flops / rate;  // 3 micro-batches, 4 layers, fwd + 2.5x bwd
   EXPECT_NEAR(slow - base, attention, 1e-9 * attention);
 
@@ -65,6 +65,32 @@ TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   const Software triton = *SoftwareFromName("modern-triton");
   const double with_triton = ComputeSeconds(*spec, c, triton, l);
   EXPECT_NEAR(with_triton - base, attention * (6.4 - 3.5) / 3.5, 1e-9 * attention);
+}
+
+TEST(PlanCompute, SustainedClockScalesTensorCoreWorkOnly) {
+  // The clock a GPU holds at its power limit slows its matmul and attention
+  // rates, not its HBM: a ratio r is the same as both efficiencies times r.
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto spec = GptSpecFromDims("gpt", 4, 2048, 16, 4096, 50304);
+  ASSERT_TRUE(spec.ok());
+  ClusterSpec c = *cat.Cluster("dgx-h100");
+  ASSERT_GT(c.gpu.sustained_clock_ratio, 0.5);
+  ASSERT_LT(c.gpu.sustained_clock_ratio, 1.0);
+  Layout l;
+  l.dp = 1, l.micro_batch = 2, l.global_batch = 6;
+  for (const char* stack : {"modern", "legacy"}) {
+    const Software sw = *SoftwareFromName(stack);
+    ClusterSpec folded = c;
+    folded.gpu.matmul_efficiency *= c.gpu.sustained_clock_ratio;
+    folded.gpu.attention_efficiency *= c.gpu.sustained_clock_ratio;
+    folded.gpu.sustained_clock_ratio = 1.0;
+    const double with_ratio = ComputeSeconds(*spec, c, sw, l);
+    EXPECT_NEAR(with_ratio, ComputeSeconds(*spec, folded, sw, l), 1e-12 * with_ratio) << stack;
+    ClusterSpec boost = c;
+    boost.gpu.sustained_clock_ratio = 1.0;
+    EXPECT_GT(with_ratio, ComputeSeconds(*spec, boost, sw, l)) << stack;
+  }
 }
 
 // GPT-2 124M (124,439,808 parameters) on a DGX A100 node, from the

@@ -1,6 +1,8 @@
 // Bad input: one clear message that names the fix.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "plan/hardware.h"
 #include "plan/layout.h"
 #include "plan/model_preset.h"
@@ -24,6 +26,20 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
   auto m = LoadModel("llama3-450b", kConfigs);
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(Has(m.status(), "did you mean 'llama3-405b'?")) << m.status().message();
+}
+
+TEST(PlanErrors, SustainedClockRatioOutOfRangeNamesTheField) {
+  const std::string path = ::testing::TempDir() + "/bad_clock.toml";
+  {
+    std::ofstream f(path);
+    f << "[gpu.hot]\nbf16_tflops = 100.0\nhbm_gib = 10.0\nhbm_tbps = 1.0\ntdp_w = 300.0\n"
+         "sustained_clock_ratio = 1.2\n";
+  }
+  HardwareCatalog cat;
+  Status st = cat.LoadFile(path);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "[gpu.hot]")) << st.message();
+  EXPECT_TRUE(Has(st, "sustained_clock_ratio must be in (0, 1]")) << st.message();
 }
 
 class LayoutErrors : public ::testing::Test {
