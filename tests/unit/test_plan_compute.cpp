@@ -39,14 +39,29 @@ double ComputeSeconds(const ModelSpec& spec, const ClusterSpec& c, const Softwar
   return p.ok() ? p->time_s.compute : 0.0;
 }
 
-TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
+// A 4-layer GPT (hidden 2048, seq 4096) on a DGX H100 node, 3 micro-batches
+// of 2 sequences on one GPU.
+struct SmallGptOnDgxH100 {
+  ModelSpec spec;
+  ClusterSpec cluster;
+  Layout layout;
+};
+Result<SmallGptOnDgxH100> LoadSmallGptOnDgxH100() {
   HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto spec = GptSpecFromDims("gpt", 4, 2048, 16, 4096, 50304);
-  ASSERT_TRUE(spec.ok());
-  ClusterSpec c = *cat.Cluster("dgx-h100");
+  ST_RETURN_IF_ERROR(cat.LoadDir(kConfigs + "/hardware"));
+  ST_ASSIGN_OR_RETURN(ModelSpec spec, GptSpecFromDims("gpt", 4, 2048, 16, 4096, 50304));
+  ST_ASSIGN_OR_RETURN(ClusterSpec cluster, cat.Cluster("dgx-h100"));
   Layout l;
-  l.dp = 1, l.micro_batch = 2, l.global_batch = 6;  // 3 micro-batches
+  l.dp = 1, l.micro_batch = 2, l.global_batch = 6;
+  return SmallGptOnDgxH100{spec, cluster, l};
+}
+
+TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
+  auto setup = LoadSmallGptOnDgxH100();
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const ModelSpec* spec = &setup->spec;
+  ClusterSpec c = setup->cluster;
+  const Layout& l = setup->layout;
   const Software sw = *SoftwareFromName("modern");
   const double base = ComputeSeconds(*spec, c, sw, l);
   // Halving the attention efficiency adds exactly the attention time once more.
@@ -70,15 +85,13 @@ TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
 TEST(PlanCompute, SustainedClockScalesTensorCoreWorkOnly) {
   // The clock a GPU holds at its power limit slows its matmul and attention
   // rates, not its HBM: a ratio r is the same as both efficiencies times r.
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto spec = GptSpecFromDims("gpt", 4, 2048, 16, 4096, 50304);
-  ASSERT_TRUE(spec.ok());
-  ClusterSpec c = *cat.Cluster("dgx-h100");
+  auto setup = LoadSmallGptOnDgxH100();
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const ModelSpec* spec = &setup->spec;
+  const ClusterSpec& c = setup->cluster;
+  const Layout& l = setup->layout;
   ASSERT_GT(c.gpu.sustained_clock_ratio, 0.5);
   ASSERT_LT(c.gpu.sustained_clock_ratio, 1.0);
-  Layout l;
-  l.dp = 1, l.micro_batch = 2, l.global_batch = 6;
   for (const char* stack : {"modern", "legacy"}) {
     const Software sw = *SoftwareFromName(stack);
     ClusterSpec folded = c;
