@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/strings.h"
 #include "plan/toml_util.h"
 
 namespace scaletrain::plan {
@@ -133,9 +134,13 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
           g.measured_attention.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
                                           static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]), row[4], row[5]});
         }
-        for (double e : {g.matmul_efficiency, g.hbm_efficiency, g.attention_efficiency, g.sustained_clock_ratio}) {
+        for (const auto& [key, e] : {std::pair<const char*, double>{"matmul_efficiency", g.matmul_efficiency},
+                                     {"hbm_efficiency", g.hbm_efficiency},
+                                     {"attention_efficiency", g.attention_efficiency},
+                                     {"sustained_clock_ratio", g.sustained_clock_ratio}}) {
           if (!(e > 0 && e <= 1)) {
-            return InvalidArgument(where + ": efficiency factors and sustained_clock_ratio must be in (0, 1]");
+            return InvalidArgument(where + ": " + key + Fmt(" = %g", e) +
+                                   " is not a fraction; give a value in (0, 1] (an achieved share of the peak)");
           }
         }
         if (!(g.bf16_tflops > 0 || g.fp16_tflops > 0 || g.fp8_tflops > 0 || g.tf32_tflops > 0 || g.fp32_tflops > 0)) {

@@ -39,7 +39,7 @@ TEST(PlanErrors, SustainedClockRatioOutOfRangeNamesTheField) {
   Status st = cat.LoadFile(path);
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(Has(st, "[gpu.hot]")) << st.message();
-  EXPECT_TRUE(Has(st, "sustained_clock_ratio must be in (0, 1]")) << st.message();
+  EXPECT_TRUE(Has(st, "sustained_clock_ratio = 1.2 is not a fraction; give a value in (0, 1]")) << st.message();
 }
 
 class LayoutErrors : public ::testing::Test {
