@@ -59,15 +59,15 @@ Result<SmallGptOnDgxH100> LoadSmallGptOnDgxH100() {
 TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   auto setup = LoadSmallGptOnDgxH100();
   ASSERT_TRUE(setup.ok()) << setup.status().message();
-  const ModelSpec* spec = &setup->spec;
+  const ModelSpec& spec = setup->spec;
   ClusterSpec c = setup->cluster;
   const Layout& l = setup->layout;
   const Software sw = *SoftwareFromName("modern");
-  const double base = ComputeSeconds(*spec, c, sw, l);
+  const double base = ComputeSeconds(spec, c, sw, l);
   // Halving the attention efficiency adds exactly the attention time once more.
   const double e = c.gpu.attention_efficiency;
   c.gpu.attention_efficiency = e / 2;
-  const double slow = ComputeSeconds(*spec, c, sw, l);
+  const double slow = ComputeSeconds(spec, c, sw, l);
   const double s = 4096, b = 2, h = 2048;
   const double fwd_flops = 0.5 * 4 * b * s * s * h;  // causal half, one layer, one micro-batch
   const double rate = c.gpu.bf16_tflops * 1e12 * e * c.gpu.sustained_clock_ratio * s / (s + 256);
@@ -78,7 +78,7 @@ TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   // time, so 1.4 + 2 x 2.5 = 6.4 units instead of 3.5; nothing else changes.
   c.gpu.attention_efficiency = e;
   const Software triton = *SoftwareFromName("modern-triton");
-  const double with_triton = ComputeSeconds(*spec, c, triton, l);
+  const double with_triton = ComputeSeconds(spec, c, triton, l);
   EXPECT_NEAR(with_triton - base, attention * (6.4 - 3.5) / 3.5, 1e-9 * attention);
 }
 
@@ -87,7 +87,7 @@ TEST(PlanCompute, SustainedClockScalesTensorCoreWorkOnly) {
   // rates, not its HBM: a ratio r is the same as both efficiencies times r.
   auto setup = LoadSmallGptOnDgxH100();
   ASSERT_TRUE(setup.ok()) << setup.status().message();
-  const ModelSpec* spec = &setup->spec;
+  const ModelSpec& spec = setup->spec;
   const ClusterSpec& c = setup->cluster;
   const Layout& l = setup->layout;
   ASSERT_GT(c.gpu.sustained_clock_ratio, 0.5);
@@ -98,11 +98,11 @@ TEST(PlanCompute, SustainedClockScalesTensorCoreWorkOnly) {
     folded.gpu.matmul_efficiency *= c.gpu.sustained_clock_ratio;
     folded.gpu.attention_efficiency *= c.gpu.sustained_clock_ratio;
     folded.gpu.sustained_clock_ratio = 1.0;
-    const double with_ratio = ComputeSeconds(*spec, c, sw, l);
-    EXPECT_NEAR(with_ratio, ComputeSeconds(*spec, folded, sw, l), 1e-12 * with_ratio) << stack;
+    const double with_ratio = ComputeSeconds(spec, c, sw, l);
+    EXPECT_NEAR(with_ratio, ComputeSeconds(spec, folded, sw, l), 1e-12 * with_ratio) << stack;
     ClusterSpec boost = c;
     boost.gpu.sustained_clock_ratio = 1.0;
-    EXPECT_GT(with_ratio, ComputeSeconds(*spec, boost, sw, l)) << stack;
+    EXPECT_GT(with_ratio, ComputeSeconds(spec, boost, sw, l)) << stack;
   }
 }
 
