@@ -33,7 +33,7 @@ struct PlanOptions {
   int64_t gpus = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   std::optional<int> zero;
-  std::string recompute, precision, schedule;
+  std::string recompute, precision, schedule, grad_reduce;
   bool sp = false, search = false, json = false;
   std::vector<int64_t> sweep;
   std::string plot;
@@ -109,6 +109,10 @@ Status RunPlan(const PlanOptions& o) {
   ST_ASSIGN_OR_RETURN(Software sw, SoftwareFromName(stack));
   const std::string precision = !o.precision.empty() ? o.precision : run_cfg ? run_cfg->training.precision : "bf16";
   ST_ASSIGN_OR_RETURN(Precision prec, PrecisionFromName(precision));
+  GradReduce grad_reduce = GradReduce::kAuto;
+  if (!o.grad_reduce.empty()) {
+    ST_ASSIGN_OR_RETURN(grad_reduce, GradReduceFromName(o.grad_reduce));
+  }
   CostModel model(preset.spec, cluster, sw);
   PlanContext ctx{&model, CountParams(preset.spec)};
 
@@ -123,6 +127,7 @@ Status RunPlan(const PlanOptions& o) {
   SearchOptions search;
   search.global_batch = gb;
   search.precision = prec;
+  search.grad_reduce = grad_reduce;
   search.top_k = o.top;
   search.tp = o.tp, search.pp = o.pp, search.dp = o.dp, search.vpp = o.vpp, search.micro_batch = o.micro_batch;
   search.zero = o.zero;
@@ -201,6 +206,7 @@ Status RunPlan(const PlanOptions& o) {
   l.recompute = search.recompute.value_or(Recompute::kNone);
   l.sp = sp;
   l.precision = prec;
+  l.grad_reduce = grad_reduce;
   // As the trainer converts parallel.bucket_mb.
   l.bucket_bytes = static_cast<int64_t>(bucket_mb * 1048576.0);
   if (!schedule.empty()) {
@@ -269,6 +275,9 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   plan->add_flag("--sp", o->sp, "sequence parallelism (with tp > 1)");
   plan->add_option("--precision", o->precision,
                    "bf16, fp16, fp8, tf32, fp32 (default bf16; with --train-config its training.precision)");
+  plan->add_option("--grad-reduce", o->grad_reduce,
+                   "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
+                   "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   plan->add_option("--stack", o->stack,
                    "software stack: modern, modern-triton, legacy or cpu (default modern; with --train-config cpu; see "

@@ -70,7 +70,7 @@ int64_t Calls(const std::vector<DpCollective>& cs) {
 
 std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBucket>& buckets, int64_t dp,
                                                       int64_t zero, int64_t micro_batches,
-                                                      int64_t grad_elem_bytes) {
+                                                      int64_t grad_elem_bytes, int64_t param_elem_bytes) {
   if (dp <= 1) return {};
   int64_t padded = 0;
   for (const GradBucket& b : buckets) padded += b.size();
@@ -85,7 +85,7 @@ std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBuck
     out.push_back({"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * times, grad_bytes * times,
                    StepPhase::kBackward});
     out.push_back({"gradient-norm sum", DpCollectiveKind::kAllreduce, 1, kScalar});
-    out.push_back({"parameter all-gather", DpCollectiveKind::kAllgather, nb, grad_bytes});
+    out.push_back({"parameter all-gather", DpCollectiveKind::kAllgather, nb, padded * param_elem_bytes});
   }
   out.push_back({"loss average", DpCollectiveKind::kAllreduce, 1, kScalar});
   return out;

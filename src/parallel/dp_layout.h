@@ -95,8 +95,8 @@ int64_t Calls(const std::vector<DpCollective>& cs);
 // plus, at any stage, the average of the logged loss (one double).
 // `micro_batches` is the number of gradient reductions ZeRO-2 runs in a step:
 // DpGradReductionsPerStep.
-// `grad_elem_bytes`: bytes of one gradient / parameter element as
-// communicated (4: the trainer's fp32).
+// `grad_elem_bytes`, `param_elem_bytes`: bytes of one gradient and of one
+// parameter element as communicated (4 and 4: the trainer's fp32).
 // How often a step reduce-scatters the gradients under ZeRO-2: after every
 // micro-batch's backward, except under pipeline parallelism (pp > 1), where
 // the gradients of the whole pipeline flush accumulate in the full buffer
@@ -107,6 +107,6 @@ inline int64_t DpGradReductionsPerStep(int64_t zero, int64_t pp, int64_t micro_b
 
 std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBucket>& buckets, int64_t dp,
                                                       int64_t zero, int64_t micro_batches,
-                                                      int64_t grad_elem_bytes);
+                                                      int64_t grad_elem_bytes, int64_t param_elem_bytes);
 
 }  // namespace scaletrain

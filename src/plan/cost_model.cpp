@@ -24,19 +24,19 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // In fp32 training the parameters are the master copy: read parameter,
 // gradient and both moments (16), write parameter and moments (12), plus the
 // gradient-norm read and the zeroing write of the gradient (4 + 4): 36.
-// Megatron-LM keeps the gradient buffer in fp16 for fp16 runs whose
-// accumulation is unfused (fusion needs --accumulate-allreduce-grads-in-fp32);
-// everything else accumulates in fp32.
-bool HalfGradientBuffer(Precision precision, const Software& sw) {
-  return precision == Precision::kFP16 && !sw.fused_grad_accumulation;
+// The gradient buffer holds the dtype it is reduced in (GradReduceFor):
+// 16 bits when the layout reduces in the compute precision (Megatron-LM's
+// fp16 default, whose unfused accumulation keeps an fp16 buffer), else fp32.
+bool HalfGradientBuffer(const Layout& l, const Software& sw) {
+  return l.precision != Precision::kFP32 && GradReduceFor(l, sw) == GradReduce::kCompute;
 }
-double OptimizerBytesPerParam(Precision precision, const Software& sw) {
-  if (precision == Precision::kFP32) return 36.0;
+double OptimizerBytesPerParam(const Layout& l, const Software& sw) {
+  if (l.precision == Precision::kFP32) return 36.0;
   double bytes = 38.0;
-  if (precision == Precision::kFP16) bytes += 8.0;
+  if (l.precision == Precision::kFP16) bytes += 8.0;
   if (sw.separate_optimizer_passes) {
     bytes += 4.0;
-    if (HalfGradientBuffer(precision, sw)) bytes += 6.0 - 2.0;
+    if (HalfGradientBuffer(l, sw)) bytes += 6.0 - 2.0;
   }
   return bytes;
 }
@@ -372,7 +372,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     // runs unless --accumulate-allreduce-grads-in-fp32 is given (read 2 + 2,
     // write 2 bytes).
     if (!sw_.fused_grad_accumulation) {
-      const double accum_bytes = HalfGradientBuffer(l.precision, sw_) ? 6.0 : 10.0;
+      const double accum_bytes = HalfGradientBuffer(l, sw_) ? 6.0 : 10.0;
       c_b += static_cast<double>(stages[i].numel) * accum_bytes / hbm;
     }
     const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
@@ -406,6 +406,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
 
   Prediction p;
   p.layout = l;
+  p.layout.grad_reduce = GradReduceFor(l, sw_);
   p.time_s.compute = mv * stage_compute;
   p.time_s.recompute = mv * stage_rc;
   p.time_s.tp_comm = mv * stage_tp;
@@ -423,7 +424,10 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   }
   const int64_t local_numel = stages[fullest].numel;
   const double local_params = static_cast<double>(local_numel);
-  const int64_t grad_elem_bytes = static_cast<int64_t>(act_bytes);  // gradients communicated in the compute precision
+  // Gradients are reduced in the gradient buffer's dtype; parameters are
+  // gathered in the compute precision.
+  const int64_t grad_elem_bytes = HalfGradientBuffer(l, sw_) ? 2 : 4;
+  const int64_t param_elem_bytes = static_cast<int64_t>(act_bytes);
   // ZeRO-2 reduces after every micro-batch (the trainer: once a step
   // under pp > 1).
   const int64_t reductions =
@@ -433,15 +437,15 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     const std::vector<GradBucket> buckets = CutGradBuckets(padded, l.dp, l.bucket_bytes);
     *num_buckets = static_cast<int64_t>(buckets.size());
     if (l.dp <= 1) return std::vector<DpCollective>{};
-    if (l.zero <= 2) return DataParallelStepCollectives(buckets, l.dp, l.zero, reductions, grad_elem_bytes);
+    if (l.zero <= 2) return DataParallelStepCollectives(buckets, l.dp, l.zero, reductions, grad_elem_bytes, param_elem_bytes);
     // ZeRO-3 / FSDP (not in the trainer): every micro-batch gathers the
     // weights for forward and again for backward, and reduce-scatters the
     // gradients, bucket by bucket.
-    const int64_t nb = *num_buckets, bytes = padded * grad_elem_bytes;
+    const int64_t nb = *num_buckets, weights = padded * param_elem_bytes, grads = padded * grad_elem_bytes;
     return std::vector<DpCollective>{
-        {"parameter all-gather (forward)", DpCollectiveKind::kAllgather, nb * m, bytes * m, StepPhase::kForward},
-        {"parameter all-gather (backward)", DpCollectiveKind::kAllgather, nb * m, bytes * m, StepPhase::kBackward},
-        {"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * m, bytes * m, StepPhase::kBackward}};
+        {"parameter all-gather (forward)", DpCollectiveKind::kAllgather, nb * m, weights * m, StepPhase::kForward},
+        {"parameter all-gather (backward)", DpCollectiveKind::kAllgather, nb * m, weights * m, StepPhase::kBackward},
+        {"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * m, grads * m, StepPhase::kBackward}};
   };
   // Stages of equal size (most of them) issue the same DP collectives.
   std::map<int64_t, std::pair<std::vector<DpCollective>, int64_t>> dp_by_numel;
@@ -502,7 +506,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.dp_comm_total_s = dp_time;
 
   const double opt_params = local_params / (l.zero >= 1 ? d : 1.0);
-  p.time_s.optimizer = opt_params * OptimizerBytesPerParam(l.precision, sw_) / hbm;
+  p.time_s.optimizer = opt_params * OptimizerBytesPerParam(l, sw_) / hbm;
   p.step_time_s = p.time_s.Total();
 
   // ---- throughput and FLOPs ----
@@ -524,7 +528,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
 
   // ---- memory on the most loaded GPU ----
   const bool fp32 = l.precision == Precision::kFP32;
-  const int64_t grad_bytes = HalfGradientBuffer(l.precision, sw_) ? 2 : 4;
+  const int64_t grad_bytes = HalfGradientBuffer(l, sw_) ? 2 : 4;
   double worst_mem = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& st = stages[i];

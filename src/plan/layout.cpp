@@ -22,12 +22,30 @@ Result<Recompute> RecomputeFromName(const std::string& name) {
   return InvalidArgument("unknown recompute '" + name + "'; use none, selective or full");
 }
 
+const char* GradReduceName(GradReduce g) {
+  switch (g) {
+    case GradReduce::kAuto: return "auto";
+    case GradReduce::kFp32: return "fp32";
+    case GradReduce::kCompute: return "compute";
+  }
+  return "?";
+}
+
+Result<GradReduce> GradReduceFromName(const std::string& name) {
+  for (GradReduce g : {GradReduce::kAuto, GradReduce::kFp32, GradReduce::kCompute}) {
+    if (name == GradReduceName(g)) return g;
+  }
+  return InvalidArgument("unknown gradient reduction dtype '" + name +
+                         "'; use fp32, compute (the 16-bit compute precision) or auto (the stack's default)");
+}
+
 std::string LayoutToString(const Layout& l) {
   std::string s = "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp);
   if (l.vpp > 1) s += " vpp=" + std::to_string(l.vpp);
   s += " mb=" + std::to_string(l.micro_batch) + " gb=" + std::to_string(l.global_batch) +
        " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) + (l.sp ? " sp" : "");
   if (l.gpipe) s += " gpipe";
+  if (l.grad_reduce == GradReduce::kCompute && l.precision != Precision::kFP32) s += " grads=16bit";
   return s;
 }
 
@@ -71,6 +89,11 @@ Result<Software> SoftwareFromName(const std::string& name) {
     return s;
   }
   return InvalidArgument("unknown software stack '" + name + "'; use modern, modern-triton, legacy or cpu");
+}
+
+GradReduce GradReduceFor(const Layout& l, const Software& sw) {
+  if (l.grad_reduce != GradReduce::kAuto) return l.grad_reduce;
+  return l.precision == Precision::kFP16 && !sw.fused_grad_accumulation ? GradReduce::kCompute : GradReduce::kFp32;
 }
 
 std::vector<int64_t> Divisors(int64_t n) {

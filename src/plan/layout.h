@@ -17,6 +17,20 @@ enum class Recompute { kNone, kSelective, kFull };
 const char* RecomputeName(Recompute r);
 Result<Recompute> RecomputeFromName(const std::string& name);
 
+// The dtype the data-parallel gradient reduction runs in, which is also the
+// dtype of the gradient buffer it reduces. kAuto takes the software stack's
+// default for the precision (GradReduceFor); a Prediction's layout always
+// holds the resolved kFp32 or kCompute.
+//   kFp32:    Megatron-LM with bf16 (it forces
+//             --accumulate-allreduce-grads-in-fp32), FSDP with
+//             MixedPrecision(reduce_dtype=float32) (torchtitan's default,
+//             Composer's `mixed_precision: DEFAULT`), Llama 3
+//   kCompute: in the 16-bit compute precision: Megatron-LM's fp16 default,
+//             Megatron-core's --grad-reduce-in-bf16, Composer's `PURE`
+enum class GradReduce { kAuto, kFp32, kCompute };
+const char* GradReduceName(GradReduce g);  // auto, fp32, compute
+Result<GradReduce> GradReduceFromName(const std::string& name);
+
 struct Layout {
   int64_t tp = 1, pp = 1, dp = 1, vpp = 1;
   int64_t micro_batch = 1;
@@ -26,6 +40,7 @@ struct Layout {
   bool sp = false;            // sequence parallelism (with tp > 1)
   Precision precision = Precision::kBF16;
   bool gpipe = false;         // run the GPipe schedule instead of 1F1B
+  GradReduce grad_reduce = GradReduce::kAuto;
   // Gradient bucket size for data-parallel reduction (the trainer's
   // parallel.bucket_mb; its default 25 MiB, as PyTorch DDP's).
   int64_t bucket_bytes = 25 << 20;
@@ -98,6 +113,11 @@ struct Software {
   double framework_gib = 1.5;
 };
 Result<Software> SoftwareFromName(const std::string& name);
+
+// The layout's gradient reduction with kAuto resolved for its stack: the
+// 16-bit compute precision where the stack's fp16 default keeps an fp16
+// gradient buffer (Megatron-LM's unfused accumulation), fp32 otherwise.
+GradReduce GradReduceFor(const Layout& l, const Software& sw);
 
 // Checks the layout against the model and the GPU count; each failure names
 // the nearest valid values.

@@ -77,6 +77,7 @@ Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
                 Layout l;
                 l.tp = tp, l.pp = pp, l.dp = dp, l.vpp = vpp, l.micro_batch = mb, l.global_batch = B;
                 l.zero = zero, l.recompute = rc, l.sp = sp, l.precision = opt.precision;
+                l.grad_reduce = opt.grad_reduce;
                 l.bucket_bytes = opt.bucket_bytes;
                 ST_ASSIGN_OR_RETURN(Prediction p, model.Evaluate(l));
                 ++res.evaluated;

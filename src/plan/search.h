@@ -16,6 +16,7 @@ struct SearchOptions {
   int64_t num_gpus = 0;
   int64_t global_batch = 0;
   Precision precision = Precision::kBF16;
+  GradReduce grad_reduce = GradReduce::kAuto;  // Layout::grad_reduce
   int64_t bucket_bytes = 25 << 20;  // gradient buckets (Layout::bucket_bytes)
   // A set field is held fixed; an empty one is searched.
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch;

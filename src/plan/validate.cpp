@@ -177,7 +177,14 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   // The compute precision where the notes state it (bf16 otherwise; the
   // A100 and H100 rates are the same for both, the gradient-accumulation
   // buffer is not).
-  if (Contains(run.notes, "fp16")) o.precision = Precision::kFP16;
+  // Narayanan et al. 2021 trained in fp16: their released scripts
+  // (Megatron-LM examples/sc21/CONFIG.sh) pass --fp16.
+  if (Contains(run.notes, "fp16") || Contains(run.source, "Narayanan")) o.precision = Precision::kFP16;
+  // Composer's FSDP mixed precision (the MosaicML rows' `prec=.../DEFAULT`
+  // or `/PURE`): DEFAULT reduces gradients in fp32, PURE in the compute
+  // precision.
+  if (Contains(run.notes, "/PURE")) o.grad_reduce = GradReduce::kCompute;
+  if (Contains(run.notes, "/DEFAULT")) o.grad_reduce = GradReduce::kFp32;
   if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3")) {
     o.zero = 3;
   } else if (Contains(run.notes, "ZeRO-2")) {

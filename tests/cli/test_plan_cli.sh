@@ -20,10 +20,26 @@ assert set(j["time_breakdown_s"]) == {"compute", "recompute", "tp_comm", "pp_com
 assert set(j["memory_breakdown_gib"]) == {"params", "grads", "optimizer", "activations", "other"}
 assert abs(sum(j["time_breakdown_s"].values()) - j["step_time_s"]) < 1e-9 * j["step_time_s"]
 assert j["layout"]["dp"] == 16 and j["tokens"] == 15e12
+assert j["layout"]["grad_reduce"] == "fp32"  # bf16's default
 assert 0 < j["mfu"] < 1
 PY
 else
   fail "plan --json exited non-zero: $(cat "$tmp/err")"
+fi
+
+# --grad-reduce compute: the gradient reduction and its buffer in bf16, the
+# DP bytes smaller, the layout says so.
+if "$bin" plan --model llama3-70b --cluster dgx-h100 --gpus 512 --tp 8 --pp 4 --recompute selective --sp \
+    --zero 1 --grad-reduce compute --json >"$tmp/plan16.json" 2>"$tmp/err"; then
+  python3 - "$tmp/plan.json" "$tmp/plan16.json" <<'PY' || fail "plan --grad-reduce compute"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert b["layout"]["grad_reduce"] == "bf16", b["layout"]
+assert b["comm_bytes_per_gpu"]["dp"] < a["comm_bytes_per_gpu"]["dp"]
+assert b["memory_breakdown_gib"]["grads"] < a["memory_breakdown_gib"]["grads"]
+PY
+else
+  fail "plan --grad-reduce compute exited non-zero: $(cat "$tmp/err")"
 fi
 
 # Search and sweep (with a plot).
@@ -50,6 +66,7 @@ expect_error "use dp=4" plan --model llama3-8b --cluster dgx-h100 --gpus 16 --tp
 expect_error "nearest valid global batch: 96 or 112" plan --model llama3-8b --cluster dgx-h100 --gpus 8 \
   --micro-batch 2 --global-batch 100
 expect_error "cannot open" plan validate "$tmp/missing.csv"
+expect_error "use fp32, compute" plan --model llama3-8b --cluster dgx-h100 --gpus 8 --grad-reduce bf32
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails check(s) failed"

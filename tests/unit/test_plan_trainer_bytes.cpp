@@ -39,13 +39,13 @@ TEST(DpLayout, StepCollectivesPerZeroStage) {
     for (const auto& c : cs) n += c.payload_bytes, calls += c.calls;
     return std::pair{n, calls};
   };
-  EXPECT_TRUE(DataParallelStepCollectives(b, 1, 2, 3, 4).empty());
+  EXPECT_TRUE(DataParallelStepCollectives(b, 1, 2, 3, 4, 4).empty());
   // ZeRO-0: 4 bucket all-reduces + the loss average.
-  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 0, 3, 4)), (std::pair<int64_t, int64_t>{4016 + 8, 5}));
+  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 0, 3, 4, 4)), (std::pair<int64_t, int64_t>{4016 + 8, 5}));
   // ZeRO-1: reduce-scatter and all-gather of every bucket, norm and loss.
-  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 1, 3, 4)), (std::pair<int64_t, int64_t>{2 * 4016 + 16, 10}));
+  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 1, 3, 4, 4)), (std::pair<int64_t, int64_t>{2 * 4016 + 16, 10}));
   // ZeRO-2: the reduce-scatter after each of 3 micro-batches.
-  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 2, 3, 4)), (std::pair<int64_t, int64_t>{4 * 4016 + 16, 18}));
+  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 2, 3, 4, 4)), (std::pair<int64_t, int64_t>{4 * 4016 + 16, 18}));
   // Ring bytes: all-reduce 2(n-1)/n, the others (n-1)/n of the payload.
   DpCollective ar{"x", DpCollectiveKind::kAllreduce, 1, 4000};
   DpCollective ag{"x", DpCollectiveKind::kAllgather, 1, 4000};
@@ -78,8 +78,70 @@ TEST(PlanTrainerBytes, Fp32HasNoMasterCopy) {
   EXPECT_EQ(p->rank_bytes.grads, 4 * n / 8);
   EXPECT_EQ(p->rank_bytes.optimizer, 12 * n / 8);  // fp32 master + two moments, 1/dp
   // ZeRO-2 reduces every micro-batch (4 here): 4 reduce-scatters of the
-  // bf16 gradients, one parameter all-gather, two scalars.
-  EXPECT_EQ(p->DpPayloadBytes(), 5 * 2 * n + 16);
+  // gradients in fp32 (bf16's default: the buffer's dtype), one all-gather
+  // of the bf16 parameters, two scalars.
+  EXPECT_EQ(p->layout.grad_reduce, GradReduce::kFp32);
+  EXPECT_EQ(p->DpPayloadBytes(), 4 * 4 * n + 2 * n + 16);
+  // Reducing in the compute precision halves the gradient buffer and the
+  // reduce-scatters, not the parameter all-gather.
+  l.grad_reduce = GradReduce::kCompute;
+  p = model.Predict(l);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->rank_bytes.grads, 2 * n / 8);
+  EXPECT_EQ(p->DpPayloadBytes(), 4 * 2 * n + 2 * n + 16);
+}
+
+// The stack's default reduction dtype: fp32 for bf16 everywhere (Megatron-LM
+// forces it, FSDP's mixed precision asks for it), the fp16 buffer of
+// Megatron-LM's unfused fp16 accumulation, and fp32 for fp32 training.
+TEST(PlanTrainerBytes, GradientReductionDtypePerStack) {
+  auto modern = SoftwareFromName("modern");
+  auto legacy = SoftwareFromName("legacy");
+  ASSERT_TRUE(modern.ok() && legacy.ok());
+  Layout l;
+  for (Precision prec : {Precision::kBF16, Precision::kFP32}) {
+    l.precision = prec;
+    EXPECT_EQ(GradReduceFor(l, *modern), GradReduce::kFp32);
+    EXPECT_EQ(GradReduceFor(l, *legacy), GradReduce::kFp32);
+  }
+  l.precision = Precision::kFP16;
+  EXPECT_EQ(GradReduceFor(l, *modern), GradReduce::kFp32);
+  EXPECT_EQ(GradReduceFor(l, *legacy), GradReduce::kCompute);
+  l.grad_reduce = GradReduce::kFp32;  // --accumulate-allreduce-grads-in-fp32
+  EXPECT_EQ(GradReduceFor(l, *legacy), GradReduce::kFp32);
+  EXPECT_EQ(std::string(GradReduceName(GradReduce::kCompute)), "compute");
+  auto bad = GradReduceFromName("bf32");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("use fp32, compute"), std::string::npos) << bad.status().message();
+}
+
+// FSDP (ZeRO-3) gathers the weights in the compute precision and
+// reduce-scatters the gradients in the reduction dtype, every micro-batch.
+TEST(PlanTrainerBytes, FsdpGathersInComputePrecisionReducesInFp32) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto preset = LoadModel("gpt2-124m", kConfigs);
+  ASSERT_TRUE(preset.ok());
+  auto cluster = cat.Cluster("dgx-a100");
+  ASSERT_TRUE(cluster.ok());
+  CostModel model(preset->spec, *cluster, Software{});
+  const int64_t n = 124439808;
+  Layout l;
+  l.dp = 8, l.global_batch = 32, l.micro_batch = 2, l.zero = 3;  // 2 micro-batches
+  auto p = model.Predict(l);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  int64_t gathered = 0, reduced = 0;
+  for (const auto& c : p->dp_collectives) {
+    (c.kind == DpCollectiveKind::kAllgather ? gathered : reduced) += c.payload_bytes;
+  }
+  EXPECT_EQ(gathered, 2 * 2 * 2 * n);  // forward and backward, 2 micro-batches, bf16
+  EXPECT_EQ(reduced, 2 * 4 * n);       // 2 micro-batches, fp32
+  const double fp32_comm = p->dp_comm_total_s;
+  l.grad_reduce = GradReduce::kCompute;
+  p = model.Predict(l);
+  ASSERT_TRUE(p.ok());
+  EXPECT_LT(p->dp_comm_total_s, fp32_comm);
+  EXPECT_GT(p->dp_comm_total_s, 0.7 * fp32_comm);  // 6 of 8 bytes per element and micro-batch
 }
 
 TEST(PlanTrainerBytes, TensorParallelPayloadOfAStep) {

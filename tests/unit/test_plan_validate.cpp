@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "plan/validate.h"
 
@@ -11,11 +12,11 @@ namespace scaletrain::plan {
 namespace {
 
 const std::string kRoot = ST_SOURCE_DIR;
-constexpr double kMapeBound = 10.3;  // measured: 10.0% (docs/planner.md)
+constexpr double kMapeBound = 9.9;  // measured: 9.7% (docs/planner.md)
 // More runs of the MosaicML tables (tests/plan/mosaicml-more-runs.csv).
-constexpr double kMoreRunsBound = 8.3;  // measured: 8.0%
+constexpr double kMoreRunsBound = 7.4;  // measured: 7.1%
 // llm-foundry's micro-batch sweep (tests/plan/mosaicml-microbatch-sweep.csv).
-constexpr double kSweepBound = 6.1;  // measured: 5.9%
+constexpr double kSweepBound = 2.1;  // measured: 1.8%
 // Calculon's own validation runs (Korthikanti et al. 2022, Table 5;
 // tests/plan/korthikanti-2022.csv), added after the method was fixed.
 constexpr double kKorthikantiBound = 3.7;  // measured: 3.4%, worst 8.9%
@@ -59,18 +60,27 @@ TEST(PlanValidate, MoreMosaicRunsWithinTheMeasuredBound) {
 // The same model and sequence at 1, 2 and 4 sequences per micro-batch: the
 // measured MFU falls from 62% to 47% as the per-micro-batch FSDP gathers and
 // reduce-scatters stop being small next to the compute. The error must not
-// follow the micro-batch: while the planner hid that traffic under compute it
-// went from +25% (4) to +59% (1); with the traffic charged it is flat.
+// follow the micro-batch within a model: while the planner hid that traffic
+// under compute it went from +25% (4) to +59% (1); with the traffic charged
+// (the gradients reduced in fp32, as the rows' Composer `DEFAULT` asks) it
+// moves by under 3 points per model.
 TEST(PlanValidate, MicroBatchSweepErrorDoesNotFollowTheMicroBatch) {
   const auto rep = ValidateRepoCsv("mosaicml-microbatch-sweep.csv", 5);
   ASSERT_FALSE(rep.rows.empty());
-  double lo = 1e9, hi = -1e9;
+  std::map<std::string, std::pair<double, double>> range;  // model -> (lowest, highest) error
   for (const auto& r : rep.rows) {
     EXPECT_EQ(r.stack, "modern-triton") << r.run.id;
+    EXPECT_EQ(r.prediction.layout.grad_reduce, GradReduce::kFp32) << r.run.id;
     EXPECT_GT(r.prediction.time_s.dp_comm, 0.05 * r.prediction.step_time_s) << r.run.id;
-    lo = std::min(lo, r.error_pct), hi = std::max(hi, r.error_pct);
+    auto [it, added] = range.try_emplace(r.run.model, r.error_pct, r.error_pct);
+    it->second.first = std::min(it->second.first, r.error_pct);
+    it->second.second = std::max(it->second.second, r.error_pct);
   }
-  EXPECT_LT(hi - lo, 6.0) << "errors from " << lo << "% to " << hi << "%";
+  EXPECT_EQ(range.size(), 2u);
+  for (const auto& [model, lo_hi] : range) {
+    EXPECT_LT(lo_hi.second - lo_hi.first, 4.0) << model << ": errors from " << lo_hi.first << "% to " << lo_hi.second
+                                               << "%";
+  }
   EXPECT_LT(rep.mape, kSweepBound) << "MAPE " << rep.mape;
 }
 
