@@ -174,11 +174,10 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
     ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(run.recompute));
     o.recompute = rc;
   }
-  // The compute precision where the notes state it (bf16 otherwise; the
-  // A100 and H100 rates are the same for both, the gradient-accumulation
-  // buffer is not).
-  // Narayanan et al. 2021 trained in fp16: their released scripts
-  // (Megatron-LM examples/sc21/CONFIG.sh) pass --fp16.
+  // The compute precision where the notes state it, fp16 for Narayanan et
+  // al. 2021 (their released scripts, Megatron-LM examples/sc21/CONFIG.sh,
+  // pass --fp16), bf16 otherwise. The A100 and H100 rates are the same for
+  // both; the gradient buffer and its reduction are not (GradReduceFor).
   if (Contains(run.notes, "fp16") || Contains(run.source, "Narayanan")) o.precision = Precision::kFP16;
   // Composer's FSDP mixed precision (the MosaicML rows' `prec=.../DEFAULT`
   // or `/PURE`): DEFAULT reduces gradients in fp32, PURE in the compute

@@ -4,6 +4,8 @@
 // tests/cli/test_plan_vs_trainer.sh.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "model/param_layout.h"
 #include "parallel/dp_layout.h"
 #include "parallel/tp_pp_layout.h"
@@ -15,6 +17,15 @@ namespace scaletrain::plan {
 namespace {
 
 const std::string kConfigs = std::string(ST_SOURCE_DIR) + "/configs";
+
+// GPT-2 124M on a DGX A100 with the default (modern) stack.
+Result<std::unique_ptr<CostModel>> Gpt2OnDgxA100() {
+  HardwareCatalog cat;
+  ST_RETURN_IF_ERROR(cat.LoadDir(kConfigs + "/hardware"));
+  ST_ASSIGN_OR_RETURN(ModelPreset preset, LoadModel("gpt2-124m", kConfigs));
+  ST_ASSIGN_OR_RETURN(ClusterSpec cluster, cat.Cluster("dgx-a100"));
+  return std::make_unique<CostModel>(preset.spec, cluster, Software{});
+}
 
 TEST(DpLayout, BucketsTileThePaddedBufferFromTheEnd) {
   // 1003 elements at dp 4 pad to 1004; 1 KiB buckets hold 256 floats.
@@ -54,13 +65,9 @@ TEST(DpLayout, StepCollectivesPerZeroStage) {
 }
 
 TEST(PlanTrainerBytes, Fp32HasNoMasterCopy) {
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto preset = LoadModel("gpt2-124m", kConfigs);
-  ASSERT_TRUE(preset.ok());
-  auto cluster = cat.Cluster("dgx-a100");
-  ASSERT_TRUE(cluster.ok());
-  CostModel model(preset->spec, *cluster, Software{});
+  auto made = Gpt2OnDgxA100();
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  CostModel& model = **made;
   const int64_t n = 124439808;  // GPT-2 124M, a multiple of 8: no padding
   Layout l;
   l.dp = 8, l.global_batch = 64, l.micro_batch = 2, l.zero = 1;
@@ -118,13 +125,9 @@ TEST(PlanTrainerBytes, GradientReductionDtypePerStack) {
 // FSDP (ZeRO-3) gathers the weights in the compute precision and
 // reduce-scatters the gradients in the reduction dtype, every micro-batch.
 TEST(PlanTrainerBytes, FsdpGathersInComputePrecisionReducesInFp32) {
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto preset = LoadModel("gpt2-124m", kConfigs);
-  ASSERT_TRUE(preset.ok());
-  auto cluster = cat.Cluster("dgx-a100");
-  ASSERT_TRUE(cluster.ok());
-  CostModel model(preset->spec, *cluster, Software{});
+  auto made = Gpt2OnDgxA100();
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  CostModel& model = **made;
   const int64_t n = 124439808;
   Layout l;
   l.dp = 8, l.global_batch = 32, l.micro_batch = 2, l.zero = 3;  // 2 micro-batches
@@ -145,11 +148,9 @@ TEST(PlanTrainerBytes, FsdpGathersInComputePrecisionReducesInFp32) {
 }
 
 TEST(PlanTrainerBytes, TensorParallelPayloadOfAStep) {
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
-  auto preset = LoadModel("gpt2-124m", kConfigs);
-  ASSERT_TRUE(preset.ok());
-  CostModel model(preset->spec, *cat.Cluster("dgx-a100"), Software{});
+  auto made = Gpt2OnDgxA100();
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  CostModel& model = **made;
   Layout l;
   l.tp = 2, l.dp = 4, l.global_batch = 16, l.micro_batch = 2;  // 2 micro-batches of 2 x 1024 tokens
   auto p = model.Predict(l);
