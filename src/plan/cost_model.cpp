@@ -437,7 +437,10 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     const std::vector<GradBucket> buckets = CutGradBuckets(padded, l.dp, l.bucket_bytes);
     *num_buckets = static_cast<int64_t>(buckets.size());
     if (l.dp <= 1) return std::vector<DpCollective>{};
-    if (l.zero <= 2) return DataParallelStepCollectives(buckets, l.dp, l.zero, reductions, grad_elem_bytes, param_elem_bytes);
+    if (l.zero <= 2) {
+      return DataParallelStepCollectives(buckets, l.dp, l.zero, reductions, grad_elem_bytes,
+                                         param_elem_bytes);
+    }
     // ZeRO-3 / FSDP (not in the trainer): every micro-batch gathers the
     // weights for forward and again for backward, and reduce-scatters the
     // gradients, bucket by bucket.

@@ -39,13 +39,21 @@ Result<GradReduce> GradReduceFromName(const std::string& name) {
                          "'; use fp32, compute (the 16-bit compute precision) or auto (the stack's default)");
 }
 
+const char* GradReduceDtypeName(const Layout& l) {
+  if (l.grad_reduce == GradReduce::kAuto) return "auto";
+  if (l.grad_reduce == GradReduce::kFp32 || l.precision == Precision::kFP32) return "fp32";
+  return l.precision == Precision::kFP16 ? "fp16" : "bf16";
+}
+
 std::string LayoutToString(const Layout& l) {
   std::string s = "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp);
   if (l.vpp > 1) s += " vpp=" + std::to_string(l.vpp);
   s += " mb=" + std::to_string(l.micro_batch) + " gb=" + std::to_string(l.global_batch) +
        " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) + (l.sp ? " sp" : "");
   if (l.gpipe) s += " gpipe";
-  if (l.grad_reduce == GradReduce::kCompute && l.precision != Precision::kFP32) s += " grads=16bit";
+  if (l.grad_reduce == GradReduce::kCompute && l.precision != Precision::kFP32) {
+    s += std::string(" grads=") + GradReduceDtypeName(l);
+  }
   return s;
 }
 

@@ -30,6 +30,10 @@ Result<Recompute> RecomputeFromName(const std::string& name);
 enum class GradReduce { kAuto, kFp32, kCompute };
 const char* GradReduceName(GradReduce g);  // auto, fp32, compute
 Result<GradReduce> GradReduceFromName(const std::string& name);
+struct Layout;
+// The dtype a layout's gradients are reduced in: "fp32", "fp16" or "bf16"
+// (16-bit gradients of any other compute precision), "auto" if unresolved.
+const char* GradReduceDtypeName(const Layout& l);
 
 struct Layout {
   int64_t tp = 1, pp = 1, dp = 1, vpp = 1;

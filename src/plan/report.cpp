@@ -31,9 +31,7 @@ nlohmann::json LayoutJson(const Layout& l) {
           {"sp", l.sp},
           {"schedule", ScheduleKindName(l.schedule())},
           {"precision", PrecisionName(l.precision)},
-          {"grad_reduce", l.grad_reduce == GradReduce::kCompute ? PrecisionName(l.precision)
-                          : l.grad_reduce == GradReduce::kFp32  ? "fp32"
-                                                                : "auto"},
+          {"grad_reduce", GradReduceDtypeName(l)},
           {"bucket_bytes", l.bucket_bytes}};
 }
 

@@ -117,6 +117,11 @@ TEST(PlanTrainerBytes, GradientReductionDtypePerStack) {
   l.grad_reduce = GradReduce::kFp32;  // --accumulate-allreduce-grads-in-fp32
   EXPECT_EQ(GradReduceFor(l, *legacy), GradReduce::kFp32);
   EXPECT_EQ(std::string(GradReduceName(GradReduce::kCompute)), "compute");
+  EXPECT_EQ(std::string(GradReduceDtypeName(l)), "fp32");
+  l.grad_reduce = GradReduce::kCompute;
+  EXPECT_EQ(std::string(GradReduceDtypeName(l)), "fp16");
+  l.precision = Precision::kFP8;  // 16-bit gradients of an fp8 run
+  EXPECT_EQ(std::string(GradReduceDtypeName(l)), "bf16");
   auto bad = GradReduceFromName("bf32");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("use fp32, compute"), std::string::npos) << bad.status().message();
