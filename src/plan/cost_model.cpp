@@ -201,6 +201,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   const double heads_local = static_cast<double>(M.n_head) / t;
   const double T = b * s;  // tokens per micro-batch
   const double act_bytes = l.precision == Precision::kFP32 ? 4.0 : 2.0;
+  // The gradient buffer's element, which is also what DP reduces.
+  const int64_t grad_elem_bytes = HalfGradientBuffer(l, sw_) ? 2 : 4;
   // Tensor-core work runs at the clock the GPU holds at its power limit.
   const double mm_rate = peak * gpu.matmul_efficiency * gpu.sustained_clock_ratio;
   const double hbm = gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency;
@@ -372,7 +374,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     // runs unless --accumulate-allreduce-grads-in-fp32 is given (read 2 + 2,
     // write 2 bytes).
     if (!sw_.fused_grad_accumulation) {
-      const double accum_bytes = HalfGradientBuffer(l, sw_) ? 6.0 : 10.0;
+      const double accum_bytes = 2.0 + 2.0 * static_cast<double>(grad_elem_bytes);
       c_b += static_cast<double>(stages[i].numel) * accum_bytes / hbm;
     }
     const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
@@ -424,9 +426,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   }
   const int64_t local_numel = stages[fullest].numel;
   const double local_params = static_cast<double>(local_numel);
-  // Gradients are reduced in the gradient buffer's dtype; parameters are
-  // gathered in the compute precision.
-  const int64_t grad_elem_bytes = HalfGradientBuffer(l, sw_) ? 2 : 4;
+  // Gradients are reduced in the gradient buffer's dtype (grad_elem_bytes);
+  // parameters are gathered in the compute precision.
   const int64_t param_elem_bytes = static_cast<int64_t>(act_bytes);
   // ZeRO-2 reduces after every micro-batch (the trainer: once a step
   // under pp > 1).
@@ -531,7 +532,6 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
 
   // ---- memory on the most loaded GPU ----
   const bool fp32 = l.precision == Precision::kFP32;
-  const int64_t grad_bytes = HalfGradientBuffer(l, sw_) ? 2 : 4;
   double worst_mem = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& st = stages[i];
@@ -541,7 +541,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     rb.padded_numel = DpPaddedNumel(rb.numel, l.dp);
     const int64_t shard = rb.padded_numel / l.dp;
     rb.params = (l.zero >= 3 ? shard : rb.padded_numel) * static_cast<int64_t>(act_bytes);
-    rb.grads = DpPersistentGradNumel(rb.padded_numel, l.dp, l.zero) * grad_bytes;
+    rb.grads = DpPersistentGradNumel(rb.padded_numel, l.dp, l.zero) * grad_elem_bytes;
     rb.optimizer = DpOwnedNumel(rb.padded_numel, l.dp, l.zero) * (fp32 ? 8 : 12);
     MemoryBreakdown mem;
     mem.params = static_cast<double>(rb.params);
