@@ -11,11 +11,11 @@
 #include <optional>
 #include <thread>
 
-#include "bench/bench.h"
 #include "cli/commands.h"
 #include "cli/train_config_model.h"
 #include "comm/communicator.h"
 #include "core/config.h"
+#include "hwprofile/bench.h"
 #include "plan/hardware.h"
 
 namespace scaletrain::cli {
@@ -76,23 +76,23 @@ Status RunBenchCommand(const BenchArgs& a, Communicator& world) {
                      "writable path");
     }
   }
-  bench::BenchOptions opt;
+  hwprofile::BenchOptions opt;
   opt.name = a.name;
   opt.threads = a.threads;
   opt.min_seconds = a.min_seconds;
   opt.max_allreduce_bytes = static_cast<int64_t>(a.max_allreduce_mb * 1048576.0);
   opt.stream_bytes = static_cast<int64_t>(a.stream_mb * 1048576.0) / 4 * 4;
-  auto measured = bench::RunBench(world, opt, model ? &*model : nullptr, micro_batch);
+  auto measured = hwprofile::RunBench(world, opt, model ? &*model : nullptr, micro_batch);
   if (world.rank() != 0) return measured.status();
   if (!measured.ok()) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
     return measured.status();
   }
-  const bench::BenchResult& r = *measured;
+  const hwprofile::BenchResult& r = *measured;
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << bench::ProfileToToml(r);
+    out << hwprofile::ProfileToToml(r);
     if (!out) return IoError("error writing " + tmp + " (disk full?)");
   }
   std::error_code ec;
@@ -102,7 +102,7 @@ Status RunBenchCommand(const BenchArgs& a, Communicator& world) {
   plan::HardwareCatalog cat;
   ST_RETURN_IF_ERROR(cat.LoadFile(a.output).WithContext("the profile just written"));
   ST_RETURN_IF_ERROR(cat.Cluster(a.name).status().WithContext("the profile just written"));
-  std::printf("%s", bench::BenchToText(r).c_str());
+  std::printf("%s", hwprofile::BenchToText(r).c_str());
   std::printf("profile written to %s (cluster '%s'); use: scaletrain plan --hardware %s --cluster %s ...\n",
               a.output.c_str(), a.name.c_str(), a.output.c_str(), a.name.c_str());
   return Status::Ok();

@@ -20,7 +20,7 @@
 #include "core/status.h"
 #include "model/spec.h"
 
-namespace scaletrain::bench {
+namespace scaletrain::hwprofile {
 
 struct BenchOptions {
   std::string name;        // profile entry name (gpu/node/fabric/cluster)
@@ -97,4 +97,4 @@ std::string ProfileToToml(const BenchResult& r);
 // A human-readable summary of the measurements.
 std::string BenchToText(const BenchResult& r);
 
-}  // namespace scaletrain::bench
+}  // namespace scaletrain::hwprofile

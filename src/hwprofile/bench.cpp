@@ -1,4 +1,4 @@
-#include "bench/bench.h"
+#include "hwprofile/bench.h"
 
 #include "core/strings.h"
 
@@ -18,7 +18,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 
-namespace scaletrain::bench {
+namespace scaletrain::hwprofile {
 
 namespace {
 
@@ -353,4 +353,4 @@ std::string BenchToText(const BenchResult& r) {
   return o;
 }
 
-}  // namespace scaletrain::bench
+}  // namespace scaletrain::hwprofile
