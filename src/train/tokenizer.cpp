@@ -317,9 +317,9 @@ Result<Vocabulary> Vocabulary::FromJson(const nlohmann::json& j, const std::stri
   return v;
 }
 
-Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
-  // Everything that can fail on the input is checked before any file is
-  // written, so a bad run leaves an existing prepared directory untouched.
+namespace {
+
+Status CheckPrepareOptions(const PrepareOptions& opts) {
   if (opts.input.empty()) return InvalidArgument("data prepare: no input file given");
   if (opts.output_dir.empty()) return InvalidArgument("data prepare: no output directory given");
   if (!(opts.val_fraction > 0.0 && opts.val_fraction < 1.0)) {
@@ -330,34 +330,37 @@ Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
     return InvalidArgument("data prepare: unknown vocab kind '" + opts.vocab +
                            "'; use \"char\" or \"byte\"");
   }
+  return Status::Ok();
+}
 
-  Result<std::string> text_or = ReadWholeFile(opts.input, "input file");
-  if (!text_or.ok()) {
-    const Status& st = text_or.status();
+// The input's text; a missing or empty file is an error.
+Result<std::string> ReadInputText(const std::string& input) {
+  Result<std::string> text = ReadWholeFile(input, "input file");
+  if (!text.ok()) {
+    const Status& st = text.status();
     if (st.code() == StatusCode::kNotFound) {
       return NotFound("data prepare: " + st.message() + "; check the input path");
     }
     return st.WithContext("data prepare");
   }
-  const std::string& text = *text_or;
-  if (text.empty()) {
-    return InvalidArgument("data prepare: input file " + opts.input +
+  if (text->empty()) {
+    return InvalidArgument("data prepare: input file " + input +
                            " is empty; there is nothing to train on");
   }
+  return text;
+}
 
-  Vocabulary vocab;
-  if (opts.vocab == "char") {
-    Result<Vocabulary> v = Vocabulary::CharsOf(text);
-    if (!v.ok()) return v.status().WithContext("data prepare: input file " + opts.input);
-    vocab = std::move(v).value();
-  } else {
-    vocab = Vocabulary::Bytes();
-  }
-  Result<std::vector<int32_t>> ids_or = vocab.Encode(text);
-  if (!ids_or.ok()) return ids_or.status().WithContext("data prepare: input file " + opts.input);
-  const std::vector<int32_t>& ids = *ids_or;
+// The vocabulary of kind opts.vocab ("char": the characters of `text`).
+Result<Vocabulary> VocabularyFor(const PrepareOptions& opts, const std::string& text) {
+  if (opts.vocab != "char") return Vocabulary::Bytes();
+  Result<Vocabulary> v = Vocabulary::CharsOf(text);
+  if (!v.ok()) return v.status().WithContext("data prepare: input file " + opts.input);
+  return v;
+}
 
-  const int64_t n = static_cast<int64_t>(ids.size());
+// How many of the `n` tokens go to the training split; both splits must
+// hold at least one.
+Result<int64_t> TrainTokenCount(const PrepareOptions& opts, int64_t n) {
   // Truncation, as nanoGPT's prepare.py does (int(n * 0.9)), so the counts
   // match that reference.
   const int64_t n_train = static_cast<int64_t>(static_cast<double>(n) * (1.0 - opts.val_fraction));
@@ -369,31 +372,44 @@ Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
                            (n_train <= 0 ? "training" : "validation") +
                            " split empty; use a larger input or another val_fraction");
   }
+  return n_train;
+}
 
+Status CreateOutputDirectory(const std::string& output_dir) {
   std::error_code ec;
-  fs::create_directories(opts.output_dir, ec);
-  if (ec || !fs::is_directory(opts.output_dir)) {
-    return IoError("data prepare: cannot create output directory " + opts.output_dir + ": " +
+  fs::create_directories(output_dir, ec);
+  if (ec || !fs::is_directory(output_dir)) {
+    return IoError("data prepare: cannot create output directory " + output_dir + ": " +
                    (ec ? ec.message() : std::string("a non-directory is in the way")));
   }
+  return Status::Ok();
+}
 
-  const fs::path dir(opts.output_dir);
+// One output file and the name it is written under before it takes its own.
+struct StagedOutput {
+  std::string final_path;
+  std::string staged_path;
+};
+
+void DiscardStaged(const std::vector<StagedOutput>& outputs) {
+  std::error_code ignored;
+  for (const StagedOutput& o : outputs) fs::remove(o.staged_path, ignored);
+}
+
+// Writes train.bin (the first n_train ids), val.bin (the rest) and
+// vocab.json into `dir`. All three files are staged first and only then
+// renamed, so a failure while writing (disk full, say) cannot leave a new
+// train.bin beside an old val.bin or vocab.json.
+Status WritePreparedFiles(const std::string& dir, const std::vector<int32_t>& ids, int64_t n_train,
+                          const Vocabulary& vocab) {
   const std::string suffix = ".staging-" + std::to_string(::getpid());
-  struct Output {
-    std::string final_path;
-    std::string staged_path;
+  auto staged = [&](const std::string& name) {
+    return StagedOutput{(fs::path(dir) / name).string(),
+                        (fs::path(dir) / (name + suffix)).string()};
   };
-  const Output train{(dir / "train.bin").string(), (dir / ("train.bin" + suffix)).string()};
-  const Output val{(dir / "val.bin").string(), (dir / ("val.bin" + suffix)).string()};
-  const Output voc{(dir / "vocab.json").string(), (dir / ("vocab.json" + suffix)).string()};
-  const Output* outputs[] = {&train, &val, &voc};
-  auto discard_staged = [&]() {
-    for (const Output* o : outputs) fs::remove(o->staged_path, ec);
-  };
-
-  // All three files are staged first and only then renamed, so a failure
-  // while writing (disk full, say) cannot leave a new train.bin beside an
-  // old val.bin or vocab.json.
+  const StagedOutput train = staged("train.bin"), val = staged("val.bin"),
+                     voc = staged("vocab.json");
+  const std::vector<StagedOutput> outputs = {train, val, voc};
   Status st =
       WriteTokenShard(train.staged_path, std::vector<int32_t>(ids.begin(), ids.begin() + n_train));
   if (st.ok()) {
@@ -401,22 +417,39 @@ Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
   }
   if (st.ok()) st = vocab.Save(voc.staged_path);
   if (!st.ok()) {
-    discard_staged();
+    DiscardStaged(outputs);
     return st.WithContext("data prepare");
   }
-  for (const Output* o : outputs) {
-    if (::rename(o->staged_path.c_str(), o->final_path.c_str()) != 0) {
+  for (const StagedOutput& o : outputs) {
+    if (::rename(o.staged_path.c_str(), o.final_path.c_str()) != 0) {
       const int err = errno;
-      discard_staged();
-      return IoError("data prepare: cannot move " + o->staged_path + " to " + o->final_path + ": " +
+      DiscardStaged(outputs);
+      return IoError("data prepare: cannot move " + o.staged_path + " to " + o.final_path + ": " +
                      ErrnoText(err));
     }
   }
+  return Status::Ok();
+}
 
+}  // namespace
+
+Result<PrepareSummary> PrepareTextData(const PrepareOptions& opts) {
+  // Everything that can fail on the input is checked before any file is
+  // written, so a bad run leaves an existing prepared directory untouched.
+  ST_RETURN_IF_ERROR(CheckPrepareOptions(opts));
+  ST_ASSIGN_OR_RETURN(const std::string text, ReadInputText(opts.input));
+  ST_ASSIGN_OR_RETURN(const Vocabulary vocab, VocabularyFor(opts, text));
+  Result<std::vector<int32_t>> ids = vocab.Encode(text);
+  if (!ids.ok()) return ids.status().WithContext("data prepare: input file " + opts.input);
+  const int64_t n = static_cast<int64_t>(ids->size());
+  ST_ASSIGN_OR_RETURN(const int64_t n_train, TrainTokenCount(opts, n));
+
+  ST_RETURN_IF_ERROR(CreateOutputDirectory(opts.output_dir));
+  ST_RETURN_IF_ERROR(WritePreparedFiles(opts.output_dir, *ids, n_train, vocab));
   PrepareSummary summary;
   summary.vocab_size = vocab.size();
   summary.train_tokens = n_train;
-  summary.val_tokens = n_val;
+  summary.val_tokens = n - n_train;
   return summary;
 }
 
