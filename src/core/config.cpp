@@ -189,40 +189,68 @@ Result<RunConfig> LoadRunConfig(const std::string& path, const std::vector<std::
   return ParseRunConfig(ss.str(), overrides, path);
 }
 
-Status ValidateRunConfig(const RunConfig& c) {
-  auto positive = [](const char* key, int64_t v) -> Status {
-    if (v <= 0) return InvalidArgument(std::string(key) + " must be positive, got " + std::to_string(v));
-    return Status::Ok();
-  };
-  ST_RETURN_IF_ERROR(positive("model.n_layer", c.model.n_layer));
-  ST_RETURN_IF_ERROR(positive("model.n_head", c.model.n_head));
-  ST_RETURN_IF_ERROR(positive("model.n_embd", c.model.n_embd));
-  ST_RETURN_IF_ERROR(positive("model.block_size", c.model.block_size));
-  ST_RETURN_IF_ERROR(positive("model.vocab_multiple", c.model.vocab_multiple));
-  if (c.model.vocab_size < 0) return InvalidArgument("model.vocab_size must be >= 0 (0 takes it from the data)");
-  if (c.model.n_embd % c.model.n_head != 0) {
-    return InvalidArgument("model.n_embd (" + std::to_string(c.model.n_embd) +
-                           ") is not divisible by model.n_head (" + std::to_string(c.model.n_head) +
-                           "); choose n_head dividing n_embd, e.g. n_head = " +
-                           std::to_string(c.model.n_embd % 4 == 0 ? 4 : 1));
+namespace {
+
+Status RequirePositive(const char* key, int64_t v) {
+  if (v <= 0) {
+    return InvalidArgument(std::string(key) + " must be positive, got " + std::to_string(v));
   }
-  const auto& t = c.training;
-  ST_RETURN_IF_ERROR(positive("training.steps", t.steps));
-  ST_RETURN_IF_ERROR(positive("training.global_batch_size", t.global_batch_size));
-  ST_RETURN_IF_ERROR(positive("training.micro_batch_size", t.micro_batch_size));
-  ST_RETURN_IF_ERROR(positive("training.eval_steps", t.eval_steps));
-  if (t.eval_interval < 0) return InvalidArgument("training.eval_interval must be >= 0 (0: evaluate only at the end)");
+  return Status::Ok();
+}
+
+Status ValidateModelSection(const ModelConfig& m) {
+  ST_RETURN_IF_ERROR(RequirePositive("model.n_layer", m.n_layer));
+  ST_RETURN_IF_ERROR(RequirePositive("model.n_head", m.n_head));
+  ST_RETURN_IF_ERROR(RequirePositive("model.n_embd", m.n_embd));
+  ST_RETURN_IF_ERROR(RequirePositive("model.block_size", m.block_size));
+  ST_RETURN_IF_ERROR(RequirePositive("model.vocab_multiple", m.vocab_multiple));
+  if (m.vocab_size < 0) {
+    return InvalidArgument("model.vocab_size must be >= 0 (0 takes it from the data)");
+  }
+  if (m.n_embd % m.n_head != 0) {
+    return InvalidArgument("model.n_embd (" + std::to_string(m.n_embd) +
+                           ") is not divisible by model.n_head (" + std::to_string(m.n_head) +
+                           "); choose n_head dividing n_embd, e.g. n_head = " +
+                           std::to_string(m.n_embd % 4 == 0 ? 4 : 1));
+  }
+  return Status::Ok();
+}
+
+// Step, batch and evaluation counts, and the run's threads and sample length.
+Status ValidateTrainingCounts(const TrainingConfig& t) {
+  ST_RETURN_IF_ERROR(RequirePositive("training.steps", t.steps));
+  ST_RETURN_IF_ERROR(RequirePositive("training.global_batch_size", t.global_batch_size));
+  ST_RETURN_IF_ERROR(RequirePositive("training.micro_batch_size", t.micro_batch_size));
+  ST_RETURN_IF_ERROR(RequirePositive("training.eval_steps", t.eval_steps));
+  if (t.eval_interval < 0) {
+    return InvalidArgument("training.eval_interval must be >= 0 (0: evaluate only at the end)");
+  }
   if (t.warmup_steps < 0) return InvalidArgument("training.warmup_steps must be >= 0");
   if (t.threads < 0) return InvalidArgument("training.threads must be >= 0 (0: all cores)");
   if (t.sample_tokens < 0) return InvalidArgument("training.sample_tokens must be >= 0");
+  return Status::Ok();
+}
+
+// The learning-rate schedule and AdamW's settings. Written as !(x > 0) so
+// that a NaN fails too.
+Status ValidateOptimizerSettings(const TrainingConfig& t) {
   if (!(t.lr > 0)) return InvalidArgument("training.lr must be positive");
-  if (t.min_lr < 0 || t.min_lr > t.lr) return InvalidArgument("training.min_lr must be in [0, training.lr]");
+  if (t.min_lr < 0 || t.min_lr > t.lr) {
+    return InvalidArgument("training.min_lr must be in [0, training.lr]");
+  }
   if (t.weight_decay < 0) return InvalidArgument("training.weight_decay must be >= 0");
-  if (t.grad_clip < 0) return InvalidArgument("training.grad_clip must be >= 0 (0 disables clipping)");
+  if (t.grad_clip < 0) {
+    return InvalidArgument("training.grad_clip must be >= 0 (0 disables clipping)");
+  }
   if (!(t.beta1 >= 0 && t.beta1 < 1) || !(t.beta2 >= 0 && t.beta2 < 1)) {
     return InvalidArgument("training.beta1 and training.beta2 must be in [0, 1)");
   }
   if (!(t.eps > 0)) return InvalidArgument("training.eps must be positive");
+  return Status::Ok();
+}
+
+// What this build computes on: the CPU, in fp32.
+Status ValidateDeviceAndPrecision(const TrainingConfig& t) {
   if (t.device != "cpu") {
     return InvalidArgument("training.device = '" + t.device +
                            "' is not available in this build; use \"cpu\"");
@@ -231,19 +259,30 @@ Status ValidateRunConfig(const RunConfig& c) {
     return InvalidArgument("training.precision = '" + t.precision +
                            "' is not supported on the CPU backend; use \"fp32\"");
   }
+  return Status::Ok();
+}
 
-  const auto& p = c.parallel;
-  ST_RETURN_IF_ERROR(positive("parallel.dp", p.dp));
-  ST_RETURN_IF_ERROR(positive("parallel.tp", p.tp));
-  ST_RETURN_IF_ERROR(positive("parallel.pp", p.pp));
-  ST_RETURN_IF_ERROR(positive("parallel.vpp", p.vpp));
+Status ValidateParallelSection(const ParallelConfig& p) {
+  ST_RETURN_IF_ERROR(RequirePositive("parallel.dp", p.dp));
+  ST_RETURN_IF_ERROR(RequirePositive("parallel.tp", p.tp));
+  ST_RETURN_IF_ERROR(RequirePositive("parallel.pp", p.pp));
+  ST_RETURN_IF_ERROR(RequirePositive("parallel.vpp", p.vpp));
   if (p.zero < 0 || p.zero > 2) return InvalidArgument("parallel.zero must be 0, 1 or 2");
   if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved") {
     return InvalidArgument("parallel.schedule = '" + p.schedule +
                            "' is unknown; use \"gpipe\", \"1f1b\" or \"interleaved\"");
   }
-  if (!(p.bucket_mb > 0)) return InvalidArgument("parallel.bucket_mb must be positive (25 is PyTorch DDP's default)");
-  if (!(p.comm_timeout_s > 0)) return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
+  if (!(p.bucket_mb > 0)) {
+    return InvalidArgument("parallel.bucket_mb must be positive (25 is PyTorch DDP's default)");
+  }
+  if (!(p.comm_timeout_s > 0)) {
+    return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
+  }
+  return Status::Ok();
+}
+
+// A step's global batch is whole micro-batches on every data-parallel rank.
+Status ValidateBatchDivision(const TrainingConfig& t, const ParallelConfig& p) {
   const int64_t per_step = t.micro_batch_size * p.dp;
   if (t.global_batch_size % per_step != 0) {
     int64_t lo = std::max<int64_t>(per_step, t.global_batch_size / per_step * per_step);
@@ -254,10 +293,27 @@ Status ValidateRunConfig(const RunConfig& c) {
         std::to_string(per_step) + "; use e.g. " + std::to_string(lo) + " or " +
         std::to_string(lo + per_step));
   }
-  const auto& k = c.checkpoint;
-  if (k.interval < 0) return InvalidArgument("checkpoint.interval must be >= 0 (0: only at the end)");
+  return Status::Ok();
+}
+
+Status ValidateCheckpointSection(const CheckpointConfig& k) {
+  if (k.interval < 0) {
+    return InvalidArgument("checkpoint.interval must be >= 0 (0: only at the end)");
+  }
   if (k.keep < 1) return InvalidArgument("checkpoint.keep must be >= 1");
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateRunConfig(const RunConfig& c) {
+  ST_RETURN_IF_ERROR(ValidateModelSection(c.model));
+  ST_RETURN_IF_ERROR(ValidateTrainingCounts(c.training));
+  ST_RETURN_IF_ERROR(ValidateOptimizerSettings(c.training));
+  ST_RETURN_IF_ERROR(ValidateDeviceAndPrecision(c.training));
+  ST_RETURN_IF_ERROR(ValidateParallelSection(c.parallel));
+  ST_RETURN_IF_ERROR(ValidateBatchDivision(c.training, c.parallel));
+  return ValidateCheckpointSection(c.checkpoint);
 }
 
 std::string RunConfigToToml(const RunConfig& c) {
