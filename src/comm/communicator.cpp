@@ -235,55 +235,84 @@ int64_t PayloadBytes(const Communicator::OpDesc& op, int group_size) {
   }
 }
 
-}  // namespace
+// Reduce-scatter and allgather: one side's buffer holds a block per rank.
+bool IsBlocked(CommOp op) { return op == CommOp::kReduceScatter || op == CommOp::kAllgather; }
 
-Status Communicator::Validate(const OpDesc& op) const {
+bool Reduces(CommOp op) { return op == CommOp::kAllreduce || op == CommOp::kReduceScatter; }
+
+// MPI counts are ints; the full buffer of reduce_scatter/allgather too.
+Status CheckElementCount(const Communicator::OpDesc& op, int group_size) {
   if (op.count < 0) {
     return InvalidArgument("negative element count " + std::to_string(op.count));
   }
-  // MPI counts are ints; the full buffer of reduce_scatter/allgather too.
-  const bool blocked = op.op == CommOp::kReduceScatter || op.op == CommOp::kAllgather;
-  const int64_t total = op.count > INT_MAX ? op.count : (blocked ? op.count * size() : op.count);
+  const int64_t total =
+      op.count > INT_MAX ? op.count : (IsBlocked(op.op) ? op.count * group_size : op.count);
   if (total > INT_MAX) {
     return InvalidArgument(std::to_string(total) +
                            " elements exceed the 2^31-1 an MPI call takes; split the buffer");
   }
-  const bool reduces = op.op == CommOp::kAllreduce || op.op == CommOp::kReduceScatter;
-  if (reduces && op.dtype == CommDType::kU8) {
+  return Status::Ok();
+}
+
+Status CheckReductionDtype(const Communicator::OpDesc& op) {
+  if (!Reduces(op.op)) return Status::Ok();
+  if (op.dtype == CommDType::kU8) {
     return InvalidArgument("cannot reduce raw bytes; use float32, float64 or int64");
   }
-  if (reduces && op.reduce == ReduceOp::kAverage && op.dtype == CommDType::kI64) {
+  if (op.reduce == ReduceOp::kAverage && op.dtype == CommDType::kI64) {
     return InvalidArgument("average of int64 would truncate; sum and divide instead");
   }
-  if (op.count > 0) {
-    const bool needs_send = op.op == CommOp::kSend || (blocked && op.send != nullptr);
-    if (op.recv == nullptr && op.op != CommOp::kSend) {
-      return InvalidArgument("null buffer");
-    }
-    if (needs_send && op.send == nullptr) return InvalidArgument("null buffer");
-  }
-  if (op.op == CommOp::kBroadcast || op.op == CommOp::kSend || op.op == CommOp::kRecv) {
+  return Status::Ok();
+}
+
+// Every buffer the operation reads or writes is there (none is needed for
+// zero elements).
+Status CheckBuffersGiven(const Communicator::OpDesc& op) {
+  if (op.count == 0) return Status::Ok();
+  const bool needs_send = op.op == CommOp::kSend || (IsBlocked(op.op) && op.send != nullptr);
+  if (op.recv == nullptr && op.op != CommOp::kSend) return InvalidArgument("null buffer");
+  if (needs_send && op.send == nullptr) return InvalidArgument("null buffer");
+  return Status::Ok();
+}
+
+// A broadcast's root, a send's or receive's peer and tag.
+Status CheckPeerAndTag(const Communicator::OpDesc& op, int group_size) {
+  const bool point_to_point = op.op == CommOp::kSend || op.op == CommOp::kRecv;
+  if (op.op != CommOp::kBroadcast && !point_to_point) return Status::Ok();
+  if (op.peer < 0 || op.peer >= group_size) {
     const char* role = op.op == CommOp::kBroadcast ? "root" : "peer";
-    if (op.peer < 0 || op.peer >= size()) {
-      return InvalidArgument(std::string(role) + " " + std::to_string(op.peer) +
-                             " is not a rank of this group of " + std::to_string(size()));
-    }
+    return InvalidArgument(std::string(role) + " " + std::to_string(op.peer) +
+                           " is not a rank of this group of " + std::to_string(group_size));
   }
-  if ((op.op == CommOp::kSend || op.op == CommOp::kRecv) && (op.tag < 0 || op.tag > 32767)) {
+  if (point_to_point && (op.tag < 0 || op.tag > 32767)) {
     // 32767 is the smallest tag bound MPI guarantees.
     return InvalidArgument("tag " + std::to_string(op.tag) + " outside [0, 32767]");
   }
-  if (blocked && op.send != nullptr && op.count > 0) {
-    const int64_t elem = CommDTypeSize(op.dtype);
-    const int64_t send_bytes =
-        op.op == CommOp::kReduceScatter ? op.count * size() * elem : op.count * elem;
-    const int64_t recv_bytes =
-        op.op == CommOp::kReduceScatter ? op.count * elem : op.count * size() * elem;
-    if (Overlap(op.send, send_bytes, op.recv, recv_bytes)) {
-      return InvalidArgument("send and recv buffers overlap; use the InPlace form");
-    }
+  return Status::Ok();
+}
+
+// The out-of-place forms of reduce_scatter and allgather: the full buffer
+// (a block per rank) and this rank's block may not share memory.
+Status CheckSendRecvDisjoint(const Communicator::OpDesc& op, int group_size) {
+  if (!IsBlocked(op.op) || op.send == nullptr || op.count == 0) return Status::Ok();
+  const int64_t block_bytes = op.count * CommDTypeSize(op.dtype);
+  const int64_t full_bytes = block_bytes * group_size;
+  const bool scatters = op.op == CommOp::kReduceScatter;
+  if (Overlap(op.send, scatters ? full_bytes : block_bytes, op.recv,
+              scatters ? block_bytes : full_bytes)) {
+    return InvalidArgument("send and recv buffers overlap; use the InPlace form");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status Communicator::Validate(const OpDesc& op) const {
+  ST_RETURN_IF_ERROR(CheckElementCount(op, size()));
+  ST_RETURN_IF_ERROR(CheckReductionDtype(op));
+  ST_RETURN_IF_ERROR(CheckBuffersGiven(op));
+  ST_RETURN_IF_ERROR(CheckPeerAndTag(op, size()));
+  return CheckSendRecvDisjoint(op, size());
 }
 
 CommHandle Communicator::Issue(const OpDesc& op) {
