@@ -105,9 +105,28 @@ class MpiEngine {
   [[noreturn]] void Abort(int exit_code);
 
  private:
+  // The operations MPI is running for the loop, with the scratch arrays
+  // MPI_Testsome fills; reused from turn to turn, since the loop spins while
+  // callers wait and must not allocate while it does.
+  struct InFlight {
+    std::vector<Work> work;
+    std::vector<MPI_Request> requests;  // requests[i] is work[i]'s
+    std::vector<int> indices;
+    std::vector<MPI_Status> statuses;
+  };
+
   MpiEngine();
   void Loop();
   Status InitOnThread();
+  // Runs InitOnThread and hands its status to Acquire; false if it failed.
+  bool ReportInit();
+  // Waits for news, then moves the queue into *fresh; false once the loop
+  // should end. Aborts the process when Abort asked for it.
+  bool TakeQueuedWork(bool idle, Clock::time_point spin_until, std::vector<Work>* fresh);
+  // Issues each fresh operation's MPI call; those still running join *in_flight.
+  void StartWork(std::vector<Work>* fresh, InFlight* in_flight);
+  // Completes the operations MPI reports finished; true if any did.
+  bool CompleteFinishedWork(InFlight* in_flight);
   void Shutdown();
 
   std::shared_ptr<Signals> signals_ = std::make_shared<Signals>();
@@ -275,7 +294,7 @@ Status MpiEngine::InitOnThread() {
   return Status::Ok();
 }
 
-void MpiEngine::Loop() {
+bool MpiEngine::ReportInit() {
   Status init = InitOnThread();
   const bool init_ok = init.ok();
   {
@@ -285,96 +304,106 @@ void MpiEngine::Loop() {
     if (!init_ok) thread_exited_ = true;
   }
   owner_cv_.notify_all();
-  if (!init_ok) return;
+  return init_ok;
+}
 
-  // Reused from turn to turn: the loop spins while callers wait, and must
-  // not allocate while it does.
-  std::vector<Work> active;
+bool MpiEngine::TakeQueuedWork(bool idle, Clock::time_point spin_until, std::vector<Work>* fresh) {
+  std::unique_lock<std::mutex> lock(signals_->mu);
+  auto has_news = [&] { return stop_ || abort_code_ >= 0 || !queue_.empty(); };
+  if (idle) {
+    signals_->cv.wait(lock, has_news);
+  } else if (!has_news() && signals_->waiters.load() == 0 && Clock::now() >= spin_until) {
+    // Doze while the caller computes; spin while it waits on us, and
+    // for spin_ after news.
+    signals_->cv.wait_for(lock, poll_interval_,
+                          [&] { return has_news() || signals_->waiters.load() > 0; });
+  }
+  if (abort_code_ >= 0) {
+    const int code = abort_code_;
+    lock.unlock();
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+  if (stop_ && queue_.empty() && (idle || failed())) return false;
+  fresh->swap(queue_);
+  return true;
+}
+
+void MpiEngine::StartWork(std::vector<Work>* fresh, InFlight* in_flight) {
+  for (Work& work : *fresh) {
+    work.state->MarkStarted();
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = work.start(&request);
+    if (rc != MPI_SUCCESS) {
+      work.state->Complete(Internal(MpiErrorString(rc)));
+    } else if (request == MPI_REQUEST_NULL) {
+      MPI_Status none{};
+      work.state->Complete(work.finish ? work.finish(none) : Status::Ok());
+    } else {
+      in_flight->work.push_back(std::move(work));
+      in_flight->requests.push_back(request);
+    }
+  }
+  fresh->clear();
+}
+
+bool MpiEngine::CompleteFinishedWork(InFlight* in_flight) {
+  std::vector<Work>& active = in_flight->work;
+  std::vector<MPI_Request>& requests = in_flight->requests;
+  const int n = static_cast<int>(requests.size());
+  in_flight->indices.resize(n);
+  in_flight->statuses.resize(n);
+  int done = 0;
+  const int rc = MPI_Testsome(n, requests.data(), &done, in_flight->indices.data(),
+                              in_flight->statuses.data());
+  if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+    // No per-request verdict: every operation in flight has failed.
+    for (Work& work : active) work.state->Complete(Internal(MpiErrorString(rc)));
+    active.clear();
+    requests.clear();
+    return false;
+  }
+  if (done == MPI_UNDEFINED || done == 0) return false;
+
+  for (int k = 0; k < done; ++k) {
+    Work& work = active[in_flight->indices[k]];
+    const MPI_Status& status = in_flight->statuses[k];
+    const int err = rc == MPI_ERR_IN_STATUS ? status.MPI_ERROR : MPI_SUCCESS;
+    if (err != MPI_SUCCESS) {
+      work.state->Complete(Internal(MpiErrorString(err)));
+    } else {
+      work.state->Complete(work.finish ? work.finish(status) : Status::Ok());
+    }
+    work.state.reset();  // marks the slot for removal
+  }
+  size_t keep = 0;
+  for (size_t i = 0; i < active.size(); ++i) {
+    if (!active[i].state) continue;
+    if (keep != i) {
+      active[keep] = std::move(active[i]);
+      requests[keep] = requests[i];
+    }
+    ++keep;
+  }
+  active.resize(keep);
+  requests.resize(keep);
+  return true;
+}
+
+void MpiEngine::Loop() {
+  if (!ReportInit()) return;
+  InFlight in_flight;
   std::vector<Work> fresh;
-  std::vector<MPI_Request> requests;
-  std::vector<int> indices;
-  std::vector<MPI_Status> statuses;
   // Until then the thread polls MPI without pause (spin_).
   Clock::time_point spin_until{};
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(signals_->mu);
-      auto has_news = [&] { return stop_ || abort_code_ >= 0 || !queue_.empty(); };
-      if (active.empty()) {
-        signals_->cv.wait(lock, has_news);
-      } else if (!has_news() && signals_->waiters.load() == 0 && Clock::now() >= spin_until) {
-        // Doze while the caller computes; spin while it waits on us, and
-        // for spin_ after news.
-        signals_->cv.wait_for(lock, poll_interval_,
-                              [&] { return has_news() || signals_->waiters.load() > 0; });
-      }
-      if (abort_code_ >= 0) {
-        const int code = abort_code_;
-        lock.unlock();
-        MPI_Abort(MPI_COMM_WORLD, code);
-        std::_Exit(code);
-      }
-      if (stop_ && queue_.empty() && (active.empty() || failed())) break;
-      fresh.swap(queue_);
-    }
-
+  while (TakeQueuedWork(in_flight.work.empty(), spin_until, &fresh)) {
     if (!fresh.empty()) spin_until = Clock::now() + spin_;
-    for (Work& work : fresh) {
-      work.state->MarkStarted();
-      MPI_Request request = MPI_REQUEST_NULL;
-      const int rc = work.start(&request);
-      if (rc != MPI_SUCCESS) {
-        work.state->Complete(Internal(MpiErrorString(rc)));
-      } else if (request == MPI_REQUEST_NULL) {
-        MPI_Status none{};
-        work.state->Complete(work.finish ? work.finish(none) : Status::Ok());
-      } else {
-        active.push_back(std::move(work));
-        requests.push_back(request);
-      }
-    }
-    fresh.clear();
-    if (requests.empty()) continue;
-
-    const int n = static_cast<int>(requests.size());
-    indices.resize(n);
-    statuses.resize(n);
-    int done = 0;
-    const int rc = MPI_Testsome(n, requests.data(), &done, indices.data(), statuses.data());
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
-      // No per-request verdict: every operation in flight has failed.
-      for (Work& work : active) work.state->Complete(Internal(MpiErrorString(rc)));
-      active.clear();
-      requests.clear();
-      continue;
-    }
-    if (done == MPI_UNDEFINED || done == 0) continue;
-    spin_until = Clock::now() + spin_;
-
-    for (int k = 0; k < done; ++k) {
-      Work& work = active[indices[k]];
-      const int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
-      if (err != MPI_SUCCESS) {
-        work.state->Complete(Internal(MpiErrorString(err)));
-      } else {
-        work.state->Complete(work.finish ? work.finish(statuses[k]) : Status::Ok());
-      }
-      work.state.reset();  // marks the slot for removal
-    }
-    size_t keep = 0;
-    for (size_t i = 0; i < active.size(); ++i) {
-      if (!active[i].state) continue;
-      if (keep != i) {
-        active[keep] = std::move(active[i]);
-        requests[keep] = requests[i];
-      }
-      ++keep;
-    }
-    active.resize(keep);
-    requests.resize(keep);
+    StartWork(&fresh, &in_flight);
+    if (in_flight.requests.empty()) continue;
+    if (CompleteFinishedWork(&in_flight)) spin_until = Clock::now() + spin_;
   }
 
-  for (Work& work : active) {
+  for (Work& work : in_flight.work) {
     work.state->Complete(Internal("the communication layer shut down after an earlier failure"));
   }
   Shutdown();
@@ -409,6 +438,139 @@ void MpiEngine::Shutdown() {
     }
   }
   MPI_Finalize();
+}
+
+// What the MPI call of one operation needs, copied into the work's closures:
+// the OpDesc does not outlive Start.
+struct MpiCall {
+  void* send;  // MPI's C API takes non-const send buffers (MPI-2 bindings); it does not write them.
+  void* recv;
+  int count;
+  MPI_Datatype type;
+  CommDType dtype;
+  MPI_Op reduce;
+  bool average;  // MPI has no average: sum, then divide here
+  MPI_Comm comm;
+  int rank;
+  int size;
+  int peer;  // a broadcast's root, a send's or receive's peer
+  int tag;
+};
+
+// Divides `buf` (count elements) by the group's size once the sum is there.
+std::function<Status(const MPI_Status&)> DivideBySize(const MpiCall& c, void* buf) {
+  return [c, buf](const MPI_Status&) {
+    DivideInPlace(buf, c.count, c.dtype, c.size);
+    return Status::Ok();
+  };
+}
+
+MpiEngine::Work AllreduceWork(const MpiCall& c) {
+  MpiEngine::Work work;
+  work.start = [c](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, c.recv, c.count, c.type, c.reduce, c.comm, r);
+  };
+  if (c.average) work.finish = DivideBySize(c, c.recv);
+  return work;
+}
+
+MpiEngine::Work ReduceScatterWork(const MpiCall& c) {
+  MpiEngine::Work work;
+  if (c.send != nullptr) {
+    work.start = [c](MPI_Request* r) {
+      return MPI_Ireduce_scatter_block(c.send, c.recv, c.count, c.type, c.reduce, c.comm, r);
+    };
+    if (c.average) work.finish = DivideBySize(c, c.recv);
+    return work;
+  }
+  // MPI's in-place form leaves the result in block 0; move it to this
+  // rank's block, where the caller's shard lives.
+  work.start = [c](MPI_Request* r) {
+    return MPI_Ireduce_scatter_block(MPI_IN_PLACE, c.recv, c.count, c.type, c.reduce, c.comm, r);
+  };
+  const size_t block_bytes = static_cast<size_t>(c.count * CommDTypeSize(c.dtype));
+  work.finish = [c, block_bytes](const MPI_Status&) {
+    char* base = static_cast<char*>(c.recv);
+    char* mine = base + static_cast<size_t>(c.rank) * block_bytes;
+    if (c.rank != 0 && block_bytes > 0) std::memcpy(mine, base, block_bytes);
+    if (c.average) DivideInPlace(mine, c.count, c.dtype, c.size);
+    return Status::Ok();
+  };
+  return work;
+}
+
+MpiEngine::Work AllgatherWork(const MpiCall& c) {
+  MpiEngine::Work work;
+  if (c.send != nullptr) {
+    work.start = [c](MPI_Request* r) {
+      return MPI_Iallgather(c.send, c.count, c.type, c.recv, c.count, c.type, c.comm, r);
+    };
+  } else {
+    work.start = [c](MPI_Request* r) {
+      return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c.recv, c.count, c.type, c.comm, r);
+    };
+  }
+  return work;
+}
+
+MpiEngine::Work BroadcastWork(const MpiCall& c) {
+  MpiEngine::Work work;
+  work.start = [c](MPI_Request* r) {
+    return MPI_Ibcast(c.recv, c.count, c.type, c.peer, c.comm, r);
+  };
+  return work;
+}
+
+MpiEngine::Work SendWork(const MpiCall& c) {
+  MpiEngine::Work work;
+  work.start = [c](MPI_Request* r) {
+    return MPI_Isend(c.send, c.count, c.type, c.peer, c.tag, c.comm, r);
+  };
+  return work;
+}
+
+// A receive also checks that the sender sent as many elements as it expects.
+MpiEngine::Work RecvWork(const MpiCall& c) {
+  MpiEngine::Work work;
+  work.start = [c](MPI_Request* r) {
+    return MPI_Irecv(c.recv, c.count, c.type, c.peer, c.tag, c.comm, r);
+  };
+  work.finish = [c](const MPI_Status& status) {
+    int got = 0;
+    MPI_Get_count(&status, c.type, &got);
+    if (got != c.count) {
+      return DataLoss("received " + std::to_string(got) + " elements, expected " +
+                      std::to_string(c.count) + ": the sender's and receiver's sizes differ");
+    }
+    return Status::Ok();
+  };
+  return work;
+}
+
+MpiEngine::Work BarrierWork(const MpiCall& c) {
+  MpiEngine::Work work;
+  work.start = [c](MPI_Request* r) { return MPI_Ibarrier(c.comm, r); };
+  return work;
+}
+
+MpiEngine::Work WorkFor(CommOp op, const MpiCall& c) {
+  switch (op) {
+    case CommOp::kAllreduce:
+      return AllreduceWork(c);
+    case CommOp::kReduceScatter:
+      return ReduceScatterWork(c);
+    case CommOp::kAllgather:
+      return AllgatherWork(c);
+    case CommOp::kBroadcast:
+      return BroadcastWork(c);
+    case CommOp::kSend:
+      return SendWork(c);
+    case CommOp::kRecv:
+      return RecvWork(c);
+    case CommOp::kBarrier:
+      return BarrierWork(c);
+  }
+  return {};  // not reached: every CommOp has its case
 }
 
 class MpiCommunicator final : public Communicator {
@@ -473,108 +635,27 @@ class MpiCommunicator final : public Communicator {
           FailedPrecondition("an earlier operation timed out; the communication layer is stopped"));
       return;
     }
-    const MPI_Datatype type = ToMpi(op.dtype);
-    const MPI_Comm comm = comm_;
-    const int count = static_cast<int>(op.count);
-    const int n = size_;
-    const int me = rank_;
-    const CommDType dtype = op.dtype;
-    const bool average = op.reduce == ReduceOp::kAverage;
-    const MPI_Op mpi_op = op.reduce == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
-    const size_t block_bytes = static_cast<size_t>(op.count * CommDTypeSize(op.dtype));
-    void* recv = op.recv;
-    // MPI's C API takes non-const send buffers (MPI-2 bindings); it does not write them.
-    void* send = const_cast<void*>(op.send);
-
-    MpiEngine::Work work;
+    MpiEngine::Work work = WorkFor(op.op, CallFor(op));
     work.state = state;
-    switch (op.op) {
-      case CommOp::kAllreduce:
-        work.start = [=](MPI_Request* r) {
-          return MPI_Iallreduce(MPI_IN_PLACE, recv, count, type, mpi_op, comm, r);
-        };
-        if (average) {
-          work.finish = [=](const MPI_Status&) {
-            DivideInPlace(recv, count, dtype, n);
-            return Status::Ok();
-          };
-        }
-        break;
-      case CommOp::kReduceScatter:
-        if (send != nullptr) {
-          work.start = [=](MPI_Request* r) {
-            return MPI_Ireduce_scatter_block(send, recv, count, type, mpi_op, comm, r);
-          };
-          if (average) {
-            work.finish = [=](const MPI_Status&) {
-              DivideInPlace(recv, count, dtype, n);
-              return Status::Ok();
-            };
-          }
-        } else {
-          // MPI's in-place form leaves the result in block 0; move it to
-          // this rank's block, where the caller's shard lives.
-          work.start = [=](MPI_Request* r) {
-            return MPI_Ireduce_scatter_block(MPI_IN_PLACE, recv, count, type, mpi_op, comm, r);
-          };
-          work.finish = [=](const MPI_Status&) {
-            char* base = static_cast<char*>(recv);
-            char* mine = base + static_cast<size_t>(me) * block_bytes;
-            if (me != 0 && block_bytes > 0) std::memcpy(mine, base, block_bytes);
-            if (average) DivideInPlace(mine, count, dtype, n);
-            return Status::Ok();
-          };
-        }
-        break;
-      case CommOp::kAllgather:
-        if (send != nullptr) {
-          work.start = [=](MPI_Request* r) {
-            return MPI_Iallgather(send, count, type, recv, count, type, comm, r);
-          };
-        } else {
-          work.start = [=](MPI_Request* r) {
-            return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, count, type, comm, r);
-          };
-        }
-        break;
-      case CommOp::kBroadcast: {
-        const int root = op.peer;
-        work.start = [=](MPI_Request* r) { return MPI_Ibcast(recv, count, type, root, comm, r); };
-        break;
-      }
-      case CommOp::kSend: {
-        const int peer = op.peer;
-        const int tag = op.tag;
-        work.start = [=](MPI_Request* r) {
-          return MPI_Isend(send, count, type, peer, tag, comm, r);
-        };
-        break;
-      }
-      case CommOp::kRecv: {
-        const int peer = op.peer;
-        const int tag = op.tag;
-        work.start = [=](MPI_Request* r) {
-          return MPI_Irecv(recv, count, type, peer, tag, comm, r);
-        };
-        work.finish = [=](const MPI_Status& status) {
-          int got = 0;
-          MPI_Get_count(&status, type, &got);
-          if (got != count) {
-            return DataLoss("received " + std::to_string(got) + " elements, expected " +
-                            std::to_string(count) + ": the sender's and receiver's sizes differ");
-          }
-          return Status::Ok();
-        };
-        break;
-      }
-      case CommOp::kBarrier:
-        work.start = [=](MPI_Request* r) { return MPI_Ibarrier(comm, r); };
-        break;
-    }
     engine_->Submit(std::move(work));
   }
 
  private:
+  MpiCall CallFor(const OpDesc& op) const {
+    return MpiCall{.send = const_cast<void*>(op.send),
+                   .recv = op.recv,
+                   .count = static_cast<int>(op.count),
+                   .type = ToMpi(op.dtype),
+                   .dtype = op.dtype,
+                   .reduce = op.reduce == ReduceOp::kMax ? MPI_MAX : MPI_SUM,
+                   .average = op.reduce == ReduceOp::kAverage,
+                   .comm = comm_,
+                   .rank = rank_,
+                   .size = size_,
+                   .peer = op.peer,
+                   .tag = op.tag};
+  }
+
   std::shared_ptr<MpiEngine> engine_;
   MPI_Comm comm_;
   int rank_;
