@@ -293,15 +293,18 @@ class Simulator {
                            PipeActionToString(s_.stages[st][i]) + ") " + why);
   }
 
-  // Runs stage `st` until its list ends or it waits for a message. The
-  // planner simulates thousands of schedules per search, so the stage's
-  // position, clock and busy time stay in locals until it stops.
+  // A stage's running figures. RunStage keeps them in a local while the stage
+  // runs: the planner simulates thousands of schedules per search.
+  struct StageProgress {
+    double clock_s = 0, busy_s = 0;
+    int32_t live = 0, peak = 0;  // activations held
+  };
+
+  // Runs stage `st` until its list ends or it waits for a message.
   Status RunStage(int32_t st, std::vector<int32_t>* runnable) {
     const std::vector<PipeAction>& list = s_.stages[st];
     size_t i = next_[st];
-    double clock = clock_[st], busy = busy_[st];
-    int32_t live = live_[st], peak = peak_[st];
-    bool blocked = false;
+    StageProgress p{clock_[st], busy_[st], live_[st], peak_[st]};
     Status status;
     for (; i < list.size(); ++i) {
       const PipeAction& a = list[i];
@@ -309,89 +312,8 @@ class Simulator {
         status = Fail(st, i, "names a micro-batch or chunk outside the schedule");
         break;
       }
-      const int32_t v = s_.VirtualStage(st, a.chunk);
-      uint8_t& flags = FlagsOf(v, a.micro_batch);
-      const char* error = nullptr;
-      switch (a.op) {
-        case PipeOp::kForward:
-          if (flags & kForwardDone) {
-            error = "runs a forward twice";
-          } else if (v > 0 && !(flags & kHaveActivation)) {
-            error = "runs before its input activation was received";
-          } else {
-            flags |= kForwardDone;
-            clock += t_.forward_s;
-            busy += t_.forward_s;
-            peak = std::max(peak, ++live);
-          }
-          break;
-        case PipeOp::kBackward:
-          if (flags & kBackwardDone) {
-            error = "runs a backward twice";
-          } else if (!(flags & kForwardDone)) {
-            error = "runs before its forward";
-          } else if (v < nv_ - 1 && !(flags & kHaveGradient)) {
-            error = "runs before its output gradient was received";
-          } else {
-            flags |= kBackwardDone;
-            clock += t_.backward_s;
-            busy += t_.backward_s;
-            --live;
-          }
-          break;
-        case PipeOp::kSendActivation:
-        case PipeOp::kSendGradient: {
-          const bool grad = a.op == PipeOp::kSendGradient;
-          const int32_t to = grad ? v - 1 : v + 1;
-          if (to < 0 || to >= nv_) {
-            error = "sends past the end of the pipeline";
-          } else if (!PeerIs(a, st, to, v)) {
-            error = "is addressed to the wrong stage or chunk";
-          } else if (!(flags & (grad ? kBackwardDone : kForwardDone))) {
-            error = "sends a result not yet computed";
-          } else {
-            const size_t key = MsgKey(grad, v, a.micro_batch);
-            if (msg_state_[key] != kNotSent) {
-              error = "sends a message twice";
-            } else {
-              msg_state_[key] = kSent;
-              msg_time_[key] = clock;
-              if (waiter_[key] >= 0) {
-                runnable->push_back(waiter_[key]);
-                waiter_[key] = -1;
-              }
-            }
-          }
-          break;
-        }
-        case PipeOp::kRecvActivation:
-        case PipeOp::kRecvGradient: {
-          const bool grad = a.op == PipeOp::kRecvGradient;
-          const int32_t from = grad ? v + 1 : v - 1;
-          if (from < 0 || from >= nv_) {
-            error = "receives from past the end of the pipeline";
-            break;
-          }
-          if (!PeerIs(a, st, from, v)) {
-            error = "names the wrong sender";
-            break;
-          }
-          const size_t key = MsgKey(grad, from, a.micro_batch);
-          if (msg_state_[key] == kReceived) {
-            error = "receives a message twice";
-            break;
-          }
-          if (msg_state_[key] == kNotSent) {
-            waiter_[key] = st;  // resumed by the send
-            blocked = true;
-            break;
-          }
-          msg_state_[key] = kReceived;
-          flags |= grad ? kHaveGradient : kHaveActivation;
-          clock = std::max(clock, msg_time_[key] + t_.p2p_s);
-          break;
-        }
-      }
+      bool blocked = false;
+      const char* error = RunAction(a, st, &p, runnable, &blocked);
       if (blocked) break;
       if (error != nullptr) {
         status = Fail(st, i, error);
@@ -399,11 +321,98 @@ class Simulator {
       }
     }
     next_[st] = i;
-    clock_[st] = clock;
-    busy_[st] = busy;
-    live_[st] = live;
-    peak_[st] = peak;
+    clock_[st] = p.clock_s;
+    busy_[st] = p.busy_s;
+    live_[st] = p.live;
+    peak_[st] = p.peak;
     return status;
+  }
+
+  // Runs one action of stage `st` (its micro-batch and chunk in range).
+  // Returns why the schedule may not take it, or nullptr; sets *blocked
+  // when it is a receive whose message is not sent yet.
+  const char* RunAction(const PipeAction& a, int32_t st, StageProgress* p,
+                        std::vector<int32_t>* runnable, bool* blocked) {
+    const int32_t v = s_.VirtualStage(st, a.chunk);
+    uint8_t& flags = FlagsOf(v, a.micro_batch);
+    switch (a.op) {
+      case PipeOp::kForward:
+        return RunForward(v, &flags, p);
+      case PipeOp::kBackward:
+        return RunBackward(v, &flags, p);
+      case PipeOp::kSendActivation:
+      case PipeOp::kSendGradient:
+        return PostSend(a, st, v, flags, p->clock_s, runnable);
+      case PipeOp::kRecvActivation:
+      case PipeOp::kRecvGradient:
+        return TakeReceive(a, st, v, &flags, p, blocked);
+    }
+    return nullptr;
+  }
+
+  const char* RunForward(int32_t v, uint8_t* flags, StageProgress* p) const {
+    if (*flags & kForwardDone) return "runs a forward twice";
+    if (v > 0 && !(*flags & kHaveActivation)) {
+      return "runs before its input activation was received";
+    }
+    *flags |= kForwardDone;
+    p->clock_s += t_.forward_s;
+    p->busy_s += t_.forward_s;
+    p->peak = std::max(p->peak, ++p->live);
+    return nullptr;
+  }
+
+  const char* RunBackward(int32_t v, uint8_t* flags, StageProgress* p) const {
+    if (*flags & kBackwardDone) return "runs a backward twice";
+    if (!(*flags & kForwardDone)) return "runs before its forward";
+    if (v < nv_ - 1 && !(*flags & kHaveGradient)) {
+      return "runs before its output gradient was received";
+    }
+    *flags |= kBackwardDone;
+    p->clock_s += t_.backward_s;
+    p->busy_s += t_.backward_s;
+    --p->live;
+    return nullptr;
+  }
+
+  // Marks the message sent at `clock_s` and wakes the stage waiting for it.
+  const char* PostSend(const PipeAction& a, int32_t st, int32_t v, uint8_t flags, double clock_s,
+                       std::vector<int32_t>* runnable) {
+    const bool grad = a.op == PipeOp::kSendGradient;
+    const int32_t to = grad ? v - 1 : v + 1;
+    if (to < 0 || to >= nv_) return "sends past the end of the pipeline";
+    if (!PeerIs(a, st, to, v)) return "is addressed to the wrong stage or chunk";
+    if (!(flags & (grad ? kBackwardDone : kForwardDone))) return "sends a result not yet computed";
+    const size_t key = MsgKey(grad, v, a.micro_batch);
+    if (msg_state_[key] != kNotSent) return "sends a message twice";
+    msg_state_[key] = kSent;
+    msg_time_[key] = clock_s;
+    if (waiter_[key] >= 0) {
+      runnable->push_back(waiter_[key]);
+      waiter_[key] = -1;
+    }
+    return nullptr;
+  }
+
+  // Takes a sent message, the stage's clock moving to its arrival; a message
+  // not yet sent blocks the stage until its send.
+  const char* TakeReceive(const PipeAction& a, int32_t st, int32_t v, uint8_t* flags,
+                          StageProgress* p, bool* blocked) {
+    const bool grad = a.op == PipeOp::kRecvGradient;
+    const int32_t from = grad ? v + 1 : v - 1;
+    if (from < 0 || from >= nv_) return "receives from past the end of the pipeline";
+    if (!PeerIs(a, st, from, v)) return "names the wrong sender";
+    const size_t key = MsgKey(grad, from, a.micro_batch);
+    if (msg_state_[key] == kReceived) return "receives a message twice";
+    if (msg_state_[key] == kNotSent) {
+      waiter_[key] = st;  // resumed by the send
+      *blocked = true;
+      return nullptr;
+    }
+    msg_state_[key] = kReceived;
+    *flags |= grad ? kHaveGradient : kHaveActivation;
+    p->clock_s = std::max(p->clock_s, msg_time_[key] + t_.p2p_s);
+    return nullptr;
   }
 
   // Whether the action's peer is virtual stage `to`, a neighbour of the
