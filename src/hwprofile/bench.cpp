@@ -92,8 +92,11 @@ std::vector<MatmulShape> ModelMatmulShapes(const ModelSpec& spec, int64_t micro_
           {"logits", N, h, spec.padded_vocab_size}};
 }
 
-Result<BenchResult> RunBench(Communicator& world, const BenchOptions& opt, const ModelSpec* model,
-                             int64_t micro_batch) {
+namespace {
+
+// The machine and the launch: ranks, threads per rank (set for the kernels
+// here), CPU, BLAS and memory per rank.
+BenchResult DescribeLaunch(const Communicator& world, const BenchOptions& opt) {
   BenchResult r;
   r.options = opt;
   r.ranks = world.size();
@@ -102,132 +105,226 @@ Result<BenchResult> RunBench(Communicator& world, const BenchOptions& opt, const
   cpu::SetNumThreads(r.threads);
   r.cpu_model = CpuModel();
   r.blas = cpu::BlasInfo();
-  const double phys = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const double phys =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   r.memory_gib_per_rank = phys / static_cast<double>(r.ranks) / (1024.0 * 1024.0 * 1024.0);
+  return r;
+}
 
-  // Large square GEMMs: the achievable matrix rate (as MAMF is for a GPU).
+// Large square GEMMs: the achievable matrix rate (as MAMF is for a GPU).
+Result<std::vector<GemmMeasurement>> MeasurePeakGemms(Communicator& world,
+                                                      const BenchOptions& opt) {
+  std::vector<GemmMeasurement> gemms;
   for (int64_t n : {512, 1024, 2048}) {
     Buffer a(n * n * 4), b(n * n * 4), c(n * n * 4);
     FillRandom(a.f32(), n * n);
     FillRandom(b.f32(), n * n);
     GemmMeasurement g{"square " + std::to_string(n), n, n, n, 2.0 * n * n * n, 0};
-    ST_ASSIGN_OR_RETURN(g.seconds, Concurrent(world, [&] {
-      cpu::Sgemm('N', 'T', n, n, n, 1.0f, a.f32(), n, b.f32(), n, 0.0f, c.f32(), n);
-    }, opt.min_seconds));
-    r.peak_gemms.push_back(g);
+    ST_ASSIGN_OR_RETURN(
+        g.seconds,
+        Concurrent(
+            world,
+            [&] { cpu::Sgemm('N', 'T', n, n, n, 1.0f, a.f32(), n, b.f32(), n, 0.0f, c.f32(), n); },
+            opt.min_seconds));
+    gemms.push_back(g);
   }
+  return gemms;
+}
 
-  // The model's matmuls through the trainer's own kernels (bias included).
-  if (model != nullptr) {
-    for (const MatmulShape& s : ModelMatmulShapes(*model, micro_batch)) {
-      Buffer inp(s.rows * s.in * 4), w(s.out * s.in * 4), bias(s.out * 4), out(s.rows * s.out * 4);
-      Buffer dinp(s.rows * s.in * 4), dw(s.out * s.in * 4), dbias(s.out * 4);
-      FillRandom(inp.f32(), s.rows * s.in);
-      FillRandom(w.f32(), s.out * s.in);
-      FillRandom(out.f32(), s.rows * s.out);
-      const double f = 2.0 * static_cast<double>(s.rows) * s.in * s.out;
-      const bool has_bias = s.what != "logits";
-      GemmMeasurement fwd{s.what + " forward", s.rows, s.out, s.in, f, 0};
-      ST_ASSIGN_OR_RETURN(fwd.seconds, Concurrent(world, [&] {
-        cpu::MatmulForward(out.f32(), inp.f32(), w.f32(), has_bias ? bias.f32() : nullptr, s.rows, s.in, s.out);
-      }, opt.min_seconds));
-      GemmMeasurement bwd{s.what + " backward", s.rows, s.out, s.in, 2.0 * f, 0};
-      ST_ASSIGN_OR_RETURN(bwd.seconds, Concurrent(world, [&] {
-        cpu::MatmulBackward(dinp.f32(), dw.f32(), has_bias ? dbias.f32() : nullptr, out.f32(), inp.f32(), w.f32(),
-                            s.rows, s.in, s.out);
-      }, opt.min_seconds));
-      r.model_gemms.push_back(fwd);
-      r.model_gemms.push_back(bwd);
-    }
+// The model's matmuls through the trainer's own kernels (bias included):
+// forward, then backward, shape by shape.
+Result<std::vector<GemmMeasurement>> MeasureModelGemms(Communicator& world, const BenchOptions& opt,
+                                                       const ModelSpec& model,
+                                                       int64_t micro_batch) {
+  std::vector<GemmMeasurement> gemms;
+  for (const MatmulShape& s : ModelMatmulShapes(model, micro_batch)) {
+    Buffer inp(s.rows * s.in * 4), w(s.out * s.in * 4), bias(s.out * 4), out(s.rows * s.out * 4);
+    Buffer dinp(s.rows * s.in * 4), dw(s.out * s.in * 4), dbias(s.out * 4);
+    FillRandom(inp.f32(), s.rows * s.in);
+    FillRandom(w.f32(), s.out * s.in);
+    FillRandom(out.f32(), s.rows * s.out);
+    const double f = 2.0 * static_cast<double>(s.rows) * s.in * s.out;
+    const bool has_bias = s.what != "logits";
+    GemmMeasurement fwd{s.what + " forward", s.rows, s.out, s.in, f, 0};
+    ST_ASSIGN_OR_RETURN(fwd.seconds, Concurrent(
+                                         world,
+                                         [&] {
+                                           cpu::MatmulForward(out.f32(), inp.f32(), w.f32(),
+                                                              has_bias ? bias.f32() : nullptr,
+                                                              s.rows, s.in, s.out);
+                                         },
+                                         opt.min_seconds));
+    GemmMeasurement bwd{s.what + " backward", s.rows, s.out, s.in, 2.0 * f, 0};
+    ST_ASSIGN_OR_RETURN(bwd.seconds, Concurrent(
+                                         world,
+                                         [&] {
+                                           cpu::MatmulBackward(dinp.f32(), dw.f32(),
+                                                               has_bias ? dbias.f32() : nullptr,
+                                                               out.f32(), inp.f32(), w.f32(),
+                                                               s.rows, s.in, s.out);
+                                         },
+                                         opt.min_seconds));
+    gemms.push_back(fwd);
+    gemms.push_back(bwd);
   }
+  return gemms;
+}
 
-  // The model's other kernels at its shapes, one layer and the loss.
-  if (model != nullptr) {
-    const int64_t B = micro_batch, T = model->block_size, C = model->n_embd, NH = model->n_head;
-    const int64_t N = B * T, F = model->ffn_hidden, V = model->vocab_size, Vp = model->padded_vocab_size;
-    Buffer x(N * C * 4), y(N * C * 4), dx(N * C * 4), dy(N * C * 4), w(C * 4), bb(C * 4), dw(C * 4), db(C * 4);
-    Buffer mean(N * 4), rstd(N * 4), h(N * F * 4), g(N * F * 4), dh(N * F * 4);
-    Buffer qkv(N * 3 * C * 4), dqkv(N * 3 * C * 4), att(B * NH * T * T * 4), datt(B * NH * T * T * 4);
-    Buffer logits(N * Vp * 4), probs(N * Vp * 4), losses(N * 4);
-    std::vector<int32_t> targets(static_cast<size_t>(N));
-    for (int64_t i = 0; i < N; ++i) targets[static_cast<size_t>(i)] = static_cast<int32_t>(i % V);
-    for (Buffer* b : {&x, &dy, &w, &h, &qkv, &logits}) FillRandom(b->f32(), static_cast<int64_t>(b->size_bytes() / 4));
-    r.attention_shape = {B, T, C, NH};
-    cpu::LayerNormForward(y.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), bb.f32(), N, C);
-    cpu::AttentionForward(y.f32(), att.f32(), qkv.f32(), B, T, C, NH);
-    const double nc = static_cast<double>(N * C) * 4, nf = static_cast<double>(N * F) * 4;
-    const double scores = static_cast<double>(B * NH) * T * T * 4, nv = static_cast<double>(N * Vp) * 4;
-    struct K {
-      const char* what;
-      double bytes;
-      std::function<void()> fn;
-    };
-    const std::vector<K> kernels = {
-        {"layernorm forward", 2 * nc, [&] { cpu::LayerNormForward(y.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), bb.f32(), N, C); }},
-        {"layernorm backward", 3 * nc, [&] { cpu::LayerNormBackward(dx.f32(), dw.f32(), db.f32(), dy.f32(), x.f32(), w.f32(), mean.f32(), rstd.f32(), N, C); }},
-        {"gelu forward", 2 * nf, [&] { cpu::GeluForward(g.f32(), h.f32(), N * F); }},
-        {"gelu backward", 3 * nf, [&] { cpu::GeluBackward(dh.f32(), h.f32(), g.f32(), N * F); }},
-        {"residual forward", 3 * nc, [&] { cpu::ResidualForward(y.f32(), x.f32(), dy.f32(), N * C); }},
-        {"attention forward", 3 * nc + nc + scores, [&] { cpu::AttentionForward(y.f32(), att.f32(), qkv.f32(), B, T, C, NH); }},
-        {"attention backward", 3 * nc + nc + scores + 3 * nc, [&] { cpu::AttentionBackward(dqkv.f32(), datt.f32(), dy.f32(), qkv.f32(), att.f32(), B, T, C, NH); }},
-        {"cross-entropy forward", 2 * nv, [&] { cpu::CrossEntropyForward(losses.f32(), probs.f32(), logits.f32(), targets.data(), N, V, Vp); }},
-        {"cross-entropy backward", 2 * nv, [&] { cpu::CrossEntropyBackward(logits.f32(), probs.f32(), targets.data(), 1.0f / static_cast<float>(N), N, V, Vp); }},
-    };
-    for (const K& k : kernels) {
-      KernelMeasurement m{k.what, k.bytes, 0};
-      ST_ASSIGN_OR_RETURN(m.seconds, Concurrent(world, k.fn, opt.min_seconds));
-      r.model_kernels.push_back(m);
-    }
+// The model's other kernels at its shapes, one layer and the loss, each
+// with the bytes it must move at least. Sets r->attention_shape.
+Status MeasureModelKernels(Communicator& world, const BenchOptions& opt, const ModelSpec& model,
+                           int64_t micro_batch, BenchResult* r) {
+  const int64_t B = micro_batch, T = model.block_size, C = model.n_embd, NH = model.n_head;
+  const int64_t N = B * T, F = model.ffn_hidden, V = model.vocab_size, Vp = model.padded_vocab_size;
+  Buffer x(N * C * 4), y(N * C * 4), dx(N * C * 4), dy(N * C * 4), w(C * 4), bb(C * 4), dw(C * 4),
+      db(C * 4);
+  Buffer mean(N * 4), rstd(N * 4), h(N * F * 4), g(N * F * 4), dh(N * F * 4);
+  Buffer qkv(N * 3 * C * 4), dqkv(N * 3 * C * 4), att(B * NH * T * T * 4), datt(B * NH * T * T * 4);
+  Buffer logits(N * Vp * 4), probs(N * Vp * 4), losses(N * 4);
+  std::vector<int32_t> targets(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) targets[static_cast<size_t>(i)] = static_cast<int32_t>(i % V);
+  for (Buffer* b : {&x, &dy, &w, &h, &qkv, &logits}) {
+    FillRandom(b->f32(), static_cast<int64_t>(b->size_bytes() / 4));
   }
+  r->attention_shape = {B, T, C, NH};
+  cpu::LayerNormForward(y.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), bb.f32(), N, C);
+  cpu::AttentionForward(y.f32(), att.f32(), qkv.f32(), B, T, C, NH);
+  const double nc = static_cast<double>(N * C) * 4, nf = static_cast<double>(N * F) * 4;
+  const double scores = static_cast<double>(B * NH) * T * T * 4,
+               nv = static_cast<double>(N * Vp) * 4;
+  struct K {
+    const char* what;
+    double bytes;
+    std::function<void()> fn;
+  };
+  const std::vector<K> kernels = {
+      {"layernorm forward", 2 * nc,
+       [&] {
+         cpu::LayerNormForward(y.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), bb.f32(), N, C);
+       }},
+      {"layernorm backward", 3 * nc,
+       [&] {
+         cpu::LayerNormBackward(dx.f32(), dw.f32(), db.f32(), dy.f32(), x.f32(), w.f32(),
+                                mean.f32(), rstd.f32(), N, C);
+       }},
+      {"gelu forward", 2 * nf, [&] { cpu::GeluForward(g.f32(), h.f32(), N * F); }},
+      {"gelu backward", 3 * nf, [&] { cpu::GeluBackward(dh.f32(), h.f32(), g.f32(), N * F); }},
+      {"residual forward", 3 * nc,
+       [&] { cpu::ResidualForward(y.f32(), x.f32(), dy.f32(), N * C); }},
+      {"attention forward", 3 * nc + nc + scores,
+       [&] { cpu::AttentionForward(y.f32(), att.f32(), qkv.f32(), B, T, C, NH); }},
+      {"attention backward", 3 * nc + nc + scores + 3 * nc,
+       [&] {
+         cpu::AttentionBackward(dqkv.f32(), datt.f32(), dy.f32(), qkv.f32(), att.f32(), B, T, C,
+                                NH);
+       }},
+      {"cross-entropy forward", 2 * nv,
+       [&] {
+         cpu::CrossEntropyForward(losses.f32(), probs.f32(), logits.f32(), targets.data(), N, V,
+                                  Vp);
+       }},
+      {"cross-entropy backward", 2 * nv,
+       [&] {
+         cpu::CrossEntropyBackward(logits.f32(), probs.f32(), targets.data(),
+                                   1.0f / static_cast<float>(N), N, V, Vp);
+       }},
+  };
+  for (const K& k : kernels) {
+    KernelMeasurement m{k.what, k.bytes, 0};
+    ST_ASSIGN_OR_RETURN(m.seconds, Concurrent(world, k.fn, opt.min_seconds));
+    r->model_kernels.push_back(m);
+  }
+  return Status::Ok();
+}
 
-  // Element-wise bandwidth: the trainer's residual add (read two arrays,
-  // write one) on arrays far larger than the caches, then on cache-sized ones.
+// Element-wise bandwidth: the trainer's residual add (read two arrays,
+// write one) on arrays far larger than the caches, then on cache-sized ones.
+Result<std::vector<BandwidthMeasurement>> MeasureBandwidth(Communicator& world,
+                                                           const BenchOptions& opt) {
+  std::vector<BandwidthMeasurement> bandwidth;
   for (int64_t bytes : {opt.stream_bytes, int64_t{256} << 10}) {
     const int64_t n = bytes / 4;
     Buffer a(n * 4), b(n * 4), c(n * 4);
     FillRandom(a.f32(), n);
     FillRandom(b.f32(), n);
     BandwidthMeasurement m{bytes, 12.0 * static_cast<double>(n), 0};
-    ST_ASSIGN_OR_RETURN(m.seconds, Concurrent(world, [&] { cpu::ResidualForward(c.f32(), a.f32(), b.f32(), n); },
-                                              opt.min_seconds));
-    r.bandwidth.push_back(m);
+    ST_ASSIGN_OR_RETURN(
+        m.seconds,
+        Concurrent(
+            world, [&] { cpu::ResidualForward(c.f32(), a.f32(), b.f32(), n); }, opt.min_seconds));
+    bandwidth.push_back(m);
   }
+  return bandwidth;
+}
 
-  // All-reduce over the world, 8 bytes up to the largest size by 4x. Every
-  // rank runs the same number of calls: set from the slowest first call.
+// One all-reduce size over the world (`buf` holds at least `bytes`). Every
+// rank runs the same number of calls: set from the slowest first call.
+Result<AllreduceMeasurement> TimeAllreduce(Communicator& world, Buffer& buf, int64_t bytes,
+                                           double min_seconds) {
+  const double n = static_cast<double>(world.size());
+  const int64_t count = bytes / 4;
+  std::fill(buf.f32(), buf.f32() + count, 1.0f);
+  ST_RETURN_IF_ERROR(world.Barrier());
+  auto t0 = Clock::now();
+  ST_RETURN_IF_ERROR(world.Allreduce(buf.f32(), count, ReduceOp::kSum));
+  double first = Since(t0);
+  ST_RETURN_IF_ERROR(world.Allreduce(&first, 1, ReduceOp::kMax));
+  const int64_t reps =
+      std::clamp<int64_t>(static_cast<int64_t>(min_seconds / std::max(first, 1e-7)), 5, 2000);
+  ST_RETURN_IF_ERROR(world.Barrier());
+  t0 = Clock::now();
+  for (int64_t i = 0; i < reps; ++i) {
+    ST_RETURN_IF_ERROR(world.Allreduce(buf.f32(), count, ReduceOp::kSum));
+  }
+  double per_call = Since(t0) / static_cast<double>(reps);
+  ST_RETURN_IF_ERROR(world.Allreduce(&per_call, 1, ReduceOp::kMax));
+  return AllreduceMeasurement{bytes, per_call,
+                              2.0 * (n - 1) / n * static_cast<double>(bytes) / per_call / 1e9};
+}
+
+// All-reduce over the world, 8 bytes up to the largest size by 4x.
+Result<std::vector<AllreduceMeasurement>> MeasureAllreduce(Communicator& world,
+                                                           const BenchOptions& opt) {
+  std::vector<AllreduceMeasurement> allreduce;
+  Buffer buf(std::max<int64_t>(opt.max_allreduce_bytes, 8));
+  for (int64_t bytes = 8; bytes <= opt.max_allreduce_bytes; bytes *= 4) {
+    ST_ASSIGN_OR_RETURN(AllreduceMeasurement m, TimeAllreduce(world, buf, bytes, opt.min_seconds));
+    allreduce.push_back(m);
+  }
+  return allreduce;
+}
+
+}  // namespace
+
+Result<BenchResult> RunBench(Communicator& world, const BenchOptions& opt, const ModelSpec* model,
+                             int64_t micro_batch) {
+  BenchResult r = DescribeLaunch(world, opt);
+  ST_ASSIGN_OR_RETURN(r.peak_gemms, MeasurePeakGemms(world, opt));
+  if (model != nullptr) {
+    ST_ASSIGN_OR_RETURN(r.model_gemms, MeasureModelGemms(world, opt, *model, micro_batch));
+    ST_RETURN_IF_ERROR(MeasureModelKernels(world, opt, *model, micro_batch, &r));
+  }
+  ST_ASSIGN_OR_RETURN(r.bandwidth, MeasureBandwidth(world, opt));
   if (r.ranks > 1) {
-    Buffer buf(std::max<int64_t>(opt.max_allreduce_bytes, 8));
-    const double n = static_cast<double>(r.ranks);
-    for (int64_t bytes = 8; bytes <= opt.max_allreduce_bytes; bytes *= 4) {
-      const int64_t count = bytes / 4;
-      std::fill(buf.f32(), buf.f32() + count, 1.0f);
-      ST_RETURN_IF_ERROR(world.Barrier());
-      auto t0 = Clock::now();
-      ST_RETURN_IF_ERROR(world.Allreduce(buf.f32(), count, ReduceOp::kSum));
-      double first = Since(t0);
-      ST_RETURN_IF_ERROR(world.Allreduce(&first, 1, ReduceOp::kMax));
-      const int64_t reps = std::clamp<int64_t>(static_cast<int64_t>(opt.min_seconds / std::max(first, 1e-7)), 5, 2000);
-      ST_RETURN_IF_ERROR(world.Barrier());
-      t0 = Clock::now();
-      for (int64_t i = 0; i < reps; ++i) ST_RETURN_IF_ERROR(world.Allreduce(buf.f32(), count, ReduceOp::kSum));
-      double per_call = Since(t0) / static_cast<double>(reps);
-      ST_RETURN_IF_ERROR(world.Allreduce(&per_call, 1, ReduceOp::kMax));
-      r.allreduce.push_back({bytes, per_call, 2.0 * (n - 1) / n * static_cast<double>(bytes) / per_call / 1e9});
-    }
+    ST_ASSIGN_OR_RETURN(r.allreduce, MeasureAllreduce(world, opt));
   }
   return r;
 }
 
-std::string ProfileToToml(const BenchResult& r) {
-  const std::string& name = r.options.name;
-  // The best rate any Sgemm reached, the model's own shapes included: a
-  // thin model GEMM that beats the squares (timing noise, cache fits) must
-  // not make the planner's MFU exceed 1.
+namespace {
+
+// The best rate any Sgemm reached, the model's own shapes included: a thin
+// model GEMM that beats the squares (timing noise, cache fits) must not make
+// the planner's MFU exceed 1.
+double BestGemmTflops(const BenchResult& r) {
   double peak = 0;
   for (const auto* list : {&r.peak_gemms, &r.model_gemms}) {
     for (const auto& g : *list) peak = std::max(peak, g.Tflops());
   }
-  const BandwidthMeasurement& dram = r.bandwidth.at(0);
+  return peak;
+}
+
+std::string ProfileIntro(const BenchResult& r) {
   char date[32];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
@@ -235,93 +332,165 @@ std::string ProfileToToml(const BenchResult& r) {
   o += "# Hardware profile written by `scaletrain bench` on " + std::string(date) + ".\n";
   o += Fmt("# Machine: %s; %lld rank(s) x %d thread(s); %s.\n", r.cpu_model.c_str(),
            static_cast<long long>(r.ranks), r.threads, r.blas.c_str());
-  o += "# A \"gpu\" here is one training rank with its threads; a \"node\" is the ranks that ran the\n"
-       "# bench together. Each figure is the slowest rank's median while every rank measured at once.\n"
-       "# Use: scaletrain plan --hardware THIS_FILE --cluster " + name + " --train-config CONFIG\n\n";
-  o += "[gpu." + name + "]\n";
-  o += "description = " + Quote(Fmt("%s, %d thread(s) per rank (measured)", r.cpu_model.c_str(), r.threads)) + "\n";
+  o += "# A \"gpu\" here is one training rank with its threads; a \"node\" is the ranks "
+       "that ran the\n"
+       "# bench together. Each figure is the slowest rank's median while every rank "
+       "measured at once.\n"
+       "# Use: scaletrain plan --hardware THIS_FILE --cluster " +
+       r.options.name + " --train-config CONFIG\n\n";
+  return o;
+}
+
+// [gpu.NAME]: one rank's matrix rate, memory and memory bandwidth.
+std::string GpuTable(const BenchResult& r) {
+  const std::string& name = r.options.name;
+  const BandwidthMeasurement& dram = r.bandwidth.at(0);
+  std::string o = "[gpu." + name + "]\n";
+  o += "description = " +
+       Quote(Fmt("%s, %d thread(s) per rank (measured)", r.cpu_model.c_str(), r.threads)) + "\n";
   o += "bf16_tflops = 0.0   # not measured: the CPU trainer computes in fp32\n";
-  o += Fmt("fp32_tflops = %.6g   # best Sgemm measured (the model's shapes below included); squares:", peak);
+  o += Fmt(
+      "fp32_tflops = %.6g   # best Sgemm measured (the model's shapes below included); squares:",
+      BestGemmTflops(r));
   for (const auto& g : r.peak_gemms) o += Fmt(" %s %.4g", g.what.c_str(), g.Tflops());
   o += " TFLOP/s\n";
   o += Fmt("hbm_gib = %.4g   # physical memory / ranks\n", r.memory_gib_per_rank);
-  o += Fmt("hbm_tbps = %.6g   # element-wise kernel (residual add: read 2, write 1) on %lld MiB arrays: %.4g GB/s\n",
-           dram.Gbps() / 1000.0, static_cast<long long>(dram.bytes_per_array >> 20), dram.Gbps());
+  o +=
+      Fmt("hbm_tbps = %.6g   # element-wise kernel (residual add: read 2, write 1) on %lld MiB "
+          "arrays: %.4g GB/s\n",
+          dram.Gbps() / 1000.0, static_cast<long long>(dram.bytes_per_array >> 20), dram.Gbps());
   o += "tdp_w = 0.0   # not measured (energy figures will read 0)\n";
-  o += "matmul_efficiency = 1.0   # fp32_tflops is itself an achieved rate (as MAMF is for a GPU)\n";
+  o +=
+      "matmul_efficiency = 1.0   # fp32_tflops is itself an achieved rate (as MAMF is for a GPU)\n";
   o += "hbm_efficiency = 1.0   # hbm_tbps is itself an achieved rate\n";
   o += "attention_efficiency = 1.0   # unused by the cpu stack (no FlashAttention)\n";
   o += "sm_count = 0   # no tile/wave quantization on a CPU\n";
   o += "reference_cluster = " + Quote(name) + "\n";
-  if (!r.model_gemms.empty()) {
-    // Forward and backward entries alternate, shape by shape.
-    o += "# The model's matmuls through the trainer's kernels (MatmulForward / MatmulBackward, bias\n"
-         "# included): [M tokens, N out, K in, forward TFLOP/s, backward TFLOP/s]; the planner uses a\n"
-         "# row where a GEMM it charges has exactly this shape.\n";
-    o += "measured_gemms = [\n";
-    for (size_t i = 0; i + 1 < r.model_gemms.size(); i += 2) {
-      const auto& f = r.model_gemms[i];
-      const auto& b = r.model_gemms[i + 1];
-      o += Fmt("  [%lld, %lld, %lld, %.6g, %.6g],   # %s\n", static_cast<long long>(f.m), static_cast<long long>(f.n),
-               static_cast<long long>(f.k), f.Tflops(), b.Tflops(), f.what.substr(0, f.what.rfind(' ')).c_str());
-    }
-    o += "]\n";
+  return o;
+}
+
+// measured_gemms: a row per model matmul shape; empty without a model.
+std::string MeasuredGemmsToml(const BenchResult& r) {
+  if (r.model_gemms.empty()) return "";
+  // Forward and backward entries alternate, shape by shape.
+  std::string o =
+      "# The model's matmuls through the trainer's kernels (MatmulForward / MatmulBackward, bias\n"
+      "# included): [M tokens, N out, K in, forward TFLOP/s, backward TFLOP/s]; "
+      "the planner uses a\n"
+      "# row where a GEMM it charges has exactly this shape.\n";
+  o += "measured_gemms = [\n";
+  for (size_t i = 0; i + 1 < r.model_gemms.size(); i += 2) {
+    const auto& f = r.model_gemms[i];
+    const auto& b = r.model_gemms[i + 1];
+    o += Fmt("  [%lld, %lld, %lld, %.6g, %.6g],   # %s\n", static_cast<long long>(f.m),
+             static_cast<long long>(f.n), static_cast<long long>(f.k), f.Tflops(), b.Tflops(),
+             f.what.substr(0, f.what.rfind(' ')).c_str());
   }
+  o += "]\n";
+  return o;
+}
+
+// measured_attention: the attention kernel's forward and backward times.
+std::string MeasuredAttentionToml(const BenchResult& r) {
+  std::string o;
   for (const auto& k : r.model_kernels) {
-    if (k.what == "attention forward") {
-      const auto& bwd = *std::find_if(r.model_kernels.begin(), r.model_kernels.end(),
-                                      [](const KernelMeasurement& x) { return x.what == "attention backward"; });
-      o += "# The attention kernel (scores, causal softmax, weighted sum) at the model's shape:\n"
-           "# [micro-batch, seq, hidden, heads, forward s, backward s].\n";
-      o += Fmt("measured_attention = [[%lld, %lld, %lld, %lld, %.6g, %.6g]]\n", static_cast<long long>(r.attention_shape[0]),
-               static_cast<long long>(r.attention_shape[1]), static_cast<long long>(r.attention_shape[2]),
-               static_cast<long long>(r.attention_shape[3]), k.seconds, bwd.seconds);
-    }
+    if (k.what != "attention forward") continue;
+    const auto& bwd =
+        *std::find_if(r.model_kernels.begin(), r.model_kernels.end(),
+                      [](const KernelMeasurement& x) { return x.what == "attention backward"; });
+    o += "# The attention kernel (scores, causal softmax, weighted sum) at the model's shape:\n"
+         "# [micro-batch, seq, hidden, heads, forward s, backward s].\n";
+    o += Fmt("measured_attention = [[%lld, %lld, %lld, %lld, %.6g, %.6g]]\n",
+             static_cast<long long>(r.attention_shape[0]),
+             static_cast<long long>(r.attention_shape[1]),
+             static_cast<long long>(r.attention_shape[2]),
+             static_cast<long long>(r.attention_shape[3]), k.seconds, bwd.seconds);
   }
+  return o;
+}
+
+// Comments on what was measured but is not a figure the planner reads.
+std::string UnusedMeasurementsComments(const BenchResult& r) {
+  std::string o;
   if (r.bandwidth.size() > 1) {
-    o += Fmt("# Not used by the planner: the same kernel on %lld KiB arrays (in cache) reaches %.4g GB/s.\n",
-             static_cast<long long>(r.bandwidth[1].bytes_per_array >> 10), r.bandwidth[1].Gbps());
+    o +=
+        Fmt("# Not used by the planner: the same kernel on %lld KiB arrays (in cache) "
+            "reaches %.4g GB/s.\n",
+            static_cast<long long>(r.bandwidth[1].bytes_per_array >> 10), r.bandwidth[1].Gbps());
   }
   if (!r.model_kernels.empty()) {
-    o += "# Not used by the planner: the model's element-wise kernels (least bytes moved / time):\n";
+    o +=
+        "# Not used by the planner: the model's element-wise kernels (least bytes moved / time):\n";
     for (const auto& k : r.model_kernels) {
       if (k.what.rfind("attention", 0) == 0) continue;
       o += Fmt("#   %-24s %.4g ms  %.4g GB/s\n", k.what.c_str(), k.seconds * 1e3, k.Gbps());
     }
   }
-  o += "\n[node." + name + "]\n";
+  return o;
+}
+
+// [node.NAME]: the ranks that ran the bench and the all-reduce among them;
+// with one rank, the memory bandwidth stands in.
+std::string NodeTable(const BenchResult& r) {
+  const BandwidthMeasurement& dram = r.bandwidth.at(0);
+  std::string o = "\n[node." + r.options.name + "]\n";
   o += Fmt("gpus_per_node = %lld   # ranks that ran the bench\n", static_cast<long long>(r.ranks));
   if (!r.allreduce.empty()) {
     const AllreduceMeasurement& big = r.allreduce.back();
     const AllreduceMeasurement& small = r.allreduce.front();
     const double lat_us = small.seconds * 1e6 / (2.0 * std::log2(static_cast<double>(r.ranks)));
     o += "intra_kind = \"mpi\"\n";
-    o += Fmt("intra_gbps = %.6g   # all-reduce bus bandwidth at %lld MiB (2(n-1)/n x bytes / time)\n", big.bus_gbps,
-             static_cast<long long>(big.bytes >> 20));
+    o += Fmt(
+        "intra_gbps = %.6g   # all-reduce bus bandwidth at %lld MiB (2(n-1)/n x bytes / time)\n",
+        big.bus_gbps, static_cast<long long>(big.bytes >> 20));
     o += "intra_efficiency = 1.0   # intra_gbps is itself achieved\n";
-    o += Fmt("intra_latency_us = %.4g   # 8-byte all-reduce %.4g us / (2 log2 ranks), the planner's latency form\n",
-             lat_us, small.seconds * 1e6);
+    o +=
+        Fmt("intra_latency_us = %.4g   # 8-byte all-reduce %.4g us / (2 log2 ranks), the planner's "
+            "latency form\n",
+            lat_us, small.seconds * 1e6);
     o += "# all-reduce (bytes: us, bus GB/s):";
-    for (const auto& a : r.allreduce) o += Fmt(" %lld: %.4g, %.3g;", static_cast<long long>(a.bytes), a.seconds * 1e6, a.bus_gbps);
+    for (const auto& a : r.allreduce) {
+      o += Fmt(" %lld: %.4g, %.3g;", static_cast<long long>(a.bytes), a.seconds * 1e6, a.bus_gbps);
+    }
     o += "\n";
   } else {
     o += "intra_kind = \"none\"\n";
-    o += Fmt("intra_gbps = %.6g   # one rank: no collective measured; the memory bandwidth stands in.\n"
-             "# Plans with more than one device need a profile from `mpirun -np N scaletrain bench`.\n",
-             dram.Gbps());
+    o += Fmt(
+        "intra_gbps = %.6g   # one rank: no collective measured; the memory bandwidth stands in.\n"
+        "# Plans with more than one device need a profile from `mpirun -np N scaletrain bench`.\n",
+        dram.Gbps());
     o += "intra_efficiency = 1.0\nintra_latency_us = 0.0\n";
   }
   o += "max_power_kw = 0.0   # not measured\n";
-  o += "\n[fabric." + name + "]\n";
-  o += "# Not measured: the bench ran on one node. This repeats the node's figures, so plans that span\n"
+  return o;
+}
+
+// [fabric.NAME]: not measured; it repeats the node's figures.
+std::string FabricTable(const BenchResult& r) {
+  std::string o = "\n[fabric." + r.options.name + "]\n";
+  o += "# Not measured: the bench ran on one node. This repeats the node's figures, "
+       "so plans that span\n"
        "# more than gpus_per_node devices are not predictions.\n";
   o += "kind = \"unmeasured\"\n";
-  const double intra = r.allreduce.empty() ? dram.Gbps() : r.allreduce.back().bus_gbps;
-  o += Fmt("nics_per_node = %lld\nnic_gbit = %.6g\nefficiency = 1.0\n", static_cast<long long>(r.ranks), intra * 8.0);
-  o += "\n[cluster." + name + "]\n";
+  const double intra = r.allreduce.empty() ? r.bandwidth.at(0).Gbps() : r.allreduce.back().bus_gbps;
+  o += Fmt("nics_per_node = %lld\nnic_gbit = %.6g\nefficiency = 1.0\n",
+           static_cast<long long>(r.ranks), intra * 8.0);
+  return o;
+}
+
+std::string ClusterTable(const std::string& name) {
+  std::string o = "\n[cluster." + name + "]\n";
   o += "gpu = " + Quote(name) + "\nnode = " + Quote(name) + "\nfabric = " + Quote(name) + "\n";
   o += "usd_per_gpu_hour = 0.0\npue = 1.0\n";
   return o;
+}
+
+}  // namespace
+
+std::string ProfileToToml(const BenchResult& r) {
+  return ProfileIntro(r) + GpuTable(r) + MeasuredGemmsToml(r) + MeasuredAttentionToml(r) +
+         UnusedMeasurementsComments(r) + NodeTable(r) + FabricTable(r) +
+         ClusterTable(r.options.name);
 }
 
 std::string BenchToText(const BenchResult& r) {
