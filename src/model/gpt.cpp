@@ -38,39 +38,24 @@ struct GPT::Chunk {
 // Gradient scratch shared by all layers and slots (one backward at a time).
 struct GPT::Scratch {
   float *partial, *dres, *dres_full, *dln, *dln_shard, *dqkv, *datty, *datt, *dfch, *dfch_gelu;
-  float* pgrad;  // sequence parallelism: partial norm/bias gradients, 6 x C
+  float* replicated;  // ReplicatedGrads' partial sums under sequence parallelism
 };
 
 namespace {
 
+constexpr int64_t kReplicatedPerBlock = 6;  // ln_1 and ln_2 weight and bias, both projection biases
+
 void Zero(float* x, int64_t n) { std::memset(x, 0, static_cast<size_t>(n) * sizeof(float)); }
-
-// out = x + y + bias (row-parallel output plus its bias, added once after
-// the TP reduction). out may alias y.
-void ResidualBiasAdd(float* out, const float* x, const float* y, const float* bias, int64_t rows,
-                     int64_t C) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t c = 0; c < C; ++c) out[i * C + c] = x[i * C + c] + (y[i * C + c] + bias[c]);
-  }
-}
-
-// out[C] += column sums of x[rows, C].
-void AddColumnSums(float* out, const float* x, int64_t rows, int64_t C) {
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t c = 0; c < C; ++c) out[c] += x[i * C + c];
-  }
-}
 
 }  // namespace
 
 GPT::GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch)
     : spec_(spec),
       shard_(shard),
-      tp_comm_(tp_comm),
+      tp_(tp_comm, shard.tp, shard.tp_rank, shard.sp),
       layout_(BuildRankLayout(spec, shard)),
-      full_layout_(BuildParamLayout(spec, 1)),
-      max_batch_(max_batch) {}
+      max_batch_(max_batch),
+      vocab_(tp_.VocabShardOf(spec.vocab_size, spec.padded_vocab_size)) {}
 
 GPT::~GPT() = default;
 
@@ -134,9 +119,6 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
     const int64_t n = c < static_cast<int64_t>(slots.size()) ? std::max<int64_t>(1, slots[c]) : 1;
     ch.slots.resize(n);
   }
-  m->vocab_rows_ = spec.padded_vocab_size / shard.tp;
-  m->vocab_begin_ = shard.tp_rank * m->vocab_rows_;
-  m->vocab_valid_ = std::clamp<int64_t>(spec.vocab_size - m->vocab_begin_, 0, m->vocab_rows_);
   m->flat_numel_ = RoundUp(lay.total_numel, std::max<int64_t>(1, flat_multiple));
   const size_t pbytes = static_cast<size_t>(m->flat_numel_) * sizeof(float);
   m->params_ = Buffer(pbytes);
@@ -145,6 +127,8 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
   // A dry run with no base counts the floats; then the real layout.
   m->acts_ = Buffer(m->LayOutActivations(nullptr) * sizeof(float));
   m->LayOutActivations(m->acts_.f32());
+  m->replicated_grads_ = std::make_unique<ReplicatedGrads>(&m->tp_, m->scratch_->replicated,
+                                                           kReplicatedPerBlock, spec.n_embd);
   return m;
 }
 
@@ -153,17 +137,23 @@ bool GPT::chunk_has_embedding(int64_t c) const { return chunks_[c].embedding; }
 bool GPT::chunk_has_head(int64_t c) const { return chunks_[c].head; }
 int64_t GPT::num_slots(int64_t c) const { return static_cast<int64_t>(chunks_[c].slots.size()); }
 
-int64_t GPT::residual_rows(int64_t B, int64_t T) const {
-  return shard_.sp ? B * T / shard_.tp : B * T;
+LayerRange GPT::ChunkLayers(int64_t c) const {
+  const Chunk& ch = chunks_[c];
+  LayerRange r;
+  r.first = ch.embedding ? kEmbeddingLayer : ch.layers.front();
+  r.last = ch.head ? HeadLayer(spec_.n_layer) : ch.layers.back();
+  return r;
 }
+
+int64_t GPT::residual_rows(int64_t B, int64_t T) const { return tp_.ResidualRows(B * T); }
 
 size_t GPT::LayOutActivations(float* base) {
   const int64_t tp = shard_.tp;
   const int64_t N = max_batch_ * spec_.block_size, Nr = residual_rows(max_batch_, spec_.block_size);
   const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
   const int64_t att = max_batch_ * NHl * spec_.block_size * spec_.block_size;
-  const int64_t Vl = vocab_rows_;
-  const bool sp = shard_.sp;
+  const int64_t Vl = vocab_.rows;
+  const bool sp = tp_.sp();
   FloatArena arena(base);
   for (Chunk& ch : chunks_) {
     for (SlotActs& s : ch.slots) {
@@ -191,17 +181,22 @@ size_t GPT::LayOutActivations(float* base) {
   S.dres_full = sp ? arena.Take(N * C) : S.dres;
   S.dln = arena.Take(N * C); S.dln_shard = sp ? arena.Take(Nr * C) : S.dln;
   S.dqkv = arena.Take(N * 3 * Cl); S.datty = arena.Take(N * Cl); S.datt = arena.Take(att);
-  S.dfch = arena.Take(N * Fl); S.dfch_gelu = arena.Take(N * Fl); S.pgrad = arena.Take(6 * C);
+  S.dfch = arena.Take(N * Fl);
+  S.dfch_gelu = arena.Take(N * Fl);
+  S.replicated = arena.Take(kReplicatedPerBlock * C);
   return arena.used_floats();
 }
 
 void GPT::InitWeights(uint64_t seed) {
   float* p = params_.f32();
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec_.n_layer));
+  // Each tensor's random stream is keyed by its index in the whole model's
+  // layout, so every layout draws the same weights.
+  const ParamLayout whole_layout = BuildParamLayout(spec_, 1);
   std::vector<float> whole;
   for (const ParamEntry& e : layout_.entries) {
     int64_t index = 0;
-    while (full_layout_.entries[index].name != e.name) ++index;
+    while (whole_layout.entries[index].name != e.name) ++index;
     whole.assign(static_cast<size_t>(NumElements(e.full_shape)), 0.0f);
     const bool is_norm = e.name.find("ln_") != std::string::npos;
     const bool is_bias = e.name.size() >= 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
@@ -223,182 +218,76 @@ void GPT::InitWeights(uint64_t seed) {
   }
 }
 
-Status GPT::GatherRows(const float* shard, float* full, int64_t rows, int64_t width) {
-  return tp_comm_->Allgather(shard, full, rows / shard_.tp * width);
-}
-
-Status GPT::ReduceRows(float* partial, float* out, int64_t rows, int64_t width) {
-  if (shard_.sp) return tp_comm_->ReduceScatter(partial, out, rows / shard_.tp * width);
-  ST_RETURN_IF_ERROR(tp_comm_->Allreduce(partial, rows * width));
-  if (out != partial) std::memcpy(out, partial, static_cast<size_t>(rows * width) * sizeof(float));
-  return Status::Ok();
-}
-
-float* GPT::PartialGrad(int64_t i) { return scratch_->pgrad + i * spec_.n_embd; }
-
-Status GPT::ReducePartialGrads(const std::vector<std::pair<int64_t, int64_t>>& pieces, int64_t width) {
-  const int64_t n = static_cast<int64_t>(pieces.size());
-  ST_RETURN_IF_ERROR(tp_comm_->Allreduce(scratch_->pgrad, n * width));
-  float* g = grads_.f32();
-  for (const auto& [slot, offset] : pieces) {
-    const float* src = PartialGrad(slot);
-    for (int64_t c = 0; c < width; ++c) g[offset + c] += src[c];
-  }
-  return Status::Ok();
-}
-
-Status GPT::RowParallelResidual(float* out, const float* x, const float* inp, int64_t K,
-                                int64_t weight, int64_t bias, int64_t N) {
-  const int64_t C = spec_.n_embd;
-  const float* p = params_.f32();
-  float* part = scratch_->partial;
-  if (shard_.tp == 1) {
-    cpu::MatmulForward(part, inp, p + weight, p + bias, N, K, C);
-    cpu::ResidualForward(out, x, part, N * C);
-    return Status::Ok();
-  }
-  // Each rank's product is a partial sum over its K columns; the bias is
-  // added once, after the TP sum (scattered to this rank's rows under sp).
-  cpu::MatmulForward(part, inp, p + weight, nullptr, N, K, C);
-  float* summed = shard_.sp ? out : part;
-  ST_RETURN_IF_ERROR(ReduceRows(part, summed, N, C));
-  ResidualBiasAdd(out, x, summed, p + bias, shard_.sp ? N / shard_.tp : N, C);
-  return Status::Ok();
-}
-
-Result<const float*> GPT::ResidualGradForRowParallel(int64_t bias_slot, int64_t N) {
-  Scratch& S = *scratch_;
-  if (!shard_.sp) return static_cast<const float*>(S.dres);
-  const int64_t C = spec_.n_embd;
-  ST_RETURN_IF_ERROR(GatherRows(S.dres, S.dres_full, N, C));
-  AddColumnSums(PartialGrad(bias_slot), S.dres, N / shard_.tp, C);
-  return static_cast<const float*>(S.dres_full);
-}
-
 Status GPT::LayerForward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
   const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
   const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
-  const float* p = params_.f32();
   const LayerOffsets& o = layer_off_[l];
+  float* partial = scratch_->partial;
   // Attention half: res2 = x + proj(attention(qkv(ln1(x)))).
-  cpu::LayerNormForward(L.ln1, L.ln1_mean, L.ln1_rstd, x, p + o.ln1w, p + o.ln1b, Nr, C);
-  if (shard_.sp) ST_RETURN_IF_ERROR(GatherRows(L.ln1, L.ln1_full, N, C));
-  cpu::MatmulForward(L.qkv, L.ln1_full, p + o.qkvw, p + o.qkvb, N, C, 3 * Cl);
+  cpu::LayerNormForward(L.ln1, L.ln1_mean, L.ln1_rstd, x, P(o.ln1w), P(o.ln1b), Nr, C);
+  ST_RETURN_IF_ERROR(
+      tp_.ColumnLinearForward(L.qkv, L.ln1_full, L.ln1, P(o.qkvw), P(o.qkvb), N, C, 3 * Cl));
   cpu::AttentionForward(L.atty, L.att, L.qkv, B, T, Cl, NHl);
-  ST_RETURN_IF_ERROR(RowParallelResidual(L.res2, x, L.atty, Cl, o.attprojw, o.attprojb, N));
+  ST_RETURN_IF_ERROR(tp_.RowLinearResidualForward(L.res2, x, L.atty, P(o.attprojw), P(o.attprojb),
+                                                  partial, N, Cl, C));
   // MLP half: res3 = res2 + proj(gelu(fc(ln2(res2)))).
-  cpu::LayerNormForward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, p + o.ln2w, p + o.ln2b, Nr, C);
-  if (shard_.sp) ST_RETURN_IF_ERROR(GatherRows(L.ln2, L.ln2_full, N, C));
-  cpu::MatmulForward(L.fch, L.ln2_full, p + o.fcw, p + o.fcb, N, C, Fl);
+  cpu::LayerNormForward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, P(o.ln2w), P(o.ln2b), Nr, C);
+  ST_RETURN_IF_ERROR(
+      tp_.ColumnLinearForward(L.fch, L.ln2_full, L.ln2, P(o.fcw), P(o.fcb), N, C, Fl));
   cpu::GeluForward(L.fch_gelu, L.fch, N * Fl);
-  ST_RETURN_IF_ERROR(RowParallelResidual(L.res3, L.res2, L.fch_gelu, Fl, o.fcprojw, o.fcprojb, N));
-  return Status::Ok();
+  return tp_.RowLinearResidualForward(L.res3, L.res2, L.fch_gelu, P(o.fcprojw), P(o.fcprojb),
+                                      partial, N, Fl, C);
 }
 
 Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
   const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
   const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
-  const bool sp = shard_.sp;
-  const float* p = params_.f32();
-  float* g = grads_.f32();
   Scratch& S = *scratch_;
+  ReplicatedGrads& rg = *replicated_grads_;
   const LayerOffsets& o = layer_off_[l];
-  // Under sp the norms and row-parallel biases see only this rank's rows:
-  // their gradients collect in the scratch and are summed over TP at the end.
-  if (sp) Zero(S.pgrad, 6 * C);
-  auto pg = [&](int64_t i, int64_t grad_offset) { return sp ? PartialGrad(i) : g + grad_offset; };
   // S.dres is the gradient of the residual stream; each residual add passes
   // it through unchanged, so one buffer serves all layers.
   // MLP half.
-  ST_ASSIGN_OR_RETURN(const float* d, ResidualGradForRowParallel(5, N));
-  Zero(S.dfch_gelu, N * Fl);
-  cpu::MatmulBackward(S.dfch_gelu, g + o.fcprojw, sp ? nullptr : g + o.fcprojb, d, L.fch_gelu,
-                      p + o.fcprojw, N, Fl, C);
+  ST_RETURN_IF_ERROR(tp_.RowLinearBackward(S.dfch_gelu, G(o.fcprojw), rg.Target(G(o.fcprojb)),
+                                           S.dres, S.dres_full, L.fch_gelu, P(o.fcprojw), N, Fl,
+                                           C));
   Zero(S.dfch, N * Fl);
   cpu::GeluBackward(S.dfch, L.fch, S.dfch_gelu, N * Fl);
-  Zero(S.dln, N * C);
-  cpu::MatmulBackward(S.dln, g + o.fcw, g + o.fcb, S.dfch, L.ln2_full, p + o.fcw, N, C, Fl);
-  if (tp > 1) ST_RETURN_IF_ERROR(ReduceRows(S.dln, S.dln_shard, N, C));
-  cpu::LayerNormBackward(S.dres, pg(3, o.ln2w), pg(4, o.ln2b), S.dln_shard, L.res2, p + o.ln2w,
-                         L.ln2_mean, L.ln2_rstd, Nr, C);
+  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.fcw), G(o.fcb), S.dfch,
+                                              L.ln2_full, P(o.fcw), N, C, Fl));
+  cpu::LayerNormBackward(S.dres, rg.Target(G(o.ln2w)), rg.Target(G(o.ln2b)), S.dln_shard, L.res2,
+                         P(o.ln2w), L.ln2_mean, L.ln2_rstd, Nr, C);
   // Attention half.
-  ST_ASSIGN_OR_RETURN(d, ResidualGradForRowParallel(2, N));
-  Zero(S.datty, N * Cl);
-  cpu::MatmulBackward(S.datty, g + o.attprojw, sp ? nullptr : g + o.attprojb, d, L.atty,
-                      p + o.attprojw, N, Cl, C);
+  ST_RETURN_IF_ERROR(tp_.RowLinearBackward(S.datty, G(o.attprojw), rg.Target(G(o.attprojb)), S.dres,
+                                           S.dres_full, L.atty, P(o.attprojw), N, Cl, C));
   Zero(S.dqkv, N * 3 * Cl);
   cpu::AttentionBackward(S.dqkv, S.datt, S.datty, L.qkv, L.att, B, T, Cl, NHl);
-  Zero(S.dln, N * C);
-  cpu::MatmulBackward(S.dln, g + o.qkvw, g + o.qkvb, S.dqkv, L.ln1_full, p + o.qkvw, N, C, 3 * Cl);
-  if (tp > 1) ST_RETURN_IF_ERROR(ReduceRows(S.dln, S.dln_shard, N, C));
-  cpu::LayerNormBackward(S.dres, pg(0, o.ln1w), pg(1, o.ln1b), S.dln_shard, x, p + o.ln1w,
-                         L.ln1_mean, L.ln1_rstd, Nr, C);
-  if (sp) {
-    ST_RETURN_IF_ERROR(ReducePartialGrads(
-        {{0, o.ln1w}, {1, o.ln1b}, {2, o.attprojb}, {3, o.ln2w}, {4, o.ln2b}, {5, o.fcprojb}}, C));
-  }
-  return Status::Ok();
+  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.qkvw), G(o.qkvb), S.dqkv,
+                                              L.ln1_full, P(o.qkvw), N, C, 3 * Cl));
+  cpu::LayerNormBackward(S.dres, rg.Target(G(o.ln1w)), rg.Target(G(o.ln1b)), S.dln_shard, x,
+                         P(o.ln1w), L.ln1_mean, L.ln1_rstd, Nr, C);
+  return rg.Reduce();
 }
 
 Status GPT::EmbeddingForward(SlotActs& s, int64_t B, int64_t T) {
-  const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
-  const float* p = params_.f32();
-  if (shard_.tp == 1) {
-    cpu::EncoderForward(s.input, s.tokens.data(), p + wte_, p + wpe_, B, T, C);
-    return Status::Ok();
-  }
-  // Vocab-parallel: each rank fills the rows of the tokens it holds; the TP
-  // sum (or its reduce-scatter under sp) completes the lookup.
-  float* dst = shard_.sp ? scratch_->partial : s.input;
-  cpu::EmbeddingShardForward(dst, s.tokens.data(), p + wte_, vocab_begin_, vocab_rows_, N, C);
-  ST_RETURN_IF_ERROR(ReduceRows(dst, s.input, N, C));
-  cpu::PositionForward(s.input, p + wpe_, shard_.sp ? shard_.tp_rank * Nr : 0, Nr, T, C);
-  return Status::Ok();
+  return tp_.VocabEmbeddingForward(s.input, scratch_->partial, s.tokens.data(), P(wte_), P(wpe_),
+                                   vocab_, B, T, spec_.n_embd);
 }
 
 Status GPT::EmbeddingBackward(SlotActs& s, int64_t B, int64_t T) {
-  const int64_t C = spec_.n_embd, N = B * T;
-  float* g = grads_.f32();
-  Scratch& S = *scratch_;
-  if (shard_.tp == 1) {
-    cpu::EncoderBackward(g + wte_, g + wpe_, S.dres, s.tokens.data(), B, T, C);
-    return Status::Ok();
-  }
-  const float* d = S.dres;
-  if (shard_.sp) {
-    ST_RETURN_IF_ERROR(GatherRows(S.dres, S.dres_full, N, C));
-    d = S.dres_full;
-  }
-  cpu::EmbeddingShardBackward(g + wte_, d, s.tokens.data(), vocab_begin_, vocab_rows_, N, C);
-  // Every TP rank sees all rows here, so the replicated position table gets
-  // the same whole gradient on each.
-  cpu::PositionBackward(g + wpe_, d, 0, N, T, C);
-  return Status::Ok();
+  return tp_.VocabEmbeddingBackward(G(wte_), G(wpe_), scratch_->dres, scratch_->dres_full,
+                                    s.tokens.data(), vocab_, B, T, spec_.n_embd);
 }
 
 Result<float> GPT::HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T) {
   const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
-  const int64_t Vl = vocab_rows_;
-  const float* p = params_.f32();
-  cpu::LayerNormForward(s.lnf, s.lnf_mean, s.lnf_rstd, x, p + lnfw_, p + lnfb_, Nr, C);
-  if (shard_.sp) ST_RETURN_IF_ERROR(GatherRows(s.lnf, s.lnf_full, N, C));
+  cpu::LayerNormForward(s.lnf, s.lnf_mean, s.lnf_rstd, x, P(lnfw_), P(lnfb_), Nr, C);
   // The tied head: logits of this rank's vocabulary rows only.
-  cpu::MatmulForward(s.logits, s.lnf_full, p + wte_, nullptr, N, C, Vl);
+  ST_RETURN_IF_ERROR(
+      tp_.ColumnLinearForward(s.logits, s.lnf_full, s.lnf, P(wte_), nullptr, N, C, vocab_.rows));
   if (s.targets.empty()) return 0.0f;
-  const int32_t* targets = s.targets.data();
-  if (shard_.tp == 1) {
-    cpu::CrossEntropyForward(s.losses, s.probs, s.logits, targets, N, spec_.vocab_size, Vl);
-  } else {
-    float* row_max = s.ce_stats;
-    float* sums = s.ce_stats + N;  // sum of exp, then the target's logit: one reduction
-    cpu::CrossEntropyShardMax(row_max, s.logits, N, Vl, vocab_valid_);
-    ST_RETURN_IF_ERROR(tp_comm_->Allreduce(row_max, N, ReduceOp::kMax));
-    cpu::CrossEntropyShardSums(sums, sums + N, s.logits, row_max, targets, vocab_begin_, N, Vl,
-                               vocab_valid_);
-    ST_RETURN_IF_ERROR(tp_comm_->Allreduce(sums, 2 * N));
-    cpu::CrossEntropyShardFinish(s.losses, s.probs, s.logits, row_max, sums, sums + N, N, Vl,
-                                 vocab_valid_);
-  }
+  ST_RETURN_IF_ERROR(tp_.VocabCrossEntropyForward(s.losses, s.probs, s.ce_stats, s.logits,
+                                                  s.targets.data(), N, spec_.vocab_size, vocab_));
   double sum = 0.0;
   for (int64_t i = 0; i < N; ++i) sum += s.losses[i];
   return static_cast<float>(sum / static_cast<double>(N));
@@ -406,28 +295,17 @@ Result<float> GPT::HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T
 
 Status GPT::HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t B, int64_t T) {
   const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
-  const int64_t Vl = vocab_rows_;
-  const float* p = params_.f32();
-  float* g = grads_.f32();
   Scratch& S = *scratch_;
-  const bool sp = shard_.sp;
+  ReplicatedGrads& rg = *replicated_grads_;
   float* dlogits = s.probs;  // in place
-  const float dloss = loss_scale / static_cast<float>(N);
-  if (shard_.tp == 1) {
-    cpu::CrossEntropyBackward(dlogits, s.probs, s.targets.data(), dloss, N, spec_.vocab_size, Vl);
-  } else {
-    cpu::CrossEntropyShardBackward(dlogits, s.probs, s.targets.data(), vocab_begin_, dloss, N, Vl,
-                                   vocab_valid_);
-  }
-  Zero(S.dln, N * C);
-  cpu::MatmulBackward(S.dln, g + wte_, nullptr, dlogits, s.lnf_full, p + wte_, N, C, Vl);
-  if (shard_.tp > 1) ST_RETURN_IF_ERROR(ReduceRows(S.dln, S.dln_shard, N, C));
-  if (sp) Zero(S.pgrad, 2 * C);
+  tp_.VocabCrossEntropyBackward(dlogits, s.probs, s.targets.data(),
+                                loss_scale / static_cast<float>(N), N, spec_.vocab_size, vocab_);
+  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(wte_), nullptr, dlogits,
+                                              s.lnf_full, P(wte_), N, C, vocab_.rows));
   Zero(S.dres, Nr * C);
-  cpu::LayerNormBackward(S.dres, sp ? PartialGrad(0) : g + lnfw_, sp ? PartialGrad(1) : g + lnfb_,
-                         S.dln_shard, x, p + lnfw_, s.lnf_mean, s.lnf_rstd, Nr, C);
-  if (sp) ST_RETURN_IF_ERROR(ReducePartialGrads({{0, lnfw_}, {1, lnfb_}}, C));
-  return Status::Ok();
+  cpu::LayerNormBackward(S.dres, rg.Target(G(lnfw_)), rg.Target(G(lnfb_)), S.dln_shard, x, P(lnfw_),
+                         s.lnf_mean, s.lnf_rstd, Nr, C);
+  return rg.Reduce();
 }
 
 Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* tokens,
@@ -445,7 +323,7 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
                            " exceeds the model's " + std::to_string(max_batch_) + " x " +
                            std::to_string(spec_.block_size));
   }
-  if (shard_.sp && (B * T) % shard_.tp != 0) {
+  if (tp_.sp() && (B * T) % shard_.tp != 0) {
     return InvalidArgument("sequence parallelism needs B x T divisible by tp");
   }
   Chunk& ch = chunks_[chunk];
@@ -456,7 +334,7 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
   if (ch.embedding) {
     s.tokens.assign(tokens, tokens + N);
     ST_RETURN_IF_ERROR(EmbeddingForward(s, B, T));
-    done(-1);
+    done(kEmbeddingLayer);
   } else {
     std::memcpy(s.input, input, static_cast<size_t>(residual_rows(B, T) * spec_.n_embd) * sizeof(float));
   }
@@ -474,7 +352,7 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
   float loss = 0.0f;
   if (ch.head) {
     ST_ASSIGN_OR_RETURN(loss, HeadForward(s, x, B, T));
-    done(spec_.n_layer);
+    done(HeadLayer(spec_.n_layer));
   }
   return loss;
 }
@@ -498,7 +376,7 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
       return FailedPrecondition("backward needs a forward with targets first");
     }
     ST_RETURN_IF_ERROR(HeadBackward(s, ChunkOutput(chunk, slot), loss_scale, B, T));
-    ready(spec_.n_layer);
+    ready(HeadLayer(spec_.n_layer));
   } else {
     std::memcpy(S.dres, dout, static_cast<size_t>(residual_rows(B, T) * spec_.n_embd) * sizeof(float));
   }
@@ -509,7 +387,7 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
   }
   if (ch.embedding) {
     ST_RETURN_IF_ERROR(EmbeddingBackward(s, B, T));
-    ready(-1);
+    ready(kEmbeddingLayer);
   }
   return Status::Ok();
 }

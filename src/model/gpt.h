@@ -4,8 +4,10 @@
 // offset (principle 1).
 //
 // The same code runs every layout (DESIGN: a parallelism is applied to a
-// model, not written into it). A rank of a tp x pp layout (ModelShard) holds
-// the layers of its pipeline chunks, each as its tensor-parallel shard:
+// model, not written into it): the linear layers, the embedding and the loss
+// are the tensor-parallel layers of model/parallel_layers.h, which are the
+// plain layers at tp = 1. A rank of a tp x pp layout (ModelShard) holds the
+// layers of its pipeline chunks, each as its tensor-parallel shard:
 //  - attention splits its heads over the TP group (q,k,v column-parallel,
 //    output projection row-parallel), the MLP its hidden width (fc column,
 //    proj row); one TP all-reduce forward and one backward per block half,
@@ -32,6 +34,7 @@
 #include "comm/communicator.h"
 #include "core/buffer.h"
 #include "core/status.h"
+#include "model/parallel_layers.h"
 #include "model/param_layout.h"
 #include "model/spec.h"
 
@@ -57,16 +60,14 @@ class GPT {
 
   const ModelSpec& spec() const { return spec_; }
   const ModelShard& shard() const { return shard_; }
-  // This rank's parameters (BuildRankLayout), and the whole model's.
+  // This rank's parameters (BuildRankLayout).
   const ParamLayout& layout() const { return layout_; }
-  const ParamLayout& full_layout() const { return full_layout_; }
   int64_t num_params() const { return layout_.total_numel; }
   int64_t flat_numel() const { return flat_numel_; }  // num_params() + padding
   float* params() { return params_.f32(); }
   const float* params() const { return params_.f32(); }
   float* grads() { return grads_.f32(); }
   const float* grads() const { return grads_.f32(); }
-  int64_t max_batch() const { return max_batch_; }
   size_t activation_bytes() const { return acts_.size_bytes(); }
 
   // GPT-2 initialisation (as nanoGPT): N(0, 0.02) for weights and embeddings,
@@ -80,6 +81,8 @@ class GPT {
   int64_t num_chunks() const;
   bool chunk_has_embedding(int64_t c) const;
   bool chunk_has_head(int64_t c) const;
+  // The layer ids chunk c runs (param_layout.h): its hooks report these.
+  LayerRange ChunkLayers(int64_t c) const;
   int64_t num_slots(int64_t c) const;
   // Rows of the residual stream a rank holds for B x T tokens: B*T, or
   // B*T/tp with sequence parallelism. Activations between pipeline stages
@@ -110,8 +113,9 @@ class GPT {
   // tokens, targets: [B, T] with B <= max_batch, T <= block_size. targets
   // may be null (inference). Returns the mean cross-entropy (0 if no
   // targets). Logits of the last call stay readable through logits().
-  // `on_layer_done(layer)`, if given, is called after the embeddings (-1),
-  // each block, and the final norm, head and loss (n_layer): for traces.
+  // `on_layer_done(layer)`, if given, is called after the embeddings
+  // (kEmbeddingLayer), each block, and the final norm, head and loss
+  // (HeadLayer): for traces.
   // Single-rank models only (no collectives that could fail).
   float Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                 const std::function<void(int64_t layer)>& on_layer_done = nullptr);
@@ -119,8 +123,9 @@ class GPT {
   // must have had targets) and ADDS to grads(): micro-batches accumulate.
   // `on_grads_ready(layer)`, if given, is called as soon as the gradients of
   // every parameter entry with that `layer` (see ParamEntry) are complete:
-  // n_layer (final norm), then n_layer-1 ... 0, then -1 (embeddings, whose
-  // tied weight also collects the head's gradient). Data parallelism starts
+  // HeadLayer (final norm), then the blocks n_layer-1 ... 0, then
+  // kEmbeddingLayer (whose tied weight also collects the head's gradient).
+  // Data parallelism starts
   // reducing a gradient bucket from there while backward goes on.
   void Backward(float loss_scale, const std::function<void(int64_t layer)>& on_grads_ready = nullptr);
   void ZeroGrad() { grads_.Zero(); }
@@ -148,36 +153,21 @@ class GPT {
   Status EmbeddingBackward(SlotActs& s, int64_t B, int64_t T);
   Result<float> HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T);
   Status HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t B, int64_t T);
-  // Sequence parallelism: [rows/tp] per rank <-> [rows] on every rank.
-  Status GatherRows(const float* shard, float* full, int64_t rows, int64_t width);
-  // Sums the TP ranks' partial [rows, C] into `out` (all-reduce, in place
-  // when out == partial; or reduce-scatter to this rank's rows under sp).
-  Status ReduceRows(float* partial, float* out, int64_t rows, int64_t width);
-  // out = x + inp[N, K] @ weight^T + bias for a row-parallel matmul (the
-  // attention and MLP output projections): the TP ranks' partial products
-  // summed, to this rank's residual rows. Offsets into the parameters.
-  Status RowParallelResidual(float* out, const float* x, const float* inp, int64_t K,
-                             int64_t weight, int64_t bias, int64_t N);
-  // The residual gradient as a row-parallel matmul's backward reads it: all
-  // N rows (all-gathered under sp, where this rank's rows also go into the
-  // partial gradient of the bias in scratch slot `bias_slot`).
-  Result<const float*> ResidualGradForRowParallel(int64_t bias_slot, int64_t N);
-  // Sequence parallelism: adds the TP sum of the partial parameter
-  // gradients in the scratch (pairs of scratch offset and gradient offset).
-  Status ReducePartialGrads(const std::vector<std::pair<int64_t, int64_t>>& pieces, int64_t width);
-  float* PartialGrad(int64_t slot_index);
+  const float* P(int64_t offset) const { return params_.f32() + offset; }
+  float* G(int64_t offset) { return grads_.f32() + offset; }
 
   ModelSpec spec_;
   ModelShard shard_;
-  Communicator* tp_comm_ = nullptr;
-  ParamLayout layout_, full_layout_;
+  TensorParallel tp_;
+  ParamLayout layout_;
   int64_t max_batch_;
   int64_t flat_numel_ = 0;
   int64_t wte_ = -1, wpe_ = -1, lnfw_ = -1, lnfb_ = -1;
-  int64_t vocab_rows_ = 0, vocab_begin_ = 0, vocab_valid_ = 0;  // this rank's embedding rows
+  VocabShard vocab_;                     // this rank's embedding rows
   std::vector<LayerOffsets> layer_off_;  // by global layer; only this rank's are set
   std::vector<Chunk> chunks_;
   std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<ReplicatedGrads> replicated_grads_;
   Buffer params_, grads_, acts_;
   // The single-rank API's last forward.
   int64_t last_slot_T_ = 0;

@@ -16,6 +16,12 @@ const char* TpSplitName(TpSplit s) {
   return "?";
 }
 
+std::string LayerName(int64_t layer, int64_t n_layer) {
+  if (layer == kEmbeddingLayer) return "embedding";
+  if (layer == HeadLayer(n_layer)) return "head+loss";
+  return "layer " + std::to_string(layer);
+}
+
 const ParamEntry* ParamLayout::Find(const std::string& name) const {
   for (const auto& e : entries) {
     if (e.name == name) return &e;
@@ -63,8 +69,10 @@ void BuildGpt2(const ModelSpec& s, int64_t pp, Builder& b) {
   const int64_t C = s.n_embd, F = s.ffn_hidden, L = s.n_layer;
   const std::vector<int64_t> stage_of = VirtualStageOfLayers(s, pp, 1);
   const int64_t last = std::max<int64_t>(pp, 1) - 1;
-  b.Add("transformer.wte.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, -1, 0, true);
-  b.Add("transformer.wpe.weight", {s.block_size, C}, TpSplit::kReplicated, -1, 0, true);
+  b.Add("transformer.wte.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, kEmbeddingLayer, 0,
+        true);
+  b.Add("transformer.wpe.weight", {s.block_size, C}, TpSplit::kReplicated, kEmbeddingLayer, 0,
+        true);
   for (int64_t l = 0; l < L; ++l) {
     const int64_t st = stage_of[l];
     const std::string p = "transformer.h." + std::to_string(l) + ".";
@@ -81,8 +89,8 @@ void BuildGpt2(const ModelSpec& s, int64_t pp, Builder& b) {
     b.Add(p + "mlp.c_proj.weight", {C, F}, TpSplit::kRow, l, st, true);
     b.Add(p + "mlp.c_proj.bias", {C}, TpSplit::kReplicated, l, st, false);
   }
-  b.Add("transformer.ln_f.weight", {C}, TpSplit::kReplicated, L, last, false);
-  b.Add("transformer.ln_f.bias", {C}, TpSplit::kReplicated, L, last, false);
+  b.Add("transformer.ln_f.weight", {C}, TpSplit::kReplicated, HeadLayer(L), last, false);
+  b.Add("transformer.ln_f.bias", {C}, TpSplit::kReplicated, HeadLayer(L), last, false);
   // The lm head is tied to transformer.wte.weight: no entry of its own.
 }
 
@@ -91,7 +99,8 @@ void BuildLlama(const ModelSpec& s, int64_t pp, Builder& b) {
   const std::vector<int64_t> stage_of = VirtualStageOfLayers(s, pp, 1);
   const int64_t kv = s.n_kv_head * s.head_dim();
   const int64_t last = std::max<int64_t>(pp, 1) - 1;
-  b.Add("tok_embeddings.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, -1, 0, true);
+  b.Add("tok_embeddings.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, kEmbeddingLayer, 0,
+        true);
   for (int64_t l = 0; l < L; ++l) {
     const int64_t st = stage_of[l];
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -105,8 +114,8 @@ void BuildLlama(const ModelSpec& s, int64_t pp, Builder& b) {
     b.Add(p + "feed_forward.w3.weight", {F, C}, TpSplit::kColumn, l, st, true);
     b.Add(p + "feed_forward.w2.weight", {C, F}, TpSplit::kRow, l, st, true);
   }
-  b.Add("norm.weight", {C}, TpSplit::kReplicated, L, last, false);
-  b.Add("output.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, L, last, true);
+  b.Add("norm.weight", {C}, TpSplit::kReplicated, HeadLayer(L), last, false);
+  b.Add("output.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, HeadLayer(L), last, true);
 }
 
 }  // namespace
@@ -266,12 +275,12 @@ ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
   };
   const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec, sh.pp, sh.vpp);
   const ParamEntry& wte = global.entries[0];
-  if (sh.pp > 1 && last && spec.tied_embeddings()) add(wte, -1, true);
+  if (sh.pp > 1 && last && spec.tied_embeddings()) add(wte, kEmbeddingLayer, true);
   for (const ParamEntry& g : global.entries) {
-    if (g.layer == -1) {
-      if (first) add(g, -1, false);
-    } else if (g.layer == L) {
-      if (last) add(g, L, false);
+    if (g.layer == kEmbeddingLayer) {
+      if (first) add(g, kEmbeddingLayer, false);
+    } else if (g.layer == HeadLayer(L)) {
+      if (last) add(g, HeadLayer(L), false);
     } else if (stage_of[g.layer] % sh.pp == sh.stage) {
       add(g, g.layer, false);
     }

@@ -21,13 +21,29 @@ enum class TpSplit {
 };
 const char* TpSplitName(TpSplit s);
 
+// Layer ids order the parts of a model as forward runs them: the embeddings
+// (kEmbeddingLayer), blocks 0 .. n_layer - 1, then the final norm, head and
+// loss (HeadLayer). ParamEntry::layer, the model's per-layer hooks and the
+// data-parallel buckets use them.
+inline constexpr int64_t kEmbeddingLayer = -1;
+inline int64_t HeadLayer(int64_t n_layer) { return n_layer; }
+// "embedding", "layer 3", "head+loss": for traces and messages.
+std::string LayerName(int64_t layer, int64_t n_layer);
+
+// The layers a model chunk runs, first to last in layer ids (the embedding
+// chunk starts at kEmbeddingLayer, the head chunk ends at HeadLayer).
+struct LayerRange {
+  int64_t first = 0, last = -1;
+  bool Contains(int64_t layer) const { return first <= layer && layer <= last; }
+};
+
 struct ParamEntry {
   std::string name;      // nanoGPT/HF names for GPT-2, Meta names for Llama
   Shape shape;           // weights are [out, in] like torch.nn.Linear; a shard's shape in a rank layout
   int64_t offset = 0;    // in elements, into the flat buffer
   int64_t numel = 0;
   TpSplit tp_split = TpSplit::kReplicated;
-  int64_t layer = -1;    // transformer block index; -1 embeddings; n_layer: final norm/head
+  int64_t layer = kEmbeddingLayer;  // block index, kEmbeddingLayer or HeadLayer(n_layer)
   int64_t pp_stage = 0;  // owning pipeline stage
   bool weight_decay = false;  // AdamW decay applies to matmul weights and embeddings only
   // In a rank layout (BuildRankLayout): the whole tensor's shape, and how

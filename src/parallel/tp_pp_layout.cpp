@@ -19,13 +19,13 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
       r.numel -= e.numel;
       continue;
     }
-    if (e.layer == -1 && e.tp_split == TpSplit::kVocab) r.vocab_numel = e.numel;
-    if (e.layer == -1 && !e.tied_copy) r.embedding = true;
-    if (e.layer == spec.n_layer) {
+    if (e.layer == kEmbeddingLayer && e.tp_split == TpSplit::kVocab) r.vocab_numel = e.numel;
+    if (e.layer == kEmbeddingLayer && !e.tied_copy) r.embedding = true;
+    if (e.layer == HeadLayer(spec.n_layer)) {
       r.head = true;
       if (e.tp_split == TpSplit::kReplicated) r.head_replicated_numel += e.numel;
     }
-    if (e.layer >= 0 && e.layer < spec.n_layer) {
+    if (e.layer > kEmbeddingLayer && e.layer < HeadLayer(spec.n_layer)) {
       blocks.insert(e.layer);
       if (e.tp_split == TpSplit::kReplicated) r.block_replicated_numel += e.numel;
     }
