@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
+
+#include "train/data.h"
 
 namespace scaletrain::cli {
 
@@ -15,10 +16,7 @@ Result<int64_t> TrainConfigVocab(const RunConfig& cfg, const std::string& config
     if (*vocab < 1) return InvalidArgument("--vocab must be >= 1, got " + std::to_string(*vocab));
     return *vocab;
   }
-  std::string path = cfg.data.vocab;
-  if (path.empty() && !cfg.data.train.empty()) {
-    path = (std::filesystem::path(cfg.data.train).parent_path() / "vocab.json").string();
-  }
+  const std::string path = VocabularyPath(cfg.data);
   const std::string fix = "; set model.vocab_size (--set model.vocab_size=N), pass --vocab N, or prepare the data "
                           "with `scaletrain data prepare` so that vocab.json lies beside data.train";
   std::ifstream f(path);
@@ -37,9 +35,9 @@ Result<int64_t> TrainConfigVocab(const RunConfig& cfg, const std::string& config
 Result<ModelSpec> TrainConfigModel(const RunConfig& cfg, const std::string& config_path,
                                    std::optional<int64_t> vocab, int64_t tp) {
   ST_ASSIGN_OR_RETURN(int64_t v, TrainConfigVocab(cfg, config_path, vocab));
-  // As the trainer builds it (src/train/trainer.cpp, its run_spec).
+  // As the trainer builds it (src/train/run_setup.cpp).
   ST_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromConfig(cfg.model, v, cfg.model.vocab_multiple));
-  spec.padded_vocab_size = RoundUp(spec.vocab_size, cfg.model.vocab_multiple * std::max<int64_t>(1, tp));
+  spec.padded_vocab_size = PaddedVocabSize(spec.vocab_size, cfg.model.vocab_multiple, tp);
   spec.name = std::filesystem::path(config_path).stem().string();
   return spec;
 }

@@ -52,7 +52,7 @@ Result<ModelSpec> ModelSpecFromConfig(const ModelConfig& cfg, int64_t data_vocab
                            "); set model.vocab_size = 0 to take it from the data");
   }
   s.vocab_size = cfg.vocab_size != 0 ? cfg.vocab_size : data_vocab_size;
-  s.padded_vocab_size = RoundUp(s.vocab_size, std::max<int64_t>(1, vocab_multiple));
+  s.padded_vocab_size = PaddedVocabSize(s.vocab_size, vocab_multiple, 1);
   ST_RETURN_IF_ERROR(ValidateModelSpec(s));
   return s;
 }

@@ -4,6 +4,7 @@
 // Llama style blocks (RMSNorm, SwiGLU, rotary positions, GQA, untied head).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -37,6 +38,14 @@ Result<Arch> ArchFromName(const std::string& name);
 
 // Rounds v up to a multiple of m.
 inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// The vocabulary padding rule, the one place it is written: the embedding
+// has the vocabulary's rows rounded up to a multiple of `multiple` x `tp`,
+// so that tensor parallelism splits them evenly (Megatron-LM's
+// make-vocab-size-divisible-by x tp). Padding rows are never scored.
+inline int64_t PaddedVocabSize(int64_t vocab_size, int64_t multiple, int64_t tp) {
+  return RoundUp(vocab_size, std::max<int64_t>(1, multiple) * std::max<int64_t>(1, tp));
+}
 
 // A GPT-2 style spec from the [model] config section. `data_vocab_size` is
 // the vocabulary of the data; the config's vocab_size (if non-zero) must be

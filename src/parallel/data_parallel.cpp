@@ -15,10 +15,15 @@ DataParallel::DataParallel(const ParamLayout& layout, Communicator* comm,
       dp_(comm->size()),
       rank_(comm->rank()),
       zero_(opt.zero),
-      padded_(PaddedNumel(layout.total_numel, comm->size())) {
+      padded_(PaddedNumel(layout.total_numel, comm->size())),
+      embedding_waits_for_tied_sum_(opt.embedding_waits_for_tied_sum) {
   buckets_ = BuildGradBuckets(layout_, dp_, opt.bucket_bytes);
   launched_.assign(buckets_.size(), false);
   if (zero_ == 2) shard_grads_ = Buffer(static_cast<size_t>(owned_numel()) * sizeof(float));
+}
+
+bool DataParallel::WaitsForTiedSum(size_t i) const {
+  return embedding_waits_for_tied_sum_ && buckets_[i].min_layer == kEmbeddingLayer;
 }
 
 std::vector<FlatRange> DataParallel::OwnedRanges() const {
@@ -33,21 +38,33 @@ std::vector<FlatRange> DataParallel::OwnedRanges() const {
 
 int64_t DataParallel::owned_numel() const { return DpOwnedNumel(padded_, dp_, zero_); }
 
-void DataParallel::BeginBackward(bool communicates, float* grads) {
-  communicating_ = communicates;
+void DataParallel::BeginStep(float* grads) {
   grads_ = grads;
+  std::memset(grads, 0, static_cast<size_t>(padded_) * sizeof(float));
+  shard_grads_.Zero();
+  step_.clear();
+}
+
+void DataParallel::BeginBackward(int64_t micro_batch, int64_t micro_batches,
+                                 const LayerRange& layers) {
+  communicating_ = micro_batch == micro_batches - 1 || zero_ == 2;
+  chunk_ = layers;
   std::fill(launched_.begin(), launched_.end(), false);
-  pending_.clear();
 }
 
 void DataParallel::Launch(size_t i) {
   const GradBucket& b = buckets_[i];
   launched_[i] = true;
-  if (dp_ == 1) return;  // nothing to reduce (tensor or pipeline parallelism alone)
+  if (dp_ == 1) {
+    // Nothing to reduce (tensor or pipeline parallelism alone); ZeRO-2 still
+    // moves the bucket into its accumulator.
+    if (zero_ == 2) in_flight_.push_back({i, CommHandle()});
+    return;
+  }
   if (zero_ == 0) {
-    pending_.push_back({i, comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kSum)});
+    in_flight_.push_back({i, comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kSum)});
   } else {
-    pending_.push_back(
+    in_flight_.push_back(
         {i, comm_->IReduceScatterInPlace(grads_ + b.begin, b.size() / dp_, ReduceOp::kSum)});
   }
 }
@@ -55,39 +72,53 @@ void DataParallel::Launch(size_t i) {
 void DataParallel::OnGradsReady(int64_t layer) {
   if (!communicating_) return;
   for (size_t i = 0; i < buckets_.size(); ++i) {
-    if (!launched_[i] && layer <= buckets_[i].min_layer) Launch(i);
+    const int64_t lowest = buckets_[i].min_layer;
+    if (!launched_[i] && !WaitsForTiedSum(i) && chunk_.Contains(lowest) && layer <= lowest)
+      Launch(i);
   }
 }
 
 Status DataParallel::EndBackward() {
   if (!communicating_) return Status::Ok();
   for (size_t i = 0; i < buckets_.size(); ++i) {
-    if (!launched_[i]) Launch(i);
-  }
-  for (BucketCollective& c : pending_) ST_RETURN_IF_ERROR(c.handle.Wait());
-  last_ = std::move(pending_);
-  pending_.clear();
-  if (zero_ == 2) {
-    float* acc = shard_grads_.f32();
-    int64_t k = 0;
-    for (const FlatRange& r : OwnedRanges()) {
-      const float* src = grads_ + r.begin;
-      for (int64_t i = 0; i < r.size(); ++i) acc[k + i] += src[i];
-      k += r.size();
-    }
-    std::memset(grads_, 0, static_cast<size_t>(padded_) * sizeof(float));
+    if (!launched_[i] && !WaitsForTiedSum(i) && chunk_.Contains(buckets_[i].min_layer)) Launch(i);
   }
   communicating_ = false;
+  // ZeRO-2's next backward writes into the same buckets: finish them now.
+  // Otherwise a bucket's gradients are final and its reduction may run on
+  // while later backwards (other chunks' layers) compute.
+  return zero_ == 2 ? Complete() : Status::Ok();
+}
+
+Status DataParallel::FinishGradReduction() {
+  std::fill(launched_.begin(), launched_.end(), false);
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    if (WaitsForTiedSum(i)) Launch(i);
+  }
+  return Complete();
+}
+
+Status DataParallel::Complete() {
+  for (BucketCollective& c : in_flight_) ST_RETURN_IF_ERROR(c.handle.Wait());
+  if (zero_ == 2) {
+    // This rank's block of each bucket, into its place in the accumulator
+    // (OwnedRanges order: the buckets in flat order).
+    for (const BucketCollective& c : in_flight_) {
+      const GradBucket& b = buckets_[c.bucket];
+      const int64_t blk = b.size() / dp_;
+      float* acc = shard_grads_.f32() + ShardOffset(c.bucket);
+      const float* src = grads_ + b.begin + rank_ * blk;
+      for (int64_t i = 0; i < blk; ++i) acc[i] += src[i];
+      std::memset(grads_ + b.begin, 0, static_cast<size_t>(b.size()) * sizeof(float));
+    }
+  }
+  if (dp_ > 1) step_.insert(step_.end(), in_flight_.begin(), in_flight_.end());
+  in_flight_.clear();
   return Status::Ok();
 }
 
 const float* DataParallel::optimizer_grads(const float* flat_grads) const {
   return zero_ == 2 ? shard_grads_.f32() : flat_grads;
-}
-
-void DataParallel::ZeroGradState(float* flat_grads) {
-  std::memset(flat_grads, 0, static_cast<size_t>(padded_) * sizeof(float));
-  shard_grads_.Zero();
 }
 
 Result<double> DataParallel::GradNorm(const float* flat_grads,

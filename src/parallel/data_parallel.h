@@ -2,11 +2,16 @@
 // own part of the global batch, gradients averaged.
 //
 // The flat gradient buffer is cut into buckets (contiguous slices, in reverse
-// layer order: the last layers' gradients are complete first). A bucket's
-// reduction starts as soon as backward has finished every gradient in it
-// (GPT::Backward reports each layer) and runs on the communicator's thread
-// while backward goes on. With gradient accumulation only the micro-batch
-// that ends the step communicates (ZeRO-2 excepted, below).
+// layer order: the last layers' gradients are complete first). The pipeline
+// executor (pipeline.h) runs every micro-batch of every layout, and tells
+// data parallelism about each backward it runs: one micro-batch on one model
+// chunk. A bucket belongs to the chunk that runs its lowest layer; its
+// reduction starts as soon as that chunk's backward has finished the layer
+// (the model reports each layer) and runs on the communicator's thread
+// while backward goes on. With gradient accumulation only the step's last
+// micro-batch communicates (ZeRO-2 excepted, below). With pipeline
+// parallelism, buckets that hold the tied embedding wait until the first and
+// last stage have summed its two copies (FinishGradReduction).
 //
 // Reductions sum: each rank's backward already scales its gradients by 1/dp
 // (with the accumulation's 1/micro-batches), so the sum is the average and
@@ -21,7 +26,9 @@
 //      the parameters bucket by bucket.
 //   2  as 1, and gradients persist only as this rank's blocks: every
 //      micro-batch's gradients are reduce-scattered into a 1/dp shard
-//      accumulator and the full buffer is scratch for one backward.
+//      accumulator and the full buffer is scratch for one backward. (The
+//      buckets that wait for the tied embedding's sum are reduced once, at
+//      the end of the step: the sum needs the full gradients.)
 //
 // The flat buffers are padded to a multiple of dp elements (PaddedNumel) so
 // every bucket divides evenly; the padding is never read by the model.
@@ -41,6 +48,9 @@ namespace scaletrain {
 struct DataParallelOptions {
   int64_t zero = 0;
   int64_t bucket_bytes = 25 << 20;
+  // Pipeline parallelism: the embedding's gradients (kEmbeddingLayer) are
+  // final only after the tied copies' sum between the first and last stage.
+  bool embedding_waits_for_tied_sum = false;
 };
 
 class DataParallel {
@@ -60,23 +70,29 @@ class DataParallel {
   std::vector<FlatRange> OwnedRanges() const;
   int64_t owned_numel() const;
 
-  // Call before the backward of every micro-batch; `communicates` says
-  // whether this micro-batch's backward starts reductions (the last one of
-  // the step, or every one under ZeRO-2).
-  void BeginBackward(bool communicates, float* grads);
-  // GPT::Backward's on_grads_ready hook.
+  // ---- One step's gradient reduction, as the pipeline executor runs it ----
+  // Zeroes the gradients (and ZeRO-2's shard accumulator) for a new step.
+  void BeginStep(float* grads);
+  // Before the backward of micro-batch `micro_batch` (of `micro_batches`) on
+  // the model chunk that runs `layers`. It reduces on the step's last
+  // micro-batch, or on every one under ZeRO-2.
+  void BeginBackward(int64_t micro_batch, int64_t micro_batches, const LayerRange& layers);
+  // The model's on_grads_ready hook: starts the reduction of every bucket of
+  // this chunk whose lowest layer is `layer` or above.
   void OnGradsReady(int64_t layer);
-  // After that backward: launches what is left, waits for everything (the
-  // wait is the exposed communication time), and under ZeRO-2 adds this
-  // rank's reduced blocks to the shard accumulator and zeroes the scratch.
+  // After that backward: starts what is left of the chunk's buckets. Under
+  // ZeRO-2 it waits for them, adds this rank's reduced blocks to the shard
+  // accumulator and zeroes the buckets (the next backward reuses them).
   Status EndBackward();
+  // After the step's last backward (and the tied embedding's sum): reduces
+  // the buckets that waited for it, then waits for every reduction of the
+  // step (the wait is the exposed communication time).
+  Status FinishGradReduction();
 
   // The gradients the optimizer reads: the flat buffer (ZeRO-0/1), or the
   // compact shard accumulator (ZeRO-2: grads_compact for AdamW::Step).
   const float* optimizer_grads(const float* flat_grads) const;
   bool grads_compact() const { return zero_ == 2; }
-  // Zeroes whatever gradient state persists across micro-batches.
-  void ZeroGradState(float* flat_grads);
 
   // Global L2 norm of the averaged gradients (collective under ZeRO: each
   // rank sums squares over its blocks). Entries the layout marks as not
@@ -94,26 +110,37 @@ class DataParallel {
   Status GatherState(const float* compact, float* full);
   void ScatterState(const float* full, float* compact) const;
 
-  // The collectives of the last communicating backward, bucket by bucket
-  // (for traces: each handle knows when it started and finished).
+  // The gradient reductions of the step so far, bucket by bucket (for
+  // traces: each handle knows when it started and finished).
   struct BucketCollective {
     size_t bucket;
     CommHandle handle;
   };
-  const std::vector<BucketCollective>& last_collectives() const { return last_; }
+  const std::vector<BucketCollective>& step_collectives() const { return step_; }
 
   // Bytes this rank holds for gradients that persist across micro-batches.
   int64_t persistent_grad_bytes() const;
 
  private:
+  // Whether bucket i is reduced after the tied embedding's sum, not during
+  // backward.
+  bool WaitsForTiedSum(size_t i) const;
   void Launch(size_t bucket);
+  // Where bucket i's block sits in the compact shard (OwnedRanges order:
+  // the buckets tile the buffer, so the blocks before it hold begin / dp).
+  int64_t ShardOffset(size_t i) const { return buckets_[i].begin / dp_; }
+  // Waits for the reductions in flight; under ZeRO-2 moves their blocks into
+  // the shard accumulator and zeroes the buckets.
+  Status Complete();
 
   const ParamLayout& layout_;
   Communicator* comm_;
   int64_t dp_, rank_, zero_, padded_;
+  bool embedding_waits_for_tied_sum_;
   std::vector<GradBucket> buckets_;
-  std::vector<BucketCollective> pending_, last_;
-  std::vector<bool> launched_;
+  std::vector<BucketCollective> in_flight_, step_;
+  std::vector<bool> launched_;  // during the current backward
+  LayerRange chunk_;            // the layers of the current backward's chunk
   bool communicating_ = false;
   float* grads_ = nullptr;
   Buffer shard_grads_;  // ZeRO-2 accumulator, owned_numel() floats

@@ -21,12 +21,16 @@ std::vector<GradBucket> CutGradBuckets(int64_t padded_numel, int64_t dp, int64_t
 
 std::vector<GradBucket> BuildGradBuckets(const ParamLayout& layout, int64_t dp, int64_t bucket_bytes) {
   std::vector<GradBucket> buckets = CutGradBuckets(DpPaddedNumel(layout.total_numel, dp), dp, bucket_bytes);
+  int64_t top = kEmbeddingLayer;
+  for (const auto& e : layout.entries) top = std::max(top, e.layer);
   for (GradBucket& b : buckets) {
     b.min_layer = INT64_MAX;
     for (const auto& e : layout.entries) {
       if (e.offset < b.end && e.offset + e.numel > b.begin) b.min_layer = std::min(b.min_layer, e.layer);
     }
-    if (b.min_layer == INT64_MAX) b.min_layer = INT64_MAX - 1;  // padding only: ready at once
+    // Padding only (cannot happen while buckets hold at least dp elements,
+    // more than the padding): it goes with the first layers backward reports.
+    if (b.min_layer == INT64_MAX) b.min_layer = top;
   }
   return buckets;
 }

@@ -2,32 +2,39 @@
 
 #include <algorithm>
 #include <cstring>
-#include <list>
-#include <memory>
-#include <tuple>
 
 namespace scaletrain {
 
 namespace {
 
-constexpr int64_t kKinds = 3;  // activation, gradient, evaluation activation
+constexpr int64_t kKinds = 3;       // activation, gradient, evaluation activation
 constexpr int64_t kMaxTag = 32767;  // the least MPI_TAG_UB the standard allows
 
 double Seconds(PipelineExecutor::Clock::time_point a, PipelineExecutor::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+bool IsActivation(PipeOp op) {
+  return op == PipeOp::kSendActivation || op == PipeOp::kRecvActivation;
+}
+
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(GPT* model, Communicator* pp_comm, const PipelineSchedule& schedule,
-                                   int64_t micro_batch_size, int64_t seq_len)
+PipelineExecutor::PipelineExecutor(GPT* model, Communicator* pp_comm, DataParallel* dp,
+                                   const PipelineSchedule& schedule, int64_t micro_batch_size,
+                                   int64_t seq_len)
     : model_(model),
       comm_(pp_comm),
+      dp_(dp),
       schedule_(schedule),
       stage_(pp_comm->rank()),
       mb_(micro_batch_size),
       T_(seq_len),
-      act_numel_(model->residual_rows(micro_batch_size, seq_len) * model->spec().n_embd) {}
+      act_numel_(model->residual_rows(micro_batch_size, seq_len) * model->spec().n_embd),
+      tokens_(static_cast<size_t>(micro_batch_size * seq_len)),
+      targets_(static_cast<size_t>(micro_batch_size * seq_len)) {
+  for (int64_t c = 0; c < schedule_.vpp; ++c) slot_busy_.emplace_back(model_->num_slots(c), false);
+}
 
 std::vector<int64_t> PipelineExecutor::SlotsPerChunk(const PipelineSchedule& s, int64_t stage) {
   std::vector<int64_t> live(s.vpp, 0), peak(s.vpp, 1);
@@ -39,137 +46,159 @@ std::vector<int64_t> PipelineExecutor::SlotsPerChunk(const PipelineSchedule& s, 
 }
 
 int64_t PipelineExecutor::Tag(PipeOp op, int64_t micro_batch, int64_t virtual_stage) const {
-  const int64_t kind = (op == PipeOp::kSendActivation || op == PipeOp::kRecvActivation) ? 0 : 1;
-  return (micro_batch * schedule_.num_virtual_stages() + virtual_stage) * kKinds + kind;
+  return (micro_batch * schedule_.num_virtual_stages() + virtual_stage) * kKinds +
+         (IsActivation(op) ? 0 : 1);
 }
 
-Result<double> PipelineExecutor::RunStep(
-    const MicroBatchSource& data, float loss_scale, const std::function<void(int64_t)>& on_grads_ready,
-    const std::function<void(const PipeAction&, Clock::time_point, Clock::time_point)>& on_action) {
-  const int64_t m = schedule_.micro_batches, V = schedule_.num_virtual_stages(), pp = schedule_.pp;
-  if (kKinds * m * V + 1 > kMaxTag) {
-    return InvalidArgument("micro-batches x virtual stages = " + std::to_string(m * V) +
-                           " exceeds the message tags MPI guarantees; use fewer micro-batches per step");
+Result<double> PipelineExecutor::RunMicroBatches(const MicroBatchSource& data, float loss_scale,
+                                                 PipelineObserver* observer) {
+  const int64_t m = schedule_.micro_batches;
+  if (kKinds * m * schedule_.num_virtual_stages() + 1 > kMaxTag) {
+    return InvalidArgument(
+        "micro-batches x virtual stages = " + std::to_string(m * schedule_.num_virtual_stages()) +
+        " exceeds the message tags MPI guarantees; use fewer micro-batches per step");
   }
   times_ = {};
-  const int64_t vpp = schedule_.vpp;
-  slot_of_.assign(vpp, std::vector<int64_t>(m, -1));
-  std::vector<std::vector<bool>> busy(vpp);
-  for (int64_t c = 0; c < vpp; ++c) busy[c].assign(model_->num_slots(c), false);
-  std::map<std::pair<int64_t, int64_t>, std::vector<float>> acts_in, grads_in;  // (mb, chunk)
-  // Every receive of the step is posted at its start, so a message moves as
-  // soon as its sender posts it (large messages need both sides posted);
-  // the action in the list only waits for it. An error return leaves them
-  // posted into these buffers: the trainer ends the job on any error here.
-  std::map<std::tuple<int, int64_t, int64_t>, CommHandle> posted;  // (kind, mb, chunk)
-  for (const PipeAction& a : schedule_.stages[stage_]) {
-    if (a.op != PipeOp::kRecvActivation && a.op != PipeOp::kRecvGradient) continue;
-    const bool act = a.op == PipeOp::kRecvActivation;
-    const int64_t v = schedule_.VirtualStage(static_cast<int32_t>(stage_), a.chunk);
-    std::vector<float>& buf = (act ? acts_in : grads_in)[{a.micro_batch, a.chunk}];
-    buf.resize(act_numel_);
-    posted[{act ? 0 : 1, a.micro_batch, a.chunk}] =
-        comm_->IRecv(buf.data(), act_numel_, a.peer_stage,
-                     static_cast<int>(Tag(a.op, a.micro_batch, act ? v - 1 : v + 1)));
-  }
-  struct PendingSend {
-    std::vector<float> buf;
-    CommHandle handle;
-  };
-  std::list<PendingSend> sends;
-  std::vector<int32_t> tokens(mb_ * T_), targets(mb_ * T_);
-  // The embedding's gradients are final only after the tied sum below.
-  auto last_hook = [&](int64_t layer) {
-    if (layer == -1 && pp > 1) return;
-    if (on_grads_ready) on_grads_ready(layer);
-  };
-  auto send = [&](const float* src, int64_t peer, int64_t tag) {
-    sends.push_back({std::vector<float>(src, src + act_numel_), CommHandle()});
-    sends.back().handle = comm_->ISend(sends.back().buf.data(), act_numel_, static_cast<int>(peer),
-                                       static_cast<int>(tag));
-  };
+  slot_of_.assign(schedule_.vpp, std::vector<int64_t>(m, -1));
+  for (auto& busy : slot_busy_) std::fill(busy.begin(), busy.end(), false);
+  PostReceives();
   double loss_sum = 0.0;
   for (const PipeAction& a : schedule_.stages[stage_]) {
     const auto t0 = Clock::now();
-    const int64_t v = schedule_.VirtualStage(static_cast<int32_t>(stage_), a.chunk);
-    const std::pair<int64_t, int64_t> key{a.micro_batch, a.chunk};
     switch (a.op) {
       case PipeOp::kRecvActivation:
-      case PipeOp::kRecvGradient: {
-        const int kind = a.op == PipeOp::kRecvActivation ? 0 : 1;
-        ST_RETURN_IF_ERROR(posted.at({kind, a.micro_batch, a.chunk}).Wait());
+      case PipeOp::kRecvGradient:
+        ST_RETURN_IF_ERROR(inbox_.posted.at({IsActivation(a.op), a.micro_batch, a.chunk}).Wait());
         times_.wait_s += Seconds(t0, Clock::now());
         break;
-      }
       case PipeOp::kForward: {
-        auto& slots = busy[a.chunk];
-        const auto free = std::find(slots.begin(), slots.end(), false);
-        if (free == slots.end()) return Internal("pipeline: no free activation slot for " + PipeActionToString(a));
-        *free = true;
-        const int64_t slot = free - slots.begin();
-        slot_of_[a.chunk][a.micro_batch] = slot;
-        const bool first = model_->chunk_has_embedding(a.chunk), last = model_->chunk_has_head(a.chunk);
-        if (first || last) data(a.micro_batch, tokens.data(), targets.data());
-        const float* input = nullptr;
-        if (!first) {
-          auto it = acts_in.find(key);
-          if (it == acts_in.end()) return Internal("pipeline: forward before its input: " + PipeActionToString(a));
-          input = it->second.data();
-        }
-        ST_ASSIGN_OR_RETURN(float loss, model_->ForwardChunk(a.chunk, slot, tokens.data(),
-                                                             last ? targets.data() : nullptr, input,
-                                                             mb_, T_));
-        if (!first) acts_in.erase(key);
+        ST_ASSIGN_OR_RETURN(float loss, Forward(a, data, observer));
         loss_sum += loss;
-        times_.forward_s += Seconds(t0, Clock::now());
         break;
       }
+      case PipeOp::kBackward:
+        ST_RETURN_IF_ERROR(Backward(a, loss_scale, observer));
+        break;
       case PipeOp::kSendActivation:
-        send(model_->ChunkOutput(a.chunk, slot_of_[a.chunk][a.micro_batch]), a.peer_stage,
-             Tag(a.op, a.micro_batch, v));
+        Send(model_->ChunkOutput(a.chunk, slot_of_[a.chunk][a.micro_batch]), a);
         break;
-      case PipeOp::kBackward: {
-        const int64_t slot = slot_of_[a.chunk][a.micro_batch];
-        const float* dout = nullptr;
-        if (!model_->chunk_has_head(a.chunk)) {
-          auto it = grads_in.find(key);
-          if (it == grads_in.end()) return Internal("pipeline: backward before its gradient: " + PipeActionToString(a));
-          dout = it->second.data();
-        }
-        const bool last_mb = a.micro_batch == m - 1;
-        ST_RETURN_IF_ERROR(model_->BackwardChunk(a.chunk, slot, dout, loss_scale,
-                                                 last_mb ? std::function<void(int64_t)>(last_hook)
-                                                         : std::function<void(int64_t)>()));
-        grads_in.erase(key);
-        busy[a.chunk][slot] = false;
-        times_.backward_s += Seconds(t0, Clock::now());
-        break;
-      }
       case PipeOp::kSendGradient:
-        // InputGrad() is scratch of the next backward: the send copies it now.
-        send(model_->InputGrad(), a.peer_stage, Tag(a.op, a.micro_batch, v));
+        Send(model_->InputGrad(), a);
         break;
     }
-    if (on_action) on_action(a, t0, Clock::now());
+    if (observer != nullptr) observer->OnAction(a, t0, Clock::now());
   }
   const auto w0 = Clock::now();
-  for (PendingSend& s : sends) ST_RETURN_IF_ERROR(s.handle.Wait());
+  for (PendingSend& s : sends_) ST_RETURN_IF_ERROR(s.handle.Wait());
+  sends_.clear();
+  inbox_.posted.clear();
   times_.wait_s += Seconds(w0, Clock::now());
-  const auto t0 = Clock::now();
-  ST_RETURN_IF_ERROR(SyncTiedEmbedding());
-  times_.tied_sync_s = Seconds(t0, Clock::now());
-  // The first stage held back -1; the last has no embedding layer to report it.
-  if (pp > 1 && (stage_ == 0 || stage_ == pp - 1) && on_grads_ready) on_grads_ready(-1);
   return loss_sum;
 }
 
-Status PipelineExecutor::SyncTiedEmbedding() {
+void PipelineExecutor::PostReceives() {
+  for (const PipeAction& a : schedule_.stages[stage_]) {
+    if (a.op != PipeOp::kRecvActivation && a.op != PipeOp::kRecvGradient) continue;
+    const bool act = IsActivation(a.op);
+    const int64_t v = schedule_.VirtualStage(static_cast<int32_t>(stage_), a.chunk);
+    std::vector<float>& buf =
+        (act ? inbox_.activations : inbox_.gradients)[{a.micro_batch, a.chunk}];
+    buf.resize(static_cast<size_t>(act_numel_));
+    inbox_.posted[{act, a.micro_batch, a.chunk}] =
+        comm_->IRecv(buf.data(), act_numel_, a.peer_stage,
+                     static_cast<int>(Tag(a.op, a.micro_batch, act ? v - 1 : v + 1)));
+  }
+}
+
+Result<const float*> PipelineExecutor::Received(bool activation, const PipeAction& a) {
+  auto& box = activation ? inbox_.activations : inbox_.gradients;
+  auto it = box.find({a.micro_batch, a.chunk});
+  if (it == box.end()) {
+    return Internal(std::string("pipeline: ") +
+                    (activation ? "forward before its input: " : "backward before its gradient: ") +
+                    PipeActionToString(a));
+  }
+  return static_cast<const float*>(it->second.data());
+}
+
+Result<float> PipelineExecutor::Forward(const PipeAction& a, const MicroBatchSource& data,
+                                        PipelineObserver* observer) {
+  const auto t0 = Clock::now();
+  auto& busy = slot_busy_[a.chunk];
+  const auto free = std::find(busy.begin(), busy.end(), false);
+  if (free == busy.end())
+    return Internal("pipeline: no free activation slot for " + PipeActionToString(a));
+  *free = true;
+  const int64_t slot = free - busy.begin();
+  slot_of_[a.chunk][a.micro_batch] = slot;
+  const bool first = model_->chunk_has_embedding(a.chunk), last = model_->chunk_has_head(a.chunk);
+  if (first || last) data(a.micro_batch, tokens_.data(), targets_.data());
+  const auto t1 = Clock::now();
+  const float* input = nullptr;
+  if (!first) {
+    ST_ASSIGN_OR_RETURN(input, Received(true, a));
+  }
+  Clock::time_point layer_start = t1;
+  std::function<void(int64_t)> on_layer;
+  if (observer != nullptr) {
+    on_layer = [&](int64_t layer) {
+      const auto now = Clock::now();
+      observer->OnLayer(a, layer, layer_start, now);
+      layer_start = now;
+    };
+  }
+  ST_ASSIGN_OR_RETURN(
+      float loss, model_->ForwardChunk(a.chunk, slot, tokens_.data(),
+                                       last ? targets_.data() : nullptr, input, mb_, T_, on_layer));
+  if (!first) inbox_.activations.erase({a.micro_batch, a.chunk});
+  times_.data_s += Seconds(t0, t1);
+  times_.forward_s += Seconds(t1, Clock::now());
+  return loss;
+}
+
+Status PipelineExecutor::Backward(const PipeAction& a, float loss_scale,
+                                  PipelineObserver* observer) {
+  const auto t0 = Clock::now();
+  const int64_t slot = slot_of_[a.chunk][a.micro_batch];
+  const float* dout = nullptr;
+  if (!model_->chunk_has_head(a.chunk)) {
+    ST_ASSIGN_OR_RETURN(dout, Received(false, a));
+  }
+  dp_->BeginBackward(a.micro_batch, schedule_.micro_batches, model_->ChunkLayers(a.chunk));
+  Clock::time_point layer_start = t0;
+  auto on_grads_ready = [&](int64_t layer) {
+    if (observer != nullptr) {
+      const auto now = Clock::now();
+      observer->OnLayer(a, layer, layer_start, now);
+      layer_start = now;
+    }
+    dp_->OnGradsReady(layer);
+  };
+  ST_RETURN_IF_ERROR(model_->BackwardChunk(a.chunk, slot, dout, loss_scale, on_grads_ready));
+  inbox_.gradients.erase({a.micro_batch, a.chunk});
+  slot_busy_[a.chunk][slot] = false;
+  const auto t1 = Clock::now();
+  ST_RETURN_IF_ERROR(dp_->EndBackward());
+  times_.backward_s += Seconds(t0, t1);
+  times_.grad_sync_wait_s += Seconds(t1, Clock::now());
+  return Status::Ok();
+}
+
+void PipelineExecutor::Send(const float* src, const PipeAction& a) {
+  const int64_t v = schedule_.VirtualStage(static_cast<int32_t>(stage_), a.chunk);
+  sends_.push_back({std::vector<float>(src, src + act_numel_), CommHandle()});
+  sends_.back().handle = comm_->ISend(sends_.back().buf.data(), act_numel_, a.peer_stage,
+                                      static_cast<int>(Tag(a.op, a.micro_batch, v)));
+}
+
+Status PipelineExecutor::SumTiedEmbeddingGrads() {
   const int64_t pp = schedule_.pp;
   if (pp == 1 || (stage_ != 0 && stage_ != pp - 1)) return Status::Ok();
   const ParamEntry* e = model_->layout().Find("transformer.wte.weight");
   if (e == nullptr) return Internal("pipeline: the first or last stage has no embedding");
   const int peer = static_cast<int>(stage_ == 0 ? pp - 1 : 0);
-  const int tag = static_cast<int>(kKinds * schedule_.micro_batches * schedule_.num_virtual_stages());
+  const int tag =
+      static_cast<int>(kKinds * schedule_.micro_batches * schedule_.num_virtual_stages());
   float* g = model_->grads() + e->offset;
   std::vector<float> mine(g, g + e->numel), theirs(static_cast<size_t>(e->numel));
   CommHandle out = comm_->ISend(mine.data(), e->numel, peer, tag);
@@ -196,7 +225,8 @@ Result<double> PipelineExecutor::Evaluate(const int32_t* tokens, const int32_t* 
                                                       v > 0 ? input.data() : nullptr, mb_, T_));
     if (v < V - 1) {
       ST_RETURN_IF_ERROR(comm_->Send(model_->ChunkOutput(chunk, 0), act_numel_,
-                                     static_cast<int>((v + 1) % pp), static_cast<int>(v * kKinds + 2)));
+                                     static_cast<int>((v + 1) % pp),
+                                     static_cast<int>(v * kKinds + 2)));
     }
     if (model_->chunk_has_head(chunk)) loss = l;
   }

@@ -11,6 +11,7 @@
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "core/file_io.h"
@@ -255,6 +256,12 @@ void BatchSampler::EvalSequences(int64_t first_seq, int64_t count, int32_t* inpu
   for (int64_t s = 0; s < count; ++s) {
     Window(((first_seq + s) * T_) % span, inputs + s * T_, targets + s * T_);
   }
+}
+
+std::string VocabularyPath(const DataConfig& data) {
+  if (!data.vocab.empty()) return data.vocab;
+  if (data.train.empty()) return "";
+  return (std::filesystem::path(data.train).parent_path() / "vocab.json").string();
 }
 
 }  // namespace scaletrain

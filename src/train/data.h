@@ -11,11 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/status.h"
 
 namespace scaletrain {
 
 constexpr int32_t kShardMagic = 20240520;
+
+// Where a config's vocabulary is: data.vocab, else the vocab.json that
+// `scaletrain data prepare` wrote beside data.train (which may not exist);
+// empty when neither is named.
+std::string VocabularyPath(const DataConfig& data);
 constexpr int64_t kShardHeaderInts = 256;
 
 // Writes tokens to `path` (under a temporary name, then renamed into place).

@@ -1,0 +1,317 @@
+#include "train/run_setup.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/cpu/ops.h"
+#include "train/checkpointing.h"
+#include "train/generate.h"
+
+namespace fs = std::filesystem;
+
+namespace scaletrain {
+
+int LaunchedRank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  }
+  return 0;
+}
+
+void TrainingRun::AbortIfFailed(const Status& st) const {
+  if (st.ok()) return;
+  std::fprintf(stderr, "error: rank %lld: %s\n", static_cast<long long>(groups->rank),
+               st.message().c_str());
+  std::fflush(stderr);
+  groups->world->Abort(3);
+}
+
+namespace {
+
+bool LaunchedByMpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"}) {
+    if (std::getenv(var)) return true;
+  }
+  return false;
+}
+
+// The vocabulary, if the data has one (VocabularyPath); ids are their own
+// text otherwise.
+Result<std::optional<Vocabulary>> LoadVocabulary(const DataConfig& d) {
+  const std::string path = VocabularyPath(d);
+  if (path.empty() || (d.vocab.empty() && !fs::exists(path))) return std::optional<Vocabulary>();
+  ST_ASSIGN_OR_RETURN(Vocabulary v, Vocabulary::Load(path));
+  return std::optional<Vocabulary>(std::move(v));
+}
+
+// Data, vocabulary and the model spec they imply; every rank opens the same
+// files and makes the same checks, so start-up errors need no MPI.
+Status OpenData(TrainingRun& run) {
+  const RunConfig& cfg = run.cfg;
+  if (cfg.data.train.empty() || cfg.data.val.empty()) {
+    return InvalidArgument(
+        "data.train and data.val must name token shards; create them with "
+        "`scaletrain data prepare --input FILE --output DIR`");
+  }
+  ST_ASSIGN_OR_RETURN(run.train_data, TokenDataset::Open(cfg.data.train));
+  ST_ASSIGN_OR_RETURN(run.val_data, TokenDataset::Open(cfg.data.val));
+  ST_ASSIGN_OR_RETURN(run.vocab, LoadVocabulary(cfg.data));
+  const int32_t max_token = std::max(run.train_data->max_token(), run.val_data->max_token());
+  const int64_t data_vocab = run.vocab ? run.vocab->size() : max_token + 1;
+  ST_ASSIGN_OR_RETURN(run.spec,
+                      ModelSpecFromConfig(cfg.model, data_vocab, cfg.model.vocab_multiple));
+  const ParallelConfig& par = cfg.parallel;
+  ModelSpec run_spec = run.spec;
+  run_spec.padded_vocab_size =
+      PaddedVocabSize(run.spec.vocab_size, cfg.model.vocab_multiple, par.tp);
+  ST_RETURN_IF_ERROR(CheckModelShard(run_spec, ModelShard{par.tp, 0, par.pp, 0, par.vpp, par.sp}));
+  if (max_token >= run.spec.vocab_size) {
+    return InvalidArgument(
+        "the data holds token id " + std::to_string(max_token) + " but the vocabulary has " +
+        std::to_string(run.spec.vocab_size) +
+        " entries; use the vocab.json written with the data or raise model.vocab_size");
+  }
+  return Status::Ok();
+}
+
+// Micro-batches per step and the pipeline schedule that runs them (pp = 1:
+// a one-stage 1F1B pipeline, forward and backward of each micro-batch in
+// turn), the batch samplers, and the checks that need them.
+Status PlanMicroBatches(TrainingRun& run) {
+  const TrainingConfig& tc = run.cfg.training;
+  const ParallelConfig& par = run.cfg.parallel;
+  const int64_t T = run.spec.block_size, mb = tc.micro_batch_size;
+  run.micro_batches = tc.global_batch_size / (mb * par.dp);
+  ST_ASSIGN_OR_RETURN(run.schedule, PipelineScheduleFromConfig(par, run.micro_batches));
+  if (par.pp == 1) {
+    ST_ASSIGN_OR_RETURN(
+        run.schedule,
+        BuildPipelineSchedule(ScheduleKind::k1F1B, 1, 1, static_cast<int32_t>(run.micro_batches)));
+  }
+  if (par.sp && par.tp > 1 && (mb * T) % par.tp != 0) {
+    return InvalidArgument("parallel.sp splits each micro-batch's " + std::to_string(mb * T) +
+                           " token rows over tp = " + std::to_string(par.tp) +
+                           "; make micro_batch_size x block_size a multiple of tp");
+  }
+  run.train_batches =
+      std::make_unique<BatchSampler>(run.train_data.get(), T, static_cast<uint64_t>(tc.seed));
+  run.val_batches =
+      std::make_unique<BatchSampler>(run.val_data.get(), T, static_cast<uint64_t>(tc.seed));
+  ST_RETURN_IF_ERROR(run.train_batches->Check().WithContext("data.train"));
+  ST_RETURN_IF_ERROR(run.val_batches->Check().WithContext("data.val"));
+  run.lr_schedule = LrSchedule{tc.lr, tc.min_lr, tc.warmup_steps, tc.steps};
+  return Status::Ok();
+}
+
+// This rank's model shard, data parallelism, optimizer and executor.
+Status BuildRankModel(TrainingRun& run) {
+  const ParallelConfig& par = run.cfg.parallel;
+  const TrainingConfig& tc = run.cfg.training;
+  ProcessGroups& g = *run.groups;
+  ModelSpec run_spec = run.spec;
+  run_spec.padded_vocab_size =
+      PaddedVocabSize(run.spec.vocab_size, run.cfg.model.vocab_multiple, par.tp);
+  const ModelShard shard{par.tp, g.coord.tp, par.pp, g.coord.pp, par.vpp, par.sp};
+  const std::vector<int64_t> slots = PipelineExecutor::SlotsPerChunk(run.schedule, g.coord.pp);
+  ST_ASSIGN_OR_RETURN(
+      run.model, GPT::CreateShard(run_spec, shard, g.tp.get(), tc.micro_batch_size, par.dp, slots));
+  run.dp = std::make_unique<DataParallel>(
+      run.model->layout(), g.dp.get(),
+      DataParallelOptions{par.zero, static_cast<int64_t>(par.bucket_mb * 1048576.0), par.pp > 1});
+  run.optimizer = std::make_unique<AdamW>(&run.model->layout(),
+                                          AdamWOptions{tc.beta1, tc.beta2, tc.eps, tc.weight_decay},
+                                          run.dp->OwnedRanges());
+  run.pipeline =
+      std::make_unique<PipelineExecutor>(run.model.get(), g.pp.get(), run.dp.get(), run.schedule,
+                                         tc.micro_batch_size, run.spec.block_size);
+  return Status::Ok();
+}
+
+// Resuming a run directory without --run-dir continues it in place.
+void ChooseRunDir(TrainingRun& run, const TrainOptions& opts, const std::string& checkpoint_dir) {
+  run.run_dir = opts.run_dir;
+  if (!run.run_dir.empty() || opts.resume.empty()) return;
+  run.run_dir = fs::exists(fs::path(opts.resume) / "checkpoints")
+                    ? opts.resume
+                    : fs::path(checkpoint_dir).parent_path().parent_path().string();
+  run.continuing = true;
+}
+
+Status PrepareRunDir(const std::string& run_dir, bool continuing) {
+  std::error_code ec;
+  if (!continuing && fs::exists(fs::path(run_dir) / "metrics.jsonl")) {
+    return FailedPrecondition("run directory '" + run_dir +
+                              "' already holds a run (metrics.jsonl); pass a new --run-dir, or "
+                              "--resume " +
+                              run_dir + " to continue it");
+  }
+  fs::create_directories(run_dir, ec);
+  if (ec) return IoError("cannot create run directory '" + run_dir + "': " + ec.message());
+  return Status::Ok();
+}
+
+// The lead creates the run directory, writes config.resolved.toml and
+// memory.json and opens metrics.jsonl; every rank learns whether that worked.
+Status WriteRunDir(TrainingRun& run) {
+  const MemoryRecord mine = RankMemory(run);
+  const std::vector<MemoryRecord> by_stage = MemoryByStage(run, mine);
+  Status st;
+  if (run.lead()) {
+    st = PrepareRunDir(run.run_dir, run.continuing);
+    if (st.ok()) {
+      std::ofstream out(fs::path(run.run_dir) / "config.resolved.toml");
+      out << RunConfigToToml(run.cfg);
+      if (!out) st = IoError("cannot write into run directory '" + run.run_dir + "' (disk full?)");
+    }
+    const ParallelConfig& par = run.cfg.parallel;
+    if (st.ok())
+      st = WriteMemoryReport(run.run_dir, mine, by_stage, par.dp, par.tp, par.pp, par.zero);
+    if (st.ok()) {
+      auto log = MetricsLog::Open(run.run_dir, run.continuing);
+      if (log.ok()) run.metrics.emplace(std::move(log).value());
+      st = log.status();
+    }
+  }
+  return AgreeAcrossRanks(*run.groups->world, st, "during start-up");
+}
+
+}  // namespace
+
+Status AgreeAcrossRanks(Communicator& world, const Status& local, const std::string& during) {
+  int64_t failed = local.ok() ? 0 : 1;
+  ST_RETURN_IF_ERROR(world.Allreduce(&failed, 1, ReduceOp::kSum));
+  if (!local.ok()) return local;
+  if (failed > 0) return FailedPrecondition("another rank failed " + during + " (see its message)");
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
+  auto run = std::make_unique<TrainingRun>();
+  run->cfg = opts.config;
+  cpu::SetNumThreads(static_cast<int>(run->cfg.training.threads));
+  ST_RETURN_IF_ERROR(OpenData(*run));
+  ST_RETURN_IF_ERROR(PlanMicroBatches(*run));
+  // Communicators: the world must be dp x tp x pp.
+  std::string backend = opts.backend;
+  if (backend == "auto") backend = (LaunchedByMpi() || run->cfg.parallel.dp > 1) ? "mpi" : "self";
+  ST_ASSIGN_OR_RETURN(run->groups, CreateCommunicators(run->cfg.parallel, backend,
+                                                       run->cfg.parallel.comm_timeout_s));
+  ST_RETURN_IF_ERROR(BuildRankModel(*run));
+  std::string checkpoint_dir;
+  if (opts.resume.empty()) {
+    run->model->InitWeights(static_cast<uint64_t>(run->cfg.training.seed));
+  } else {
+    ST_ASSIGN_OR_RETURN(checkpoint_dir, RestoreCheckpoint(*run, opts.resume));
+  }
+  ChooseRunDir(*run, opts, checkpoint_dir);
+  if (run->run_dir.empty()) return InvalidArgument("no run directory given; pass --run-dir DIR");
+  ST_RETURN_IF_ERROR(WriteRunDir(*run));
+  return run;
+}
+
+MemoryRecord RankMemory(const TrainingRun& run) {
+  MemoryRecord m;
+  m.params_bytes = run.model->flat_numel() * static_cast<int64_t>(sizeof(float));
+  m.grads_bytes = run.dp->persistent_grad_bytes();
+  m.optimizer_bytes = static_cast<int64_t>(run.optimizer->state_bytes());
+  m.activations_bytes = static_cast<int64_t>(run.model->activation_bytes());
+  return m;
+}
+
+std::vector<std::vector<int64_t>> GatherByStage(TrainingRun& run,
+                                                const std::vector<int64_t>& mine) {
+  const ProcessGroups& g = *run.groups;
+  const int64_t pp = run.cfg.parallel.pp;
+  const size_t n = mine.size();
+  std::vector<int64_t> all(n * static_cast<size_t>(pp), 0);
+  if (g.coord.dp == 0 && g.coord.tp == 0) {
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(n * g.coord.pp));
+  }
+  if (pp > 1)
+    run.AbortIfFailed(
+        g.world->Allreduce(all.data(), static_cast<int64_t>(all.size()), ReduceOp::kSum));
+  std::vector<std::vector<int64_t>> by_stage;
+  for (int64_t s = 0; s < pp; ++s)
+    by_stage.emplace_back(all.begin() + s * n, all.begin() + (s + 1) * n);
+  return by_stage;
+}
+
+std::vector<MemoryRecord> MemoryByStage(TrainingRun& run, const MemoryRecord& m) {
+  std::vector<MemoryRecord> out;
+  for (const auto& v : GatherByStage(
+           run, {m.params_bytes, m.grads_bytes, m.optimizer_bytes, m.activations_bytes})) {
+    out.push_back({v[0], v[1], v[2], v[3]});
+  }
+  return out;
+}
+
+void PrintRunSummary(const TrainingRun& run) {
+  const ModelSpec& spec = run.spec;
+  const TrainingConfig& tc = run.cfg.training;
+  const ParallelConfig& par = run.cfg.parallel;
+  const auto ll = [](int64_t v) { return static_cast<long long>(v); };
+  const int64_t T = spec.block_size;
+  std::printf(
+      "model: %lld layers, %lld heads, %lld wide, context %lld, vocab %lld -> %.2fM parameters\n",
+      ll(spec.n_layer), ll(spec.n_head), ll(spec.n_embd), ll(T), ll(spec.vocab_size),
+      run.model->num_params() / 1e6);
+  std::printf(
+      "batch: %lld sequences x %lld tokens = %lld tokens/step (dp %lld x %lld micro-batches "
+      "of %lld); %d threads, %s\n",
+      ll(tc.global_batch_size), ll(T), ll(tc.global_batch_size * T), ll(par.dp),
+      ll(run.micro_batches), ll(tc.micro_batch_size), cpu::NumThreads(), cpu::BlasInfo());
+  if (run.sharded()) {
+    const std::string schedule =
+        par.pp > 1
+            ? ", schedule " + par.schedule + (par.vpp > 1 ? " vpp " + std::to_string(par.vpp) : "")
+            : "";
+    std::printf(
+        "layout: dp %lld x tp %lld x pp %lld%s%s; this rank (stage 0) holds %.2fM parameters\n",
+        ll(par.dp), ll(par.tp), ll(par.pp), par.sp && par.tp > 1 ? ", sequence parallel" : "",
+        schedule.c_str(), run.model->num_params() / 1e6);
+  }
+  if (par.dp > 1) {
+    const MemoryRecord m = RankMemory(run);
+    std::printf(
+        "data parallel: dp %lld, zero %lld, %zu gradient buckets; per rank: params %.2f MiB, "
+        "grads %.2f MiB, optimizer %.2f MiB\n",
+        ll(par.dp), ll(par.zero), run.dp->buckets().size(), m.params_bytes / 1048576.0,
+        m.grads_bytes / 1048576.0, m.optimizer_bytes / 1048576.0);
+  }
+  std::printf("train: %lld tokens, val: %lld tokens; run dir %s\n",
+              ll(run.train_data->num_tokens()), ll(run.val_data->num_tokens()),
+              run.run_dir.c_str());
+  std::fflush(stdout);
+}
+
+Status PrintSample(TrainingRun& run, int64_t tokens, const float* whole_params) {
+  std::printf("\n--- sample (%lld tokens, temperature 0.8) ---\n", static_cast<long long>(tokens));
+  std::vector<int32_t> prompt;
+  if (run.vocab) {
+    auto nl = run.vocab->Encode("\n");
+    if (nl.ok()) prompt = *nl;
+  }
+  GenerateOptions g{tokens, 0.8, static_cast<uint64_t>(run.cfg.training.seed)};
+  // A sharded model samples from its assembled whole on one rank.
+  std::unique_ptr<GPT> whole_model;
+  if (run.sharded()) {
+    ST_ASSIGN_OR_RETURN(whole_model, GPT::Create(run.spec, 1));
+    std::memcpy(whole_model->params(), whole_params,
+                static_cast<size_t>(whole_model->num_params()) * sizeof(float));
+  }
+  auto ids = Generate(run.sharded() ? *whole_model : *run.model, prompt, g);
+  std::vector<int32_t> fresh(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end());
+  if (run.vocab) {
+    std::printf("%s\n", run.vocab->Decode(fresh).c_str());
+  } else {
+    for (int32_t id : fresh) std::printf("%d ", id);
+    std::printf("\n");
+  }
+  std::printf("---\n");
+  return Status::Ok();
+}
+
+}  // namespace scaletrain
