@@ -211,6 +211,10 @@ Result<PipelineSchedule> PipelineScheduleFromConfig(const ParallelConfig& parall
     return InvalidArgument("pipeline layout out of range: pp=" + Str(parallel.pp) +
                            ", vpp=" + Str(parallel.vpp) + ", micro-batches=" + Str(micro_batches));
   }
+  // One stage is a pipeline too (the trainer runs every layout through the
+  // same executor), where all-forwards-first would only hold more
+  // activations: forward and backward of each micro-batch in turn.
+  if (parallel.pp == 1 && kind == ScheduleKind::kGPipe) kind = ScheduleKind::k1F1B;
   return BuildPipelineSchedule(kind, static_cast<int32_t>(parallel.pp),
                                static_cast<int32_t>(parallel.vpp),
                                static_cast<int32_t>(micro_batches));

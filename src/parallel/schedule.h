@@ -74,7 +74,9 @@ struct PipelineSchedule {
 Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
                                                int32_t micro_batches);
 // The schedule a training config asks for (parallel.schedule, .pp, .vpp);
-// the errors name the setting to change.
+// the errors name the setting to change. With pp = 1, gpipe is 1F1B too
+// (forward and backward of each micro-batch in turn: one micro-batch's
+// activations held, not all of them).
 Result<PipelineSchedule> PipelineScheduleFromConfig(const ParallelConfig& parallel,
                                                     int64_t micro_batches);
 

@@ -247,6 +247,31 @@ TEST(Schedule, OneFOneBListsForTwoStages) {
   EXPECT_EQ(s.stages[1], stage1);
 }
 
+// Without pipeline parallelism the trainer runs a one-stage pipeline: each
+// micro-batch's forward then its backward, one micro-batch's activations
+// held, whatever the config's schedule says (gpipe would hold all of them).
+TEST(Schedule, OneStageRunsEachMicroBatchInTurn) {
+  using enum PipeOp;
+  const std::vector<PipeAction> want = {{kForward, 0, 0}, {kBackward, 0, 0}, {kForward, 1, 0},
+                                        {kBackward, 1, 0}, {kForward, 2, 0}, {kBackward, 2, 0}};
+  for (const char* name : {"1f1b", "gpipe"}) {
+    ParallelConfig p;
+    p.schedule = name;
+    Result<PipelineSchedule> s = PipelineScheduleFromConfig(p, 3);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    ASSERT_EQ(s->stages.size(), 1u);
+    EXPECT_EQ(s->stages[0], want) << name;
+    EXPECT_EQ(PeakActivations(*s), std::vector<int32_t>{1}) << name;
+  }
+  // With two stages gpipe stays gpipe: both forwards before any backward.
+  ParallelConfig p;
+  p.pp = 2;
+  p.schedule = "gpipe";
+  Result<PipelineSchedule> s = PipelineScheduleFromConfig(p, 3);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(PeakActivations(*s)[0], 3);
+}
+
 // Interleaving wraps around: the last stage's chunk c feeds stage 0's chunk
 // c + 1, and the gradient comes back the same way.
 TEST(Schedule, InterleavedWrapsFromLastStageToFirst) {
