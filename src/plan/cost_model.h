@@ -1,6 +1,9 @@
 // The cost model: for a model, a cluster, a software stack and a layout, the
 // step time and its parts, throughput, FLOPs, MFU, memory per GPU and the
-// bytes each GPU sends. Method and every factor: docs/planner.md.
+// bytes each GPU sends. Each part of the step time and of the memory is a
+// function of its own (compute_terms.h, comm_terms.h, memory_terms.h);
+// CostModel::Evaluate puts them together. Method and every factor:
+// docs/planner.md.
 #pragma once
 
 #include <map>
@@ -14,40 +17,30 @@
 #include "parallel/dp_layout.h"
 #include "parallel/schedule.h"
 #include "parallel/tp_pp_layout.h"
+#include "plan/compute_terms.h"
 #include "plan/hardware.h"
 #include "plan/layout.h"
+#include "plan/memory_terms.h"
 
 namespace scaletrain::plan {
 
+// The step's time, each part with the function that computes it.
 struct TimeBreakdown {
-  double compute = 0;    // forward + backward math of the slowest stage
-  double recompute = 0;  // forward work repeated for activation recomputation
-  double tp_comm = 0;    // tensor/sequence-parallel collectives (not overlapped)
-  double pp_comm = 0;    // pipeline point-to-point sends and receives
-  double dp_comm = 0;    // data-parallel / ZeRO traffic left exposed after overlap
-  double bubble = 0;     // pipeline idle time, from simulating the schedule
-  double optimizer = 0;  // the optimizer step (memory-bound)
-  double Total() const { return compute + recompute + tp_comm + pp_comm + dp_comm + bubble + optimizer; }
-};
-
-struct MemoryBreakdown {  // bytes on the most loaded GPU
-  double params = 0, grads = 0, optimizer = 0, activations = 0, other = 0;
-  double Total() const { return params + grads + optimizer + activations + other; }
+  double compute = 0;  // forward + backward math of the slowest stage (StageComputeSeconds)
+  double recompute =
+      0;               // forward work repeated for activation recomputation (LayerRecomputeSeconds)
+  double tp_comm = 0;  // tensor/sequence-parallel collectives, not overlapped (TpCommSeconds)
+  double pp_comm = 0;  // pipeline point-to-point sends and receives (PpCommSeconds)
+  double dp_comm = 0;  // data-parallel / ZeRO traffic left exposed after overlap (DpCommSeconds)
+  double bubble = 0;   // pipeline idle time, from simulating the schedule (PipelineBubbleSeconds)
+  double optimizer = 0;  // the optimizer step, memory-bound (OptimizerSeconds)
+  double Total() const {
+    return compute + recompute + tp_comm + pp_comm + dp_comm + bubble + optimizer;
+  }
 };
 
 struct CommBytes {  // bytes one GPU sends per step
   double tp = 0, pp = 0, dp = 0;
-};
-
-// Exact bytes of the flat buffers on the most loaded rank, as the trainer
-// allocates them (padded to a multiple of dp; src/parallel/dp_layout.h):
-// parameters (2 B each, 4 in fp32), gradients (4 B; ZeRO >= 2 keeps only
-// this rank's 1/dp), optimizer state (fp32 master + two moments = 12 B; in
-// fp32 training the parameters are the master copy, so 8 B; ZeRO >= 1: 1/dp).
-struct RankBytes {
-  int64_t params = 0, grads = 0, optimizer = 0;
-  int64_t numel = 0;         // parameters of the rank (stage, TP share)
-  int64_t padded_numel = 0;  // flat buffer elements
 };
 
 struct Prediction {
@@ -59,11 +52,11 @@ struct Prediction {
   double hw_tflops_per_gpu = 0;  // including recomputed forward work
   double mfu = 0, hfu = 0;
   double model_flops_per_step = 0, hw_flops_per_step = 0;
-  MemoryBreakdown memory;
+  MemoryBreakdown memory;  // the most loaded GPU's (StageMemory)
   double memory_gib = 0, capacity_gib = 0;
   bool fits = false;
   CommBytes comm_bytes;
-  RankBytes rank_bytes;               // the most loaded rank
+  RankBytes rank_bytes;                // the most loaded rank (StageRankBytes)
   std::vector<RankBytes> stage_bytes;  // a rank of each pipeline stage, stage 0 first
   // The collectives one step issues on a rank's DP group, with payload bytes
   // in the communicator's convention (ZeRO <= 2: DataParallelStepCollectives,
@@ -86,14 +79,15 @@ struct Prediction {
     for (const auto& c : dp_collectives) n += c.payload_bytes;
     return n;
   }
-  double dp_comm_total_s = 0;     // before overlap
-  double comm_to_compute = 0;     // all communication time / compute time
-  std::string limiter;            // "compute" or the largest other term
+  double dp_comm_total_s = 0;  // before overlap
+  double comm_to_compute = 0;  // all communication time / compute time
+  std::string limiter;         // "compute" or the largest other term
 };
 
 // Narayanan et al. (SC'21) eq. for GPT with full recomputation:
 // 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per step.
-double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t hidden, int64_t vocab);
+double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t hidden,
+                             int64_t vocab);
 
 // Model FLOPs of one sequence, forward + backward (3x forward), attention
 // counted over the full s x s scores as Narayanan et al. and MosaicML do.
@@ -102,17 +96,10 @@ double ModelFlopsPerSequence(const ModelSpec& m);
 // recomputation repeats).
 double BlockForwardFlopsPerSequence(const ModelSpec& m);
 
-// Fraction of the GPU's SMs a GEMM with an m x n output (times `batch`) keeps
-// busy, given tile and wave quantization (NVIDIA Deep Learning Performance
-// Guide, "Matrix Multiplication Background"): the best of 256x128, 128x256
-// and 128x128 tiles, one tile per SM per wave. 1 when sms <= 0.
-double TileWaveEfficiency(double m, double n, double batch, double sms);
-
-// Activation bytes one transformer layer keeps for the backward pass, per
-// micro-batch, on one tensor-parallel rank (Korthikanti et al. 2022,
-// generalised to GQA, SwiGLU, FlashAttention and no-dropout training).
-double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp, bool sp, Recompute rc,
-                            const Software& sw);
+// Forward FLOPs of one sequence that recomputation repeats: the blocks'
+// forward under full recomputation, the attention scores (QK^T and AV,
+// 4 s^2 h per layer) under selective, none otherwise.
+double RecomputeFlopsPerSequence(const ModelSpec& m, Recompute rc);
 
 class CostModel {
  public:
@@ -139,6 +126,21 @@ class CostModel {
   const std::vector<StageParams>& StagesFor(int64_t tp, int64_t pp, int64_t vpp);
   Result<const ScheduleInfo*> ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m);
   Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd);
+
+  // The stage whose micro-batch takes longest (forward + backward, with its
+  // TP collectives): it sets the pipeline's pace.
+  struct SlowestStage {
+    size_t index = 0;
+    StageSeconds time;
+  };
+  SlowestStage FindSlowestStage(const Layout& l, const std::vector<StageParams>& stages,
+                                const std::vector<Prediction::StageCollectives>& collectives,
+                                const MicroBatchSeconds& mb, int64_t grad_elem_bytes,
+                                double hbm_bytes_per_s) const;
+  // The memory of a rank of each stage (p->stage_bytes); the most loaded
+  // one's is p->memory and p->rank_bytes.
+  void SetMemory(const Layout& l, const std::vector<StageParams>& stages, const ScheduleInfo& sched,
+                 int64_t grad_elem_bytes, Prediction* p) const;
 
   ModelSpec spec_;
   ClusterSpec cluster_;

@@ -1,0 +1,170 @@
+#include "plan/comm_terms.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "parallel/tp_pp_layout.h"
+
+namespace scaletrain::plan {
+
+ModelSpec TpPaddedSpec(const ModelSpec& m, int64_t tp) {
+  ModelSpec spec = m;
+  spec.padded_vocab_size = RoundUp(m.padded_vocab_size, tp);
+  return spec;
+}
+
+Link TpLink(const ClusterSpec& c, int64_t tp) {
+  const bool intra = tp <= c.node.gpus_per_node;
+  return {intra ? c.IntraBusBytesPerS() : c.NicBytesPerSPerGpu(),
+          (intra ? c.node.intra_latency_us : c.fabric.latency_us) * 1e-6};
+}
+
+double TpSecondsPerMicroBatch(const std::vector<DpCollective>& cs, StepPhase phase, int64_t tp,
+                              const Link& link, int64_t micro_batches) {
+  double time = 0;
+  for (const DpCollective& c : cs) {
+    if (c.phase == phase)
+      time += c.RingBytes(tp) / link.bytes_per_s + static_cast<double>(c.calls) * link.latency_s;
+  }
+  return time / static_cast<double>(micro_batches);
+}
+
+PassSeconds TpCommSeconds(const std::vector<DpCollective>& cs, int64_t tp, const Link& link,
+                          int64_t micro_batches) {
+  return {TpSecondsPerMicroBatch(cs, StepPhase::kForward, tp, link, micro_batches),
+          TpSecondsPerMicroBatch(cs, StepPhase::kBackward, tp, link, micro_batches)};
+}
+
+double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw) {
+  const ModelShard first_stage{l.tp, 0, l.pp, 0, l.vpp, l.sp && l.tp > 1};
+  return static_cast<double>(PipelineMessageNumel(TpPaddedSpec(m, l.tp), first_stage, l.micro_batch,
+                                                  sw.pp_scatter_gather)) *
+         ActivationElemBytes(l.precision);
+}
+
+double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_bytes) {
+  const bool inter = static_cast<double>(l.tp * l.dp) >= static_cast<double>(c.node.gpus_per_node);
+  const double bw = inter ? c.NicBytesPerSPerGpu() : c.IntraBusBytesPerS();
+  const double lat = (inter ? c.fabric.latency_us : c.node.intra_latency_us) * 1e-6;
+  return lat + message_bytes / bw;
+}
+
+double PpCommSeconds(double message_s, int64_t micro_batches, int64_t chunks) {
+  return static_cast<double>(micro_batches) * static_cast<double>(chunks) * 2.0 * message_s;
+}
+
+int64_t DpGradReductions(const Layout& l, const Software& sw, int64_t micro_batches) {
+  return sw.zero2_reduce_once_with_pp ? DpGradReductionsPerStep(l.zero, l.pp, micro_batches)
+                                      : (l.zero == 2 ? micro_batches : 1);
+}
+
+std::vector<DpCollective> DpStepCollectivesFor(int64_t numel, const Layout& l, int64_t reductions,
+                                               int64_t grad_elem_bytes, int64_t* num_buckets) {
+  const int64_t m = l.micro_batches();
+  const int64_t param_elem_bytes = static_cast<int64_t>(ActivationElemBytes(l.precision));
+  const int64_t padded = DpPaddedNumel(numel, l.dp);
+  const std::vector<GradBucket> buckets = CutGradBuckets(padded, l.dp, l.bucket_bytes);
+  *num_buckets = static_cast<int64_t>(buckets.size());
+  if (l.dp <= 1) return {};
+  if (l.zero <= 2) {
+    return DataParallelStepCollectives(buckets, l.dp, l.zero, reductions, grad_elem_bytes,
+                                       param_elem_bytes);
+  }
+  const int64_t nb = *num_buckets, weights = padded * param_elem_bytes,
+                grads = padded * grad_elem_bytes;
+  return {{"parameter all-gather (forward)", DpCollectiveKind::kAllgather, nb * m, weights * m,
+           StepPhase::kForward},
+          {"parameter all-gather (backward)", DpCollectiveKind::kAllgather, nb * m, weights * m,
+           StepPhase::kBackward},
+          {"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * m, grads * m,
+           StepPhase::kBackward}};
+}
+
+DpRingBytes DpRingBytesByKind(const std::vector<DpCollective>& cs, int64_t dp) {
+  DpRingBytes b;
+  for (const DpCollective& c : cs) {
+    b.sent += c.RingBytes(dp);
+    if (c.payload_bytes <= static_cast<int64_t>(sizeof(double))) continue;
+    (c.kind == DpCollectiveKind::kAllreduce       ? b.allreduce
+     : c.kind == DpCollectiveKind::kReduceScatter ? b.reduce_scatter
+                                                  : b.allgather) += c.RingBytes(dp);
+  }
+  return b;
+}
+
+Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp) {
+  const double d = static_cast<double>(dp), t = static_cast<double>(tp);
+  const double gpn = static_cast<double>(c.node.gpus_per_node);
+  const double per_node = tp >= c.node.gpus_per_node ? 1.0 : std::min(d, gpn / t);
+  const bool intra = d <= per_node;
+  Link link;
+  link.bytes_per_s = intra ? c.IntraBusBytesPerS()
+                           : std::min(c.IntraBusBytesPerS(), per_node * c.NicBytesPerSPerGpu());
+  link.latency_s =
+      2.0 * std::log2(d) * (intra ? c.node.intra_latency_us : c.fabric.latency_us) * 1e-6;
+  return link;
+}
+
+DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double stage_bwd_s,
+                             double chunks, bool overlap) {
+  const double lat = link.latency_s;
+  DpSeconds t;
+  t.total = allreduce_bytes / link.bytes_per_s + 2.0 * lat;
+  t.exposed = overlap ? std::max(t.total - stage_bwd_s / chunks, lat) : t.total;
+  return t;
+}
+
+DpSeconds DpShardedSeconds(double reduce_scatter_bytes, double allgather_bytes, int64_t reductions,
+                           const Link& link, const StageSeconds& stage, double chunks,
+                           bool overlap) {
+  const double bw = link.bytes_per_s, lat = link.latency_s;
+  const double times = static_cast<double>(reductions);
+  const double parts = times > 1 ? chunks : 1.0;
+  const double rs_part = reduce_scatter_bytes / (times * parts) / bw + lat,
+               ag = allgather_bytes / bw + lat;
+  DpSeconds t;
+  t.total = times * parts * rs_part + ag;
+  t.exposed = overlap ? times * parts * std::max(rs_part - stage.bwd / chunks, lat) +
+                            std::max(ag - stage.fwd / chunks, lat)
+                      : t.total;
+  return t;
+}
+
+DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const Link& link,
+                      int64_t micro_batches, int64_t stage_layers, const StageSeconds& stage,
+                      bool overlap) {
+  const double bw = link.bytes_per_s, lat = link.latency_s, mv = static_cast<double>(micro_batches);
+  const double per_mb = (reduce_scatter_bytes + allgather_bytes) / mv / bw + 3.0 * lat;
+  DpSeconds t;
+  t.total = per_mb * mv;
+  if (!overlap) {
+    t.exposed = t.total;
+  } else {
+    const double first_layer =
+        allgather_bytes / (2.0 * mv) / std::max<double>(1.0, stage_layers) / bw + lat;
+    t.exposed = mv * std::max(0.0, per_mb - (stage.fwd + stage.bwd)) + first_layer;
+  }
+  return t;
+}
+
+DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& link,
+                        int64_t reductions, const StageSeconds& stage, int64_t stage_layers,
+                        bool overlap) {
+  if (l.dp <= 1) return {};
+  const double chunks = static_cast<double>(l.vpp);
+  if (l.zero == 0) return DpAllReduceSeconds(bytes.allreduce, link, stage.bwd, chunks, overlap);
+  if (l.zero <= 2) {
+    return DpShardedSeconds(bytes.reduce_scatter, bytes.allgather, reductions, link, stage, chunks,
+                            overlap);
+  }
+  return FsdpSeconds(bytes.reduce_scatter, bytes.allgather, link, l.micro_batches(), stage_layers,
+                     stage, overlap);
+}
+
+double RingBytesSum(const std::vector<DpCollective>& cs, int64_t n) {
+  double bytes = 0;
+  for (const DpCollective& c : cs) bytes += c.RingBytes(n);
+  return bytes;
+}
+
+}  // namespace scaletrain::plan

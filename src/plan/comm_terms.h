@@ -1,0 +1,117 @@
+// The cost model's communication terms, each a function that can be read and
+// tested on its own: the TP collectives of a micro-batch, the pipeline's
+// point-to-point messages, and the data-parallel (ZeRO, FSDP) traffic of a
+// step with the part of it left exposed after overlap. The operations and
+// their payload bytes are the trainer's (parallel/dp_layout.h,
+// parallel/tp_pp_layout.h); these terms time them on a cluster's links.
+// CostModel::Evaluate (cost_model.h) puts them together. Method:
+// docs/planner.md.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/spec.h"
+#include "parallel/dp_layout.h"
+#include "plan/compute_terms.h"
+#include "plan/hardware.h"
+#include "plan/layout.h"
+
+namespace scaletrain::plan {
+
+// A collective's link: the bus bandwidth one rank gets and the latency of one
+// call.
+struct Link {
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+
+// The model as a tp-way layout holds it: the vocabulary padded to a multiple
+// of tp (Megatron-LM; what BuildRankLayout is given).
+ModelSpec TpPaddedSpec(const ModelSpec& m, int64_t tp);
+
+// ---- tensor parallelism ----
+// Within one node over NVLink (tp <= GPUs per node), else over the NICs.
+Link TpLink(const ClusterSpec& c, int64_t tp);
+// The TP collectives of one phase of a step (the list:
+// TensorParallelStepCollectives), per micro-batch: each call at its ring bytes
+// / bandwidth plus one latency, the sum over the step's `micro_batches`.
+double TpSecondsPerMicroBatch(const std::vector<DpCollective>& cs, StepPhase phase, int64_t tp,
+                              const Link& link, int64_t micro_batches);
+// Forward and backward; not overlapped with compute.
+PassSeconds TpCommSeconds(const std::vector<DpCollective>& cs, int64_t tp, const Link& link,
+                          int64_t micro_batches);
+
+// ---- pipeline parallelism ----
+// Bytes of one pipeline message, an activation or its gradient:
+// PipelineMessageNumel (split over the TP ranks with scatter-gather, as
+// Megatron-LM) x the activation element.
+double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw);
+// One message between neighbouring stages: latency + bytes / bandwidth, over
+// the NICs when a stage's tp x dp ranks fill a node or more (the next stage
+// is on another node), else within the node.
+double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_bytes);
+// A step's transfers on the critical path: every micro-batch's forward and
+// backward on each of the `chunks` a stage runs receives one message.
+double PpCommSeconds(double message_s, int64_t micro_batches, int64_t chunks);
+
+// ---- data parallelism ----
+// How many times a step reduces the gradients: ZeRO-2 after every
+// micro-batch (the GPU stacks), except that the trainer (cpu stack,
+// Software::zero2_reduce_once_with_pp) reduces once a step under pp > 1
+// (DpGradReductionsPerStep); once otherwise.
+int64_t DpGradReductions(const Layout& l, const Software& sw, int64_t micro_batches);
+// The collectives a rank whose stage holds `numel` parameters issues on its
+// DP group in a step (none when dp = 1), and how many gradient buckets its
+// padded buffer is cut into (*num_buckets). ZeRO <= 2: what the trainer issues
+// (DataParallelStepCollectives, `reductions` gradient reductions); ZeRO-3
+// (FSDP, not in the trainer): every micro-batch gathers the weights for
+// forward and again for backward and reduce-scatters the gradients, bucket by
+// bucket. Gradients go in the gradient buffer's element (grad_elem_bytes),
+// parameters in the compute precision's.
+std::vector<DpCollective> DpStepCollectivesFor(int64_t numel, const Layout& l, int64_t reductions,
+                                               int64_t grad_elem_bytes, int64_t* num_buckets);
+// Ring bytes one rank sends for a list, in all (`sent`) and by kind; scalars
+// (a double or less: the loss average, the gradient-norm sum) count in
+// `sent` only, their time is the latency the terms below charge.
+struct DpRingBytes {
+  double allreduce = 0, reduce_scatter = 0, allgather = 0;
+  double sent = 0;
+};
+DpRingBytes DpRingBytesByKind(const std::vector<DpCollective>& cs, int64_t dp);
+// A DP group's link. Ranks are ordered tp fastest, then dp, so a group has
+// gpus_per_node / tp members per node: within one node NVLink; across nodes
+// those members share the node's NICs (no more than NVLink). Latency: 2 log2(dp)
+// hops of the link's.
+Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp);
+// A step's DP time in all and the part of it compute does not hide.
+struct DpSeconds {
+  double total = 0, exposed = 0;
+};
+// ZeRO-0: the gradient all-reduce, a reduce-scatter and an all-gather (two
+// latencies); with overlap its buckets reduce while the last micro-batch's
+// backward runs (one chunk of the stage's `stage_bwd_s`).
+DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double stage_bwd_s,
+                             double chunks, bool overlap);
+// ZeRO-1 and -2: `reductions` gradient reduce-scatters, each under a backward
+// (with more than one, each chunk's backward reduce-scatters its own 1/chunks
+// of the gradients under itself), and the parameter all-gather under the next
+// step's first forward.
+DpSeconds DpShardedSeconds(double reduce_scatter_bytes, double allgather_bytes, int64_t reductions,
+                           const Link& link, const StageSeconds& stage, double chunks,
+                           bool overlap);
+// ZeRO-3 (FSDP): each micro-batch's gathers and reduce-scatter (three
+// latencies); with overlap they hide under that micro-batch's compute except
+// the first layer's gather.
+DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const Link& link,
+                      int64_t micro_batches, int64_t stage_layers, const StageSeconds& stage,
+                      bool overlap);
+// The one of the three for the layout's ZeRO stage (nothing when dp = 1).
+DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& link,
+                        int64_t reductions, const StageSeconds& stage, int64_t stage_layers,
+                        bool overlap);
+
+// Sum of RingBytes(n) over a list: the bytes one rank of an n-rank group sends.
+double RingBytesSum(const std::vector<DpCollective>& cs, int64_t n);
+
+}  // namespace scaletrain::plan

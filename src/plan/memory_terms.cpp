@@ -1,0 +1,103 @@
+#include "plan/memory_terms.h"
+
+#include <algorithm>
+
+#include "parallel/dp_layout.h"
+#include "plan/compute_terms.h"
+
+namespace scaletrain::plan {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+RankBytes StageRankBytes(int64_t numel, const Layout& l, int64_t grad_elem_bytes) {
+  const bool fp32 = l.precision == Precision::kFP32;
+  RankBytes rb;
+  rb.numel = numel;
+  rb.padded_numel = DpPaddedNumel(rb.numel, l.dp);
+  const int64_t shard = rb.padded_numel / l.dp;
+  rb.params = (l.zero >= 3 ? shard : rb.padded_numel) *
+              static_cast<int64_t>(ActivationElemBytes(l.precision));
+  rb.grads = DpPersistentGradNumel(rb.padded_numel, l.dp, l.zero) * grad_elem_bytes;
+  rb.optimizer = DpOwnedNumel(rb.padded_numel, l.dp, l.zero) * (fp32 ? 8 : 12);
+  return rb;
+}
+
+double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp, bool sp,
+                            Recompute rc, const Software& sw) {
+  const double s = m.block_size, b = micro_batch, h = m.n_embd, F = m.ffn_hidden, a = m.n_head,
+               t = tp;
+  const double kvd = static_cast<double>(m.n_kv_head * m.head_dim());
+  // Parts outside the tensor-parallel region (norm inputs/outputs, dropout
+  // masks on the residual stream) are whole on every TP rank unless the
+  // sequence is split across them (SP).
+  const double rep_div = sp ? t : 1.0;
+  if (rc == Recompute::kFull) return 2.0 * s * b * h / rep_div;  // only the layer input is kept
+  double rep = 2.0 * h + 2.0 * h + 2.0 * h + 2.0 * h;            // two norm inputs and outputs
+  if (sw.dropout) rep += 2.0 * h;                                // two 1-byte dropout masks
+  double split = 2.0 * h + 2.0 * kvd                             // Q, K (QK^T inputs)
+                 + 2.0 * kvd                                     // V
+                 + 2.0 * h;                   // attention output (projection input)
+  split += m.arch == Arch::kLlama ? 6.0 * F   // SwiGLU: gate and up outputs, their product
+                                  : 4.0 * F;  // GeLU input and output
+  double scores = 0;                          // per token, the s x s parts
+  if (sw.flash_attention) {
+    split += 4.0 * a;  // fp32 log-sum-exp per head
+  } else if (rc != Recompute::kSelective) {
+    scores = 2.0 * a * s;                           // softmax output
+    if (sw.dropout) scores += a * s + 2.0 * a * s;  // dropout mask and output
+  }
+  return s * b * (rep / rep_div + (split + scores) / t);
+}
+
+double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software& sw,
+                            const RankParams& stage, int32_t in_flight,
+                            int32_t first_chunk_in_flight) {
+  const double act_bytes = ActivationElemBytes(l.precision);
+  const double t = static_cast<double>(l.tp), h = static_cast<double>(m.n_embd);
+  const double T = static_cast<double>(l.micro_batch) * static_cast<double>(m.block_size);
+  const double V = static_cast<double>(RoundUp(m.padded_vocab_size, l.tp));
+  const double rep_div = l.sp ? t : 1.0;
+  const double layers_per_chunk = static_cast<double>(stage.layers) / static_cast<double>(l.vpp);
+  // LayerActivationBytes counts 16-bit activations; fp32 ones are twice that.
+  const double act_scale = act_bytes / 2.0;
+  const double per_layer =
+      act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, l.recompute, sw);
+  double act = static_cast<double>(in_flight) * layers_per_chunk * per_layer;
+  if (l.recompute == Recompute::kFull) {
+    // Backward rebuilds one layer's full set at a time.
+    act += act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw);
+  }
+  // The embedding's output is the first layer's input, counted in that
+  // layer's set; its dropout adds a 1-byte mask per element for each
+  // micro-batch in flight in chunk 0 (Megatron's embedding dropout).
+  if (stage.embedding && sw.dropout) act += first_chunk_in_flight * T * h / rep_div;
+  if (stage.head) act += T * (V / t) * (act_bytes + 4.0);  // logits + fp32 softmax
+  return act;
+}
+
+double OtherMemoryBytes(const Layout& l, const Software& sw, const RankParams& stage) {
+  double other = sw.framework_gib * kGiB;
+  if (l.zero >= 3) {
+    other += 2.0 * static_cast<double>(stage.numel) / std::max<double>(1.0, stage.layers) *
+             ActivationElemBytes(l.precision) * 2.0;
+  }
+  return other;
+}
+
+MemoryBreakdown StageMemory(const ModelSpec& m, const Layout& l, const Software& sw,
+                            const RankParams& stage, const RankBytes& rb, int32_t in_flight,
+                            int32_t first_chunk_in_flight) {
+  MemoryBreakdown mem;
+  mem.params = static_cast<double>(rb.params);
+  mem.grads = static_cast<double>(rb.grads);
+  mem.optimizer = static_cast<double>(rb.optimizer);
+  mem.activations = StageActivationBytes(m, l, sw, stage, in_flight, first_chunk_in_flight);
+  mem.other = OtherMemoryBytes(l, sw, stage);
+  return mem;
+}
+
+}  // namespace scaletrain::plan

@@ -1,0 +1,62 @@
+// The cost model's memory terms: the bytes a rank of a pipeline stage holds,
+// each part a function that can be read and tested on its own. The
+// parameter, gradient and optimizer bytes are exact (the trainer's flat
+// buffers); activations and the rest are estimates. CostModel::Evaluate
+// (cost_model.h) keeps the most loaded stage. Method: docs/planner.md.
+#pragma once
+
+#include <cstdint>
+
+#include "model/spec.h"
+#include "parallel/tp_pp_layout.h"
+#include "plan/layout.h"
+
+namespace scaletrain::plan {
+
+struct MemoryBreakdown {  // bytes on one GPU
+  double params = 0, grads = 0, optimizer = 0, activations = 0, other = 0;
+  double Total() const { return params + grads + optimizer + activations + other; }
+};
+
+// Exact bytes of the flat buffers on a rank, as the trainer allocates them
+// (padded to a multiple of dp; src/parallel/dp_layout.h): parameters (2 B
+// each, 4 in fp32; ZeRO-3 keeps only this rank's 1/dp), gradients (the
+// gradient buffer's element, GradElemBytes; ZeRO >= 2 keeps only this rank's
+// 1/dp), optimizer state (fp32 master + two moments = 12 B; in fp32 training
+// the parameters are the master copy, so 8 B; ZeRO >= 1: 1/dp).
+struct RankBytes {
+  int64_t params = 0, grads = 0, optimizer = 0;
+  int64_t numel = 0;         // parameters of the rank (stage, TP share)
+  int64_t padded_numel = 0;  // flat buffer elements
+};
+RankBytes StageRankBytes(int64_t numel, const Layout& l, int64_t grad_elem_bytes);
+
+// Activation bytes one transformer layer keeps for the backward pass, per
+// micro-batch, on one tensor-parallel rank (Korthikanti et al. 2022,
+// generalised to GQA, SwiGLU, FlashAttention and no-dropout training).
+double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp, bool sp,
+                            Recompute rc, const Software& sw);
+
+// Activations a rank of `stage` holds at its peak: each of the `in_flight`
+// micro-batches the schedule has started and not finished backward
+// (PeakActivations) keeps its layer sets for one chunk; full recomputation
+// adds the one layer being rebuilt; virtual stage 0 adds the embedding's
+// dropout mask per micro-batch in flight in chunk 0
+// (`first_chunk_in_flight`), the last adds the logits and their fp32
+// softmax.
+double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software& sw,
+                            const RankParams& stage, int32_t in_flight,
+                            int32_t first_chunk_in_flight);
+
+// Memory outside the model's flat buffers: the framework's
+// (Software::framework_gib) and, under ZeRO-3, the buffers its layer-by-layer
+// parameter gathers prefetch into (2 x 2 x a layer's weights in the compute
+// precision).
+double OtherMemoryBytes(const Layout& l, const Software& sw, const RankParams& stage);
+
+// All of it for a rank of `stage` whose flat buffers are `rb`.
+MemoryBreakdown StageMemory(const ModelSpec& m, const Layout& l, const Software& sw,
+                            const RankParams& stage, const RankBytes& rb, int32_t in_flight,
+                            int32_t first_chunk_in_flight);
+
+}  // namespace scaletrain::plan

@@ -1,0 +1,626 @@
+// Each term of the cost model alone (compute_terms.h, comm_terms.h,
+// memory_terms.h), on a made-up GPU and cluster with round numbers, against
+// the arithmetic written out by hand in the test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "plan/comm_terms.h"
+#include "plan/compute_terms.h"
+#include "plan/memory_terms.h"
+
+namespace scaletrain::plan {
+namespace {
+
+// A GPU of 100 bf16 TFLOP/s and 2 TB/s, reaching half of each, at 0.8 of its
+// clock under load; four to a node at 100 GB/s each way (half achieved, 10 us
+// per call); two 80 Gbit/s NICs a node (half achieved, 20 us).
+ClusterSpec RoundCluster() {
+  ClusterSpec c;
+  c.gpu.name = std::string("g");  // a move: GCC 12's -Wrestrict misfires on a literal here
+  c.gpu.bf16_tflops = 100;
+  c.gpu.hbm_gib = 16;
+  c.gpu.hbm_tbps = 2;
+  c.gpu.matmul_efficiency = 0.5;
+  c.gpu.hbm_efficiency = 0.5;
+  c.gpu.attention_efficiency = 0.5;
+  c.gpu.sustained_clock_ratio = 0.8;
+  c.node.gpus_per_node = 4;
+  c.node.intra_gbps = 100;
+  c.node.intra_efficiency = 0.5;
+  c.node.intra_latency_us = 10;
+  c.fabric.nics_per_node = 2;
+  c.fabric.nic_gbit = 80;
+  c.fabric.efficiency = 0.5;
+  c.fabric.latency_us = 20;
+  return c;
+}
+// RoundCluster's links: NVLink 100e9 x 0.5 = 50e9 B/s; a GPU's share of the
+// NICs 2 x 80e9 / 8 x 0.5 / 4 = 2.5e9 B/s.
+constexpr double kNvlinkBps = 50e9, kNicBps = 2.5e9;
+
+// GpuRatesAt(RoundCluster's GPU): 100e12 x 0.5 x 0.8 = 40e12 FLOP/s and
+// 2e12 x 0.5 = 1e12 B/s, no wave quantization.
+constexpr GpuRates kRates{40e12, 1e12, 0};
+
+Software Stack(const char* name) {
+  auto sw = SoftwareFromName(name);
+  EXPECT_TRUE(sw.ok());
+  return sw.ok() ? *sw : Software{};
+}
+
+// A 4-layer GPT of hidden 64 (4 heads of 16), sequence 32, vocabulary 100.
+ModelSpec SmallGpt() {
+  ModelSpec m;
+  m.n_layer = 4, m.n_head = 4, m.n_kv_head = 4, m.n_embd = 64, m.ffn_hidden = 256;
+  m.block_size = 32, m.vocab_size = 100, m.padded_vocab_size = 100;
+  return m;
+}
+
+// ---- compute ----
+
+TEST(PlanTerms, MatmulPeakAndRates) {
+  const GpuSpec gpu = RoundCluster().gpu;
+  auto peak = MatmulPeakFlopsPerS(gpu, Precision::kBF16);
+  ASSERT_TRUE(peak.ok());
+  EXPECT_DOUBLE_EQ(*peak, 100e12);
+  const GpuRates r = GpuRatesAt(gpu, *peak);
+  EXPECT_DOUBLE_EQ(r.matmul_flops_per_s, 100e12 * 0.5 * 0.8);
+  EXPECT_DOUBLE_EQ(r.hbm_bytes_per_s, 2e12 * 0.5);
+  auto fp8 = MatmulPeakFlopsPerS(gpu, Precision::kFP8);
+  ASSERT_FALSE(fp8.ok());
+  EXPECT_EQ(fp8.status().message(),
+            "g has no fp8 matrix rate in the catalog; use --precision bf16 (the rates it has)");
+}
+
+TEST(PlanTerms, GemmIsBoundByMathOrByMemory) {
+  // 1000^3: math 2 x 1e9 / 40e12 = 5e-5 s; memory 2 B x 3e6 / 1e12 = 6e-6 s.
+  EXPECT_DOUBLE_EQ(GemmSecondsEach(kRates, 2, 1, 1000, 1000, 1000), 2.0 * 1e9 / 40e12);
+  EXPECT_DOUBLE_EQ(GemmSeconds(kRates, 2, 3, 1000, 1000, 1000), 3 * 2.0 * 1e9 / 40e12);
+  // Depth 1: math 2e6 / 40e12 = 5e-8 s; memory 2 B x (1000 + 1000 + 1e6) / 1e12.
+  EXPECT_DOUBLE_EQ(GemmSecondsEach(kRates, 2, 1, 1000, 1000, 1), 2.0 * (1000 + 1000 + 1e6) / 1e12);
+  // Two SMs, a 384 x 128 output: two 256x128 tiles fill one wave, 384 x 128
+  // of 2 x 256 x 128 computed: 0.75 of the rate (128x128 tiles: 3 tiles, 2
+  // waves, also 0.75). Math 2 x 384 x 128 x 4096 / (40e12 x 0.75) beats the
+  // memory 2 B x (384 x 4096 + 4096 x 128 + 384 x 128) / 1e12.
+  const GpuRates two_sms{40e12, 1e12, 2};
+  EXPECT_DOUBLE_EQ(GemmSecondsEach(two_sms, 2, 1, 384, 128, 4096),
+                   2.0 * 384 * 128 * 4096 / (40e12 * 0.75));
+}
+
+TEST(PlanTerms, WeightGemmMeasuredOrRoofline) {
+  GpuSpec gpu = RoundCluster().gpu;
+  gpu.measured_gemms = {{100, 200, 300, 50, 25}};  // forward 50, backward 25 TFLOP/s
+  const PassSeconds measured = WeightGemmSeconds(gpu, kRates, 2, 100, 200, 300);
+  EXPECT_DOUBLE_EQ(measured.fwd, 2.0 * 100 * 200 * 300 / 50e12);
+  EXPECT_DOUBLE_EQ(measured.bwd, 4.0 * 100 * 200 * 300 / 25e12);
+  // Another shape: the roofline, math-bound, backward twice the forward.
+  const PassSeconds roofline = WeightGemmSeconds(gpu, kRates, 2, 1000, 1000, 1000);
+  EXPECT_DOUBLE_EQ(roofline.fwd, 2.0 * 1e9 / 40e12);
+  EXPECT_DOUBLE_EQ(roofline.bwd, 2 * 2.0 * 1e9 / 40e12);
+}
+
+// 1000 tokens of hidden 100 (KV 100, MLP 400), tp 2, on a GPU whose HBM is so
+// fast that every GEMM is math-bound.
+LayerShape ThousandTokens() {
+  LayerShape s;
+  s.micro_batch = 1, s.seq = 1000, s.tokens = 1000;
+  s.hidden = 100, s.ffn_hidden = 400, s.kv_dim = 100, s.heads = 4, s.head_dim = 25, s.vocab = 1000;
+  s.tp = 2;
+  return s;
+}
+constexpr GpuRates kMathBound{40e12, 1e18, 0};
+
+TEST(PlanTerms, LayerGemmsSumTheFourWeightGemms) {
+  const GpuSpec gpu = RoundCluster().gpu;
+  LayerShape s = ThousandTokens();
+  // QKV 1000 x (100 + 200) / 2 x 100, output projection 1000 x 100 x 50, MLP
+  // up 1000 x 200 x 100 and down 1000 x 100 x 200: 2 x 1000 x (150 x 100 +
+  // 100 x 50 + 200 x 100 + 100 x 200) = 1.2e8 FLOPs.
+  const double flops = 2.0 * 1000 * (150 * 100 + 100 * 50 + 200 * 100 + 100 * 200);
+  PassSeconds t = LayerGemmSeconds(s, gpu, kMathBound);
+  // (The four GEMMs' times are rounded one by one: equal to 1e-12.)
+  EXPECT_NEAR(t.fwd, flops / 40e12, 1e-12 * t.fwd);
+  EXPECT_NEAR(t.bwd, 2 * flops / 40e12, 1e-12 * t.bwd);
+  // SwiGLU's up projection has gate and up: 1000 x 400 x 100, 4e7 FLOPs more.
+  s.swiglu = true;
+  t = LayerGemmSeconds(s, gpu, kMathBound);
+  EXPECT_NEAR(t.fwd, (flops + 2.0 * 1000 * 200 * 100) / 40e12, 1e-12 * t.fwd);
+}
+
+TEST(PlanTerms, FlashAttentionAtItsSequenceRate) {
+  const GpuSpec gpu = RoundCluster().gpu;
+  LayerShape s;
+  s.micro_batch = 2, s.seq = 768, s.hidden = 128, s.tp = 2;
+  // Causal half of 4 b s^2 h / t = 0.5 x 4 x 2 x 768^2 x 128 / 2 FLOPs, at
+  // 100e12 x 0.5 (attention) x 0.8 (clock) x 768 / (768 + 256) = 30e12.
+  const double flops = 0.5 * 4 * 2 * 768.0 * 768 * 128 / 2;
+  const double rate = 100e12 * 0.5 * 0.8 * 768 / (768 + 256);
+  PassSeconds t = FlashAttentionSeconds(s, gpu, Stack("modern"));
+  EXPECT_DOUBLE_EQ(t.fwd, flops / rate);
+  EXPECT_DOUBLE_EQ(t.bwd, 2.5 * flops / rate);
+  // Triton's: 1.4x forward, 2x backward.
+  t = FlashAttentionSeconds(s, gpu, Stack("modern-triton"));
+  EXPECT_DOUBLE_EQ(t.fwd, 1.4 * flops / rate);
+  EXPECT_DOUBLE_EQ(t.bwd, 2.0 * 2.5 * flops / rate);
+}
+
+TEST(PlanTerms, UnfusedAttentionIsTwoBatchedGemmsAndTheSoftmax) {
+  LayerShape s;
+  s.micro_batch = 1, s.seq = 256, s.heads = 4, s.head_dim = 32, s.hidden = 128, s.tp = 2;
+  // Each GEMM (256 x 256 x 32 and 256 x 32 x 256) is memory-bound: 2 B x
+  // (256 x 32 + 32 x 256 + 256 x 256) / 1e12 = 1.6384e-7 s against math
+  // 2 x 256 x 256 x 32 / 40e12 = 1.05e-7 s.
+  const double gemm = 2.0 * (256 * 32 + 32 * 256 + 256 * 256) / 1e12;
+  // The CPU kernel's blocks of 64 rows: 4 blocks compute (4 + 1) / (2 x 4)
+  // of the scores; 2 local heads: 1 x 2 x 5/8 = 1.25 GEMMs of each.
+  const double batches = 1 * 2 * 5.0 / 8;
+  const double bmm = 2 * batches * gemm;
+  const double scores = batches * 256 * 256;
+  // Softmax: read and write the scores forward (2 x 2 B), 3 x 2 B backward.
+  PassSeconds t = UnfusedAttentionSeconds(s, Stack("cpu"), kRates);
+  EXPECT_DOUBLE_EQ(t.fwd, bmm + scores * 4 / 1e12);
+  EXPECT_DOUBLE_EQ(t.bwd, 2 * bmm + scores * 6 / 1e12);
+  // Legacy: every score computed (2 local heads), dropout adds 2 x 2 B + a
+  // 1-byte mask each way.
+  t = UnfusedAttentionSeconds(s, Stack("legacy"), kRates);
+  EXPECT_DOUBLE_EQ(t.fwd, 2 * 2 * gemm + 2 * 256 * 256 * 9.0 / 1e12);
+  EXPECT_DOUBLE_EQ(t.bwd, 2 * 2 * 2 * gemm + 2 * 256 * 256 * 11.0 / 1e12);
+}
+
+TEST(PlanTerms, AttentionTakesFlashThenTheMeasurementThenTheRoofline) {
+  GpuSpec gpu = RoundCluster().gpu;
+  gpu.measured_attention = {{1, 256, 128, 4, 0.001, 0.002}};
+  LayerShape s;
+  s.micro_batch = 1, s.seq = 256, s.heads = 4, s.head_dim = 32, s.hidden = 128, s.tp = 1;
+  ASSERT_NE(MeasuredAttentionFor(gpu, s), nullptr);
+  PassSeconds t = AttentionSeconds(s, gpu, Stack("cpu"), kRates);
+  EXPECT_EQ(t.fwd, 0.001);
+  EXPECT_EQ(t.bwd, 0.002);
+  // FlashAttention is never replaced by a measurement of another kernel.
+  EXPECT_EQ(AttentionSeconds(s, gpu, Stack("modern"), kRates).fwd,
+            FlashAttentionSeconds(s, gpu, Stack("modern")).fwd);
+  // The measurement holds for tp = 1 only.
+  s.tp = 2;
+  EXPECT_EQ(MeasuredAttentionFor(gpu, s), nullptr);
+  EXPECT_EQ(AttentionSeconds(s, gpu, Stack("cpu"), kRates).fwd,
+            UnfusedAttentionSeconds(s, Stack("cpu"), kRates).fwd);
+}
+
+TEST(PlanTerms, ElementwiseBytesPerToken) {
+  LayerShape s;
+  s.tokens = 10, s.hidden = 100, s.ffn_hidden = 400, s.kv_dim = 50, s.tp = 2, s.elem_bytes = 2;
+  // GPT, no dropout: forward norms 2 x 2h = 400, adds 2 x 3h = 600 (whole on
+  // each TP rank), GeLU 2F = 800 (split); backward 2 x 3h = 600, 600, 3F = 1200.
+  PassSeconds t = ElementwiseSeconds(s, Stack("modern"), 1e9);
+  EXPECT_DOUBLE_EQ(t.fwd, 10 * 2 * ((400 + 600) + 800 / 2.0) / 1e9);
+  EXPECT_DOUBLE_EQ(t.bwd, 10 * 2 * ((600 + 600) + 1200 / 2.0) / 1e9);
+  // SP splits the norms and adds too.
+  s.sp = true;
+  EXPECT_DOUBLE_EQ(ElementwiseSeconds(s, Stack("modern"), 1e9).fwd,
+                   10 * 2 * ((400 + 600) / 2.0 + 800 / 2.0) / 1e9);
+  // Llama with dropout: bias-dropout-add 2 x 3.5h = 700 forward, 2 x (2.5h +
+  // h + 3h) = 1300 backward; SwiGLU 3F = 1200 and 5F = 2000; RoPE 2 (h + kvd) = 300.
+  s.sp = false, s.swiglu = true;
+  Software sw = Stack("modern");
+  sw.dropout = true;
+  t = ElementwiseSeconds(s, sw, 1e9);
+  EXPECT_DOUBLE_EQ(t.fwd, 10 * 2 * ((400 + 700) + (1200 + 300) / 2.0) / 1e9);
+  EXPECT_DOUBLE_EQ(t.bwd, 10 * 2 * ((600 + 1300) + (2000 + 300) / 2.0) / 1e9);
+}
+
+TEST(PlanTerms, HeadIsTheLogitsGemmAndTheCrossEntropy) {
+  const GpuSpec gpu = RoundCluster().gpu;
+  const LayerShape s = ThousandTokens();
+  // Logits 1000 x (1000 / 2) x 100, math-bound at kRates: 2 x 1000 x 500 x
+  // 100 / 40e12 = 2.5e-6 s (memory 2 B x 650000 / 1e12 = 1.3e-6 s).
+  const double logits = 2.0 * 1000 * 500 * 100 / 40e12;
+  // Fused log-softmax: 18 bytes per logit forward, 22 backward.
+  PassSeconds t = HeadSeconds(s, gpu, Stack("modern"), kRates);
+  EXPECT_DOUBLE_EQ(t.fwd, logits + 1000 * 500 * 18.0 / 1e12);
+  EXPECT_DOUBLE_EQ(t.bwd, 2 * logits + 1000 * 500 * 22.0 / 1e12);
+  // Megatron's pass-by-pass cross-entropy: 38 forward, 14 backward.
+  t = HeadSeconds(s, gpu, Stack("legacy"), kRates);
+  EXPECT_DOUBLE_EQ(t.fwd, logits + 1000 * 500 * 38.0 / 1e12);
+  EXPECT_DOUBLE_EQ(t.bwd, 2 * logits + 1000 * 500 * 14.0 / 1e12);
+}
+
+TEST(PlanTerms, EmbeddingAndGradientAccumulation) {
+  // 1000 tokens x 100 x 2 B, read and written.
+  EXPECT_DOUBLE_EQ(EmbeddingSeconds(ThousandTokens(), 1e12), 1000 * 100 * 2 * 2.0 / 1e12);
+  // Read the 16-bit gradient (2) and read and write the fp32 buffer (4 + 4).
+  EXPECT_DOUBLE_EQ(GradAccumulationSeconds(1000000, 4, 1e12), 1e6 * (2 + 4 + 4) / 1e12);
+  // An fp16 buffer: 2 + 2 + 2.
+  EXPECT_DOUBLE_EQ(GradAccumulationSeconds(1000000, 2, 1e12), 1e6 * (2 + 2 + 2) / 1e12);
+}
+
+TEST(PlanTerms, RecomputeRepeatsTheForwardOrTheAttention) {
+  const PassSeconds layer{3, 6}, attention{1, 2};
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kFull, Stack("modern"), layer, attention), 3);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, Stack("legacy"), layer, attention), 1);
+  // FlashAttention keeps no scores: selective recomputation has nothing to do.
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, Stack("modern"), layer, attention), 0);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kNone, Stack("legacy"), layer, attention), 0);
+}
+
+TEST(PlanTerms, MicroBatchPiecesAddUp) {
+  GpuSpec gpu = RoundCluster().gpu;
+  LayerShape s = ThousandTokens();
+  s.tp = 1;
+  gpu.measured_attention = {{1, 1000, 100, 4, 0.001, 0.002}};
+  // cpu stack: the measured attention; GEMMs 2 x 1000 x (300 x 100 + 100 x
+  // 100 + 400 x 100 + 100 x 400) = 2.4e8 FLOPs; element-wise 1000 x 2 B x
+  // (400 + 600 + 800) forward, (600 + 600 + 1200) backward, at 1e18 B/s.
+  const double gemm = 2.0 * 1000 * (300 * 100 + 100 * 100 + 400 * 100 + 100 * 400) / 40e12;
+  const double elem_f = 1000 * 2 * 1800.0 / 1e18, elem_b = 1000 * 2 * 2400.0 / 1e18;
+  const MicroBatchSeconds mb =
+      MicroBatchComputeSeconds(s, gpu, Stack("cpu"), kMathBound, Recompute::kFull);
+  EXPECT_NEAR(mb.layer.fwd, gemm + 0.001 + elem_f, 1e-12);
+  EXPECT_NEAR(mb.layer.bwd, 2 * gemm + 0.002 + elem_b, 1e-12);
+  EXPECT_EQ(mb.layer_recompute, mb.layer.fwd);  // full recomputation
+  // The head's logits GEMM, 2 x 1000 x 1000 x 100 FLOPs, and the cpu stack's
+  // fused cross-entropy, 18 B per logit; the embedding 1000 x 100 x 2 x 2 B.
+  EXPECT_DOUBLE_EQ(mb.head.fwd, 2.0 * 1000 * 1000 * 100 / 40e12 + 1000 * 1000 * 18.0 / 1e18);
+  EXPECT_DOUBLE_EQ(mb.embedding, 1000 * 100 * 2 * 2.0 / 1e18);
+}
+
+TEST(PlanTerms, StageComputeCountsItsLayersEmbeddingHeadAndAccumulation) {
+  MicroBatchSeconds mb;
+  mb.layer = {1, 2}, mb.layer_recompute = 0.5, mb.head = {10, 20}, mb.embedding = 0.25;
+  RankParams first;
+  first.numel = 1000, first.layers = 3, first.embedding = true;
+  // 3 layers and the embedding; the modern stack fuses the accumulation.
+  PassSeconds t = StageComputeSeconds(first, mb, Stack("modern"), 4, 1e3);
+  EXPECT_EQ(t.fwd, 3 * 1 + 0.25);
+  EXPECT_EQ(t.bwd, 3 * 2 + 0.25);
+  // Legacy adds 1000 gradients x (2 + 4 + 4) B at 1e3 B/s = 10 s.
+  t = StageComputeSeconds(first, mb, Stack("legacy"), 4, 1e3);
+  EXPECT_EQ(t.bwd, 3 * 2 + 0.25 + 1000 * 10 / 1e3);
+  RankParams last;
+  last.numel = 1000, last.layers = 3, last.head = true;
+  t = StageComputeSeconds(last, mb, Stack("modern"), 4, 1e3);
+  EXPECT_EQ(t.fwd, 3 * 1 + 10);
+  EXPECT_EQ(t.bwd, 3 * 2 + 20);
+}
+
+TEST(PlanTerms, StageMicroBatchAddsRecomputeToBackwardAndTpToBoth) {
+  // 4 layers each recomputing 0.5 s; TP 0.125 s forward, 0.25 s backward.
+  const StageSeconds t = StageMicroBatchSeconds({3, 6}, 4, 0.5, {0.125, 0.25});
+  EXPECT_EQ(t.fwd, 3 + 0.125);
+  EXPECT_EQ(t.bwd, 6 + 4 * 0.5 + 0.25);
+  EXPECT_EQ(t.compute, 3 + 6);
+  EXPECT_EQ(t.recompute, 4 * 0.5);
+  EXPECT_EQ(t.tp_comm, 0.125 + 0.25);
+}
+
+TEST(PlanTerms, BubbleIsMakespanLessEveryStagesWork) {
+  // 1F1B on 4 stages, 8 micro-batches of forward 1 s and backward 2 s: the
+  // makespan is (8 + 4 - 1) x 3 s; the bubble (4 - 1) x 3 s.
+  EXPECT_EQ(PipelineBubbleSeconds((8 + 4 - 1) * 3.0, 8, 1, 1, 2), (4 - 1) * 3.0);
+  // Two chunks each of 8 micro-batches: 8 x 2 x (0.5 + 1) of work.
+  EXPECT_EQ(PipelineBubbleSeconds(30, 8, 2, 0.5, 1), 30 - 8 * 2 * 1.5);
+  EXPECT_EQ(PipelineBubbleSeconds(20, 8, 2, 0.5, 1), 0);  // never negative
+}
+
+TEST(PlanTerms, OptimizerStepMovesItsBytesPerParameter) {
+  Layout l;
+  l.dp = 4;
+  // bf16 on the modern stack: 38 B per parameter; ZeRO-0 updates all 1e9.
+  EXPECT_DOUBLE_EQ(OptimizerSeconds(1000000000, l, Stack("modern"), 1e12), 1e9 * 38 / 1e12);
+  // ZeRO-1: a quarter of them.
+  l.zero = 1;
+  EXPECT_DOUBLE_EQ(OptimizerSeconds(1000000000, l, Stack("modern"), 1e12), 1e9 / 4 * 38 / 1e12);
+  // Legacy fp16 (an fp16 gradient buffer): 38 + 8 (unscale) + 4 (the
+  // master-to-16-bit copy) + 4 (cast the buffer: read 2, write 4; zero 2
+  // bytes, not 4).
+  l.precision = Precision::kFP16;
+  EXPECT_DOUBLE_EQ(OptimizerSeconds(1000000000, l, Stack("legacy"), 1e12),
+                   1e9 / 4 * (38 + 8 + 4 + 4) / 1e12);
+  l.precision = Precision::kFP32;
+  EXPECT_DOUBLE_EQ(OptimizerSeconds(1000000000, l, Stack("modern"), 1e12), 1e9 / 4 * 36 / 1e12);
+}
+
+// ---- tensor parallelism ----
+
+TEST(PlanTerms, TpCollectivesPerMicroBatchOnTheirLink) {
+  const ClusterSpec c = RoundCluster();
+  const Link nvlink = TpLink(c, 4);
+  EXPECT_EQ(nvlink.bytes_per_s, kNvlinkBps);
+  EXPECT_DOUBLE_EQ(nvlink.latency_s, 10e-6);
+  const Link nics = TpLink(c, 8);  // more ranks than a node holds
+  EXPECT_DOUBLE_EQ(nics.bytes_per_s, kNicBps);
+  EXPECT_DOUBLE_EQ(nics.latency_s, 20e-6);
+  // A step of 3 micro-batches: 6 forward all-reduces of 3e6 B in all, 2
+  // backward all-gathers of 1e6 B, one scalar at the optimizer step.
+  const std::vector<DpCollective> cs = {
+      {"a", DpCollectiveKind::kAllreduce, 6, 3000000, StepPhase::kForward},
+      {"b", DpCollectiveKind::kAllgather, 2, 1000000, StepPhase::kBackward},
+      {"c", DpCollectiveKind::kAllreduce, 1, 8, StepPhase::kStep}};
+  const PassSeconds t = TpCommSeconds(cs, 4, nvlink, 3);
+  // Ring all-reduce 2 (4 - 1) / 4 x 3e6 B, plus 6 latencies; per micro-batch.
+  EXPECT_DOUBLE_EQ(t.fwd, (2.0 * 3 / 4 * 3e6 / 50e9 + 6 * 10e-6) / 3);
+  // All-gather (4 - 1) / 4 x 1e6 B, plus 2 latencies.
+  EXPECT_DOUBLE_EQ(t.bwd, (3.0 / 4 * 1e6 / 50e9 + 2 * 10e-6) / 3);
+  EXPECT_EQ(TpSecondsPerMicroBatch(cs, StepPhase::kForward, 4, nvlink, 3), t.fwd);
+}
+
+// ---- pipeline parallelism ----
+
+TEST(PlanTerms, PipelineMessageBytesAndTime) {
+  const ModelSpec m = SmallGpt();
+  Layout l;
+  l.micro_batch = 2, l.tp = 2, l.pp = 2;
+  // 2 sequences x 32 tokens x 64 = 4096 elements; Megatron's scatter-gather
+  // sends 1/tp of them, 2 B each.
+  EXPECT_EQ(PpMessageBytes(m, l, Stack("modern")), 4096 / 2 * 2.0);
+  // The CPU trainer sends whole rows of fp32.
+  l.precision = Precision::kFP32;
+  EXPECT_EQ(PpMessageBytes(m, l, Stack("cpu")), 4096 * 4.0);
+  // SP: each rank holds 1/tp of the rows.
+  l.sp = true;
+  EXPECT_EQ(PpMessageBytes(m, l, Stack("cpu")), 4096 / 2 * 4.0);
+
+  const ClusterSpec c = RoundCluster();
+  // tp x dp = 2 ranks of a 4-GPU node: the next stage is in the node.
+  l.dp = 1;
+  EXPECT_DOUBLE_EQ(PpMessageSeconds(c, l, 1e6), 10e-6 + 1e6 / kNvlinkBps);
+  // tp x dp = 4 fill the node: the next stage is across the NICs.
+  l.dp = 2;
+  EXPECT_DOUBLE_EQ(PpMessageSeconds(c, l, 1e6), 20e-6 + 1e6 / kNicBps);
+  // 8 micro-batches x 2 chunks x (forward + backward) messages.
+  EXPECT_DOUBLE_EQ(PpCommSeconds(1e-3, 8, 2), 8 * 2 * 2 * 1e-3);
+}
+
+// ---- data parallelism ----
+
+TEST(PlanTerms, GradientReductionsPerStep) {
+  Layout l;
+  l.zero = 2, l.pp = 2;
+  EXPECT_EQ(DpGradReductions(l, Stack("modern"), 8), 8);  // every micro-batch
+  EXPECT_EQ(DpGradReductions(l, Stack("cpu"), 8), 1);     // the trainer under pp > 1
+  l.pp = 1;
+  EXPECT_EQ(DpGradReductions(l, Stack("cpu"), 8), 8);
+  l.zero = 1;
+  EXPECT_EQ(DpGradReductions(l, Stack("modern"), 8), 1);
+}
+
+TEST(PlanTerms, DpStepCollectivesOfAStage) {
+  Layout l;
+  l.dp = 4, l.micro_batch = 1, l.global_batch = 16;  // 4 micro-batches
+  l.bucket_bytes = 1000;  // 1000 / 4 B = 250, to a multiple of dp: 248 elements
+  int64_t buckets = 0;
+  // 1001 parameters padded to 1004: buckets of 248, 248, 248, 248 and 12.
+  std::vector<DpCollective> cs = DpStepCollectivesFor(1001, l, 1, 4, &buckets);
+  EXPECT_EQ(buckets, 5);
+  ASSERT_EQ(cs.size(), 2u);  // ZeRO-0: the gradient all-reduce and the loss average
+  EXPECT_EQ(cs[0].kind, DpCollectiveKind::kAllreduce);
+  EXPECT_EQ(cs[0].calls, 5);
+  EXPECT_EQ(cs[0].payload_bytes, 1004 * 4);
+  EXPECT_EQ(cs[1].payload_bytes, 8);
+  // ZeRO-3 in bf16: per micro-batch, per bucket, the weights gathered twice
+  // (2 B) and the fp32 gradients reduce-scattered.
+  l.zero = 3;
+  cs = DpStepCollectivesFor(1001, l, 1, 4, &buckets);
+  ASSERT_EQ(cs.size(), 3u);
+  EXPECT_EQ(cs[0].calls, 5 * 4);
+  EXPECT_EQ(cs[0].payload_bytes, 1004 * 2 * 4);
+  EXPECT_EQ(cs[1].phase, StepPhase::kBackward);
+  EXPECT_EQ(cs[2].kind, DpCollectiveKind::kReduceScatter);
+  EXPECT_EQ(cs[2].payload_bytes, 1004 * 4 * 4);
+  // dp = 1: nothing to reduce, but the buffer is still cut (250 per bucket).
+  l.dp = 1;
+  EXPECT_TRUE(DpStepCollectivesFor(1001, l, 1, 4, &buckets).empty());
+  EXPECT_EQ(buckets, 5);
+}
+
+TEST(PlanTerms, DpRingBytesByKindLeaveScalarsToLatency) {
+  const std::vector<DpCollective> cs = {{"g", DpCollectiveKind::kAllreduce, 5, 4000},
+                                        {"norm", DpCollectiveKind::kAllreduce, 1, 8},
+                                        {"rs", DpCollectiveKind::kReduceScatter, 2, 2000},
+                                        {"ag", DpCollectiveKind::kAllgather, 2, 1000}};
+  const DpRingBytes b = DpRingBytesByKind(cs, 4);
+  EXPECT_DOUBLE_EQ(b.allreduce, 2.0 * 3 / 4 * 4000);
+  EXPECT_DOUBLE_EQ(b.reduce_scatter, 3.0 / 4 * 2000);
+  EXPECT_DOUBLE_EQ(b.allgather, 3.0 / 4 * 1000);
+  EXPECT_DOUBLE_EQ(b.sent, 2.0 * 3 / 4 * 4000 + 2.0 * 3 / 4 * 8 + 3.0 / 4 * 2000 + 3.0 / 4 * 1000);
+  EXPECT_DOUBLE_EQ(RingBytesSum(cs, 4), b.sent);
+  EXPECT_EQ(RingBytesSum(cs, 1), 0);
+}
+
+TEST(PlanTerms, DpLinkInsideOrAcrossNodes) {
+  const ClusterSpec c = RoundCluster();
+  // dp 4 of tp 1 fill one node: NVLink, latency 2 log2(4) x 10 us.
+  Link link = DpLink(c, 1, 4);
+  EXPECT_EQ(link.bytes_per_s, kNvlinkBps);
+  EXPECT_DOUBLE_EQ(link.latency_s, 2 * 2 * 10e-6);
+  // dp 16: 4 members a node share its NICs, 4 x 2.5e9 B/s; 2 log2(16) x 20 us.
+  link = DpLink(c, 1, 16);
+  EXPECT_DOUBLE_EQ(link.bytes_per_s, 4 * kNicBps);
+  EXPECT_DOUBLE_EQ(link.latency_s, 2 * 4 * 20e-6);
+  // tp 4 fills the node: one DP member a node.
+  link = DpLink(c, 4, 8);
+  EXPECT_DOUBLE_EQ(link.bytes_per_s, kNicBps);
+  EXPECT_DOUBLE_EQ(link.latency_s, 2 * 3 * 20e-6);
+}
+
+TEST(PlanTerms, DpAllReduceTime) {
+  // A 1e9-byte gradient all-reduce over dp = 4 in one node.
+  const int64_t n = 4;
+  const double bytes = 1e9;
+  const std::vector<DpCollective> cs = {{"g", DpCollectiveKind::kAllreduce, 40, 1000000000}};
+  const Link link = DpLink(RoundCluster(), 1, n);
+  // 2 (n - 1) / n x bytes / bandwidth, plus a reduce-scatter's and an
+  // all-gather's latency, each 2 log2(n) x 10 us.
+  const double lat = 2 * std::log2(4.0) * 10e-6;
+  const double expected = 2.0 * (n - 1) / n * bytes / 50e9 + 2 * lat;
+  DpSeconds t = DpAllReduceSeconds(DpRingBytesByKind(cs, n).allreduce, link, 0.05, 2, true);
+  EXPECT_DOUBLE_EQ(t.total, expected);
+  // Overlapped with the last micro-batch's backward of one of 2 chunks.
+  EXPECT_DOUBLE_EQ(t.exposed, expected - 0.05 / 2);
+  // A long backward hides all but a latency.
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(1.5e9, link, 1.0, 2, true).exposed, lat);
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(1.5e9, link, 1.0, 2, false).exposed, expected);
+}
+
+TEST(PlanTerms, ZeroOneAndTwoReduceScatterAndGather) {
+  const Link link{1e10, 1e-4};
+  StageSeconds stage;
+  stage.fwd = 0.1, stage.bwd = 0.2;
+  // ZeRO-1: one reduce-scatter of 1.2e9 B (0.12 s + latency) under the last
+  // backward chunk (0.2 / 2), the all-gather of 6e8 B (0.06 s + latency)
+  // under the first forward chunk (0.1 / 2).
+  DpSeconds t = DpShardedSeconds(1.2e9, 6e8, 1, link, stage, 2, true);
+  EXPECT_DOUBLE_EQ(t.total, (0.12 + 1e-4) + (0.06 + 1e-4));
+  EXPECT_DOUBLE_EQ(t.exposed, (0.12 + 1e-4 - 0.1) + (0.06 + 1e-4 - 0.05));
+  // ZeRO-2 with 4 reductions over 2 chunks: 8 reduce-scatters of 1.2e9 / 8 B,
+  // each hidden under a chunk's backward but for its latency.
+  t = DpShardedSeconds(1.2e9, 6e8, 4, link, stage, 2, true);
+  EXPECT_DOUBLE_EQ(t.total, 8 * (1.2e9 / 8 / 1e10 + 1e-4) + (0.06 + 1e-4));
+  EXPECT_DOUBLE_EQ(t.exposed, 8 * 1e-4 + (0.06 + 1e-4 - 0.05));
+  EXPECT_DOUBLE_EQ(DpShardedSeconds(1.2e9, 6e8, 4, link, stage, 2, false).exposed, t.total);
+}
+
+TEST(PlanTerms, FsdpGathersAndReducesEveryMicroBatch) {
+  const Link link{1e10, 1e-4};
+  StageSeconds stage;
+  stage.fwd = 0.01, stage.bwd = 0.01;
+  // 4 micro-batches, each (4e8 + 8e8) / 4 B plus three latencies.
+  const double per_mb = 1.2e9 / 4 / 1e10 + 3 * 1e-4;
+  DpSeconds t = FsdpSeconds(4e8, 8e8, link, 4, 10, stage, true);
+  EXPECT_DOUBLE_EQ(t.total, 4 * per_mb);
+  // What a micro-batch's compute (0.02 s) does not hide, and the first of
+  // the 10 layers' forward gather: 8e8 / (2 x 4) / 10 B plus a latency.
+  EXPECT_DOUBLE_EQ(t.exposed, 4 * (per_mb - 0.02) + (8e8 / 8 / 10 / 1e10 + 1e-4));
+  EXPECT_DOUBLE_EQ(FsdpSeconds(4e8, 8e8, link, 4, 10, stage, false).exposed, t.total);
+}
+
+TEST(PlanTerms, DpCommPicksTheZeroStage) {
+  const Link link{1e10, 1e-4};
+  StageSeconds stage;
+  stage.fwd = 0.1, stage.bwd = 0.2;
+  DpRingBytes b;
+  b.allreduce = 2e9, b.reduce_scatter = 1.2e9, b.allgather = 6e8;
+  Layout l;
+  l.dp = 4, l.vpp = 2, l.micro_batch = 1, l.global_batch = 16;
+  EXPECT_EQ(DpCommSeconds(b, l, link, 1, stage, 10, true).total,
+            DpAllReduceSeconds(2e9, link, 0.2, 2, true).total);
+  l.zero = 2;
+  EXPECT_EQ(DpCommSeconds(b, l, link, 4, stage, 10, true).total,
+            DpShardedSeconds(1.2e9, 6e8, 4, link, stage, 2, true).total);
+  l.zero = 3;
+  EXPECT_EQ(DpCommSeconds(b, l, link, 1, stage, 10, true).total,
+            FsdpSeconds(1.2e9, 6e8, link, 4, 10, stage, true).total);
+  l.dp = 1;
+  EXPECT_EQ(DpCommSeconds(b, l, link, 1, stage, 10, true).total, 0);
+}
+
+// ---- memory ----
+
+TEST(PlanTerms, RankBytesPerZeroStage) {
+  Layout l;
+  l.dp = 4;
+  // 1001 parameters padded to 1004, a quarter of that is 251.
+  RankBytes rb = StageRankBytes(1001, l, 4);
+  EXPECT_EQ(rb.numel, 1001);
+  EXPECT_EQ(rb.padded_numel, 1004);
+  EXPECT_EQ(rb.params, 1004 * 2);
+  EXPECT_EQ(rb.grads, 1004 * 4);
+  EXPECT_EQ(rb.optimizer, 1004 * 12);
+  l.zero = 1;
+  EXPECT_EQ(StageRankBytes(1001, l, 4).optimizer, 251 * 12);
+  l.zero = 2;
+  EXPECT_EQ(StageRankBytes(1001, l, 4).grads, 251 * 4);
+  l.zero = 3;
+  EXPECT_EQ(StageRankBytes(1001, l, 4).params, 251 * 2);
+  // fp32: the parameters are the master copy (8 B of moments).
+  l.zero = 0, l.precision = Precision::kFP32;
+  rb = StageRankBytes(1001, l, 4);
+  EXPECT_EQ(rb.params, 1004 * 4);
+  EXPECT_EQ(rb.optimizer, 1004 * 8);
+}
+
+TEST(PlanTerms, StageActivationsFromLayerSetsInFlight) {
+  const ModelSpec m = SmallGpt();  // h 64, KV 64, F 256, 4 heads, s 32
+  Layout l;
+  l.micro_batch = 2;
+  // Modern (FlashAttention, no dropout), per token: 8h = 512 whole, and Q, K,
+  // V, the attention output 2h + 2kvd + 2kvd + 2h = 512, GeLU 4F = 1024 and
+  // the log-sum-exp 4a = 16: 2064 B; x 2 x 32 tokens per layer.
+  const double layer = 2 * 32 * (512 + 512 + 1024 + 16.0);
+  RankParams middle;
+  middle.numel = 1000, middle.layers = 2;
+  const Software modern = Stack("modern");
+  // 3 micro-batches in flight, each with its 2 layers' sets.
+  EXPECT_DOUBLE_EQ(StageActivationBytes(m, l, modern, middle, 3, 0), 3 * 2 * layer);
+  // The last stage adds 64 tokens x 100 logits x (2 + 4 fp32 softmax) B.
+  RankParams last = middle;
+  last.head = true;
+  EXPECT_DOUBLE_EQ(StageActivationBytes(m, l, modern, last, 3, 0), 3 * 2 * layer + 64 * 100 * 6.0);
+  // Embedding dropout: 1 B per element of each of the 2 micro-batches in
+  // flight in chunk 0; dropout also adds 2h of masks to each layer's set.
+  Software dropout = modern;
+  dropout.dropout = true;
+  RankParams first = middle;
+  first.embedding = true;
+  const double layer_dropout = 2 * 32 * (512 + 128 + 512 + 1024 + 16.0);
+  EXPECT_DOUBLE_EQ(StageActivationBytes(m, l, dropout, first, 3, 2),
+                   3 * 2 * layer_dropout + 2 * 64 * 64.0);
+  // Full recomputation in fp32: each layer keeps its input (2 s b h, doubled
+  // for 4-byte elements), and backward rebuilds one layer's full set.
+  l.recompute = Recompute::kFull, l.precision = Precision::kFP32;
+  EXPECT_DOUBLE_EQ(StageActivationBytes(m, l, modern, middle, 3, 0),
+                   3 * 2 * (2 * 2 * 32 * 64 * 2.0) + 2 * layer);
+  // Interleaved: 4 layers in 2 chunks, a chunk's sets per micro-batch in flight.
+  l.recompute = Recompute::kNone, l.precision = Precision::kBF16, l.vpp = 2;
+  middle.layers = 4;
+  EXPECT_DOUBLE_EQ(StageActivationBytes(m, l, modern, middle, 3, 0), 3 * 2 * layer);
+}
+
+TEST(PlanTerms, OtherMemoryIsTheFrameworkAndFsdpPrefetch) {
+  RankParams stage;
+  stage.numel = 1000, stage.layers = 4;
+  Layout l;
+  const double gib = 1024.0 * 1024 * 1024;
+  EXPECT_EQ(OtherMemoryBytes(l, Stack("modern"), stage), 1.5 * gib);
+  EXPECT_EQ(OtherMemoryBytes(l, Stack("cpu"), stage), 0);
+  // ZeRO-3: 2 x 2 x a layer's 1000 / 4 weights of 2 B.
+  l.zero = 3;
+  EXPECT_EQ(OtherMemoryBytes(l, Stack("modern"), stage), 1.5 * gib + 2 * 2 * (1000 / 4) * 2.0);
+}
+
+TEST(PlanTerms, StageMemoryCollectsItsParts) {
+  const ModelSpec m = SmallGpt();
+  Layout l;
+  l.dp = 4, l.micro_batch = 2;
+  RankParams stage;
+  stage.numel = 1001, stage.layers = 2;
+  const RankBytes rb = StageRankBytes(stage.numel, l, 4);
+  const MemoryBreakdown mem = StageMemory(m, l, Stack("cpu"), stage, rb, 3, 0);
+  EXPECT_EQ(mem.params, 1004 * 2);
+  EXPECT_EQ(mem.grads, 1004 * 4);
+  EXPECT_EQ(mem.optimizer, 1004 * 12);
+  // The cpu stack: no FlashAttention (the softmax output 2as = 256 B per
+  // token stays), no framework memory.
+  EXPECT_DOUBLE_EQ(mem.activations, 3 * 2 * (2 * 32 * (512 + 512 + 1024 + 2 * 4 * 32.0)));
+  EXPECT_EQ(mem.other, 0);
+  EXPECT_DOUBLE_EQ(mem.Total(), 1004 * (2 + 4 + 12) + mem.activations);
+}
+
+TEST(PlanTerms, LayerShapeOfAModelAndLayout) {
+  const ModelSpec m = SmallGpt();
+  Layout l;
+  l.micro_batch = 3, l.tp = 8, l.sp = true, l.precision = Precision::kFP32;
+  const LayerShape s = LayerShapeOf(m, l);
+  EXPECT_EQ(s.tokens, 3 * 32);
+  EXPECT_EQ(s.vocab, 104);  // 100 padded to a multiple of tp
+  EXPECT_EQ(s.kv_dim, 64);
+  EXPECT_EQ(s.head_dim, 16);
+  EXPECT_EQ(s.elem_bytes, 4);
+  EXPECT_TRUE(s.sp);
+  EXPECT_FALSE(s.swiglu);
+}
+
+}  // namespace
+}  // namespace scaletrain::plan
