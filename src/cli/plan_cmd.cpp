@@ -65,18 +65,32 @@ Status WriteFile(const std::string& path, const std::string& text) {
 // ranks; its fabric is a placeholder (kind "unmeasured").
 Status CheckProfileCovers(const ClusterSpec& c, int64_t devices) {
   if (c.fabric.kind != "unmeasured" || devices <= c.node.gpus_per_node) return Status::Ok();
-  return InvalidArgument("cluster " + c.name + " is a profile measured on " + std::to_string(c.node.gpus_per_node) +
+  return InvalidArgument("cluster " + c.name + " is a profile measured on " +
+                         std::to_string(c.node.gpus_per_node) +
                          " rank(s) of one node, and this layout needs " + std::to_string(devices) +
-                         "; measure the launch you will train with: mpirun -np " + std::to_string(devices) +
-                         " scaletrain bench --output FILE");
+                         "; measure the launch you will train with: mpirun -np " +
+                         std::to_string(devices) + " scaletrain bench --output FILE");
 }
 
-Status RunPlan(const PlanOptions& o) {
-  HardwareCatalog cat;
+// What every form of `scaletrain plan` needs: the catalog, the model (a preset
+// or the one a training config describes), the cluster, the stack and the
+// precision.
+struct PlanInputs {
+  HardwareCatalog catalog;
   std::string config_dir;
-  ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &config_dir));
+  ModelPreset preset;
+  std::optional<RunConfig> run_cfg;  // with --train-config
+  ClusterSpec cluster;
+  Software sw;
+  Precision precision = Precision::kBF16;
+  GradReduce grad_reduce = GradReduce::kAuto;
+};
+
+// The flags that name the model and the cluster, before either is loaded.
+Status CheckModelAndClusterFlags(const PlanOptions& o, const HardwareCatalog& cat) {
   if (o.model.empty() && o.train_config.empty()) {
-    return InvalidArgument("--model is required (a preset name or a model TOML file), or --train-config FILE");
+    return InvalidArgument(
+        "--model is required (a preset name or a model TOML file), or --train-config FILE");
   }
   if (!o.model.empty() && !o.train_config.empty()) {
     return InvalidArgument("--model and --train-config both name a model; give one");
@@ -89,148 +103,224 @@ Status RunPlan(const PlanOptions& o) {
     for (const auto& n : cat.ClusterNames()) known += (known.empty() ? "" : ", ") + n;
     return InvalidArgument("--cluster is required; known clusters: " + known);
   }
-  ModelPreset preset;
-  std::optional<RunConfig> run_cfg;
+  return Status::Ok();
+}
+
+// The model of a preset (--model) or of a training config with its --set
+// overrides (--train-config, kept in in->run_cfg), at the --seq given.
+Status LoadPlanModel(const PlanOptions& o, PlanInputs* in) {
   if (!o.train_config.empty()) {
     auto cfg = LoadRunConfig(o.train_config, o.sets);
     if (!cfg.ok()) return cfg.status().WithContext("--train-config");
-    run_cfg = *cfg;
-    ST_ASSIGN_OR_RETURN(preset.spec,
-                        TrainConfigModel(*run_cfg, o.train_config, o.vocab, o.tp.value_or(run_cfg->parallel.tp)));
-    preset.global_batch = run_cfg->training.global_batch_size;
+    in->run_cfg = *cfg;
+    ST_ASSIGN_OR_RETURN(in->preset.spec, TrainConfigModel(*in->run_cfg, o.train_config, o.vocab,
+                                                          o.tp.value_or(in->run_cfg->parallel.tp)));
+    in->preset.global_batch = in->run_cfg->training.global_batch_size;
   } else {
-    ST_ASSIGN_OR_RETURN(preset, LoadModel(o.model, config_dir));
+    ST_ASSIGN_OR_RETURN(in->preset, LoadModel(o.model, in->config_dir));
   }
-  if (o.seq) preset.spec.block_size = *o.seq;
-  ST_RETURN_IF_ERROR(ValidateModelSpec(preset.spec));
-  ST_ASSIGN_OR_RETURN(ClusterSpec cluster, cat.Cluster(o.cluster));
-  // A training config describes scaletrain's CPU trainer: its stack, fp32.
-  const std::string stack = !o.stack.empty() ? o.stack : run_cfg ? "cpu" : "modern";
-  ST_ASSIGN_OR_RETURN(Software sw, SoftwareFromName(stack));
-  const std::string precision = !o.precision.empty() ? o.precision : run_cfg ? run_cfg->training.precision : "bf16";
-  ST_ASSIGN_OR_RETURN(Precision prec, PrecisionFromName(precision));
-  GradReduce grad_reduce = GradReduce::kAuto;
-  if (!o.grad_reduce.empty()) {
-    ST_ASSIGN_OR_RETURN(grad_reduce, GradReduceFromName(o.grad_reduce));
-  }
-  CostModel model(preset.spec, cluster, sw);
-  PlanContext ctx{&model, CountParams(preset.spec)};
+  if (o.seq) in->preset.spec.block_size = *o.seq;
+  return ValidateModelSpec(in->preset.spec);
+}
 
-  const int64_t gb = o.global_batch.value_or(preset.global_batch > 0 ? preset.global_batch : 512);
+Status LoadPlanInputs(const PlanOptions& o, PlanInputs* in) {
+  ST_RETURN_IF_ERROR(LoadCatalog(o, &in->catalog, &in->config_dir));
+  ST_RETURN_IF_ERROR(CheckModelAndClusterFlags(o, in->catalog));
+  ST_RETURN_IF_ERROR(LoadPlanModel(o, in));
+  ST_ASSIGN_OR_RETURN(in->cluster, in->catalog.Cluster(o.cluster));
+  // A training config describes scaletrain's CPU trainer: its stack, fp32.
+  const std::string stack = !o.stack.empty() ? o.stack : in->run_cfg ? "cpu" : "modern";
+  ST_ASSIGN_OR_RETURN(in->sw, SoftwareFromName(stack));
+  const std::string precision = !o.precision.empty() ? o.precision
+                                : in->run_cfg        ? in->run_cfg->training.precision
+                                                     : "bf16";
+  ST_ASSIGN_OR_RETURN(in->precision, PrecisionFromName(precision));
+  if (!o.grad_reduce.empty()) {
+    ST_ASSIGN_OR_RETURN(in->grad_reduce, GradReduceFromName(o.grad_reduce));
+  }
+  return Status::Ok();
+}
+
+SizingOptions SizingFor(const PlanOptions& o, int64_t params) {
   SizingOptions so;
-  so.tokens = o.tokens > 0 ? o.tokens : 20.0 * static_cast<double>(ctx.params);  // Chinchilla: 20 tokens/param
+  so.tokens =
+      o.tokens > 0 ? o.tokens : 20.0 * static_cast<double>(params);  // Chinchilla: 20 tokens/param
   so.rack_kw = o.rack_kw;
   so.usd_per_gpu_hour = o.usd_per_gpu_hour;
   so.pue = o.pue;
   so.gpu_utilization = o.utilization;
+  return so;
+}
 
+// The search's fixed knobs as the flags give them (a training config's
+// layout joins them in ApplyLayoutFlags).
+Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& in,
+                                       int64_t global_batch) {
   SearchOptions search;
-  search.global_batch = gb;
-  search.precision = prec;
-  search.grad_reduce = grad_reduce;
+  search.global_batch = global_batch;
+  search.precision = in.precision;
+  search.grad_reduce = in.grad_reduce;
   search.top_k = o.top;
-  search.tp = o.tp, search.pp = o.pp, search.dp = o.dp, search.vpp = o.vpp, search.micro_batch = o.micro_batch;
+  search.tp = o.tp, search.pp = o.pp, search.dp = o.dp, search.vpp = o.vpp,
+  search.micro_batch = o.micro_batch;
   search.zero = o.zero;
   if (!o.recompute.empty()) {
     ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(o.recompute));
     search.recompute = rc;
   }
   if (o.sp) search.sp = true;
+  return search;
+}
 
-  if (!o.sweep.empty()) {
-    for (int64_t n : o.sweep) {
-      if (n < 1) return InvalidArgument("--sweep GPU counts must be >= 1");
-    }
-    ST_ASSIGN_OR_RETURN(auto pts, SweepGpuCounts(model, search, o.sweep));
-    if (!o.plot.empty()) ST_RETURN_IF_ERROR(WriteFile(o.plot, SweepToSvg(ctx, pts)));
-    if (o.json) {
-      std::printf("%s\n", SweepToJson(ctx, pts).dump(2).c_str());
-    } else {
-      std::printf("%s", SweepToText(ctx, pts).c_str());
-      if (!o.plot.empty()) std::printf("plot written to %s\n", o.plot.c_str());
-    }
-    return Status::Ok();
+// `plan --sweep`: the best layout at each GPU count, and where more GPUs
+// stop helping.
+Status RunSweep(const PlanOptions& o, CostModel& model, const PlanContext& ctx,
+                const SearchOptions& search) {
+  for (int64_t n : o.sweep) {
+    if (n < 1) return InvalidArgument("--sweep GPU counts must be >= 1");
   }
-  // The layout a training config names, unless flags override it.
-  std::optional<int64_t> tp = o.tp, pp = o.pp, dp = o.dp, vpp = o.vpp, micro_batch = o.micro_batch;
-  std::optional<int> zero = o.zero;
-  std::string schedule = o.schedule;
-  bool sp = o.sp;
-  int64_t gpus = o.gpus;
-  double bucket_mb = o.bucket_mb.value_or(25.0);
+  ST_ASSIGN_OR_RETURN(auto pts, SweepGpuCounts(model, search, o.sweep));
+  if (!o.plot.empty()) ST_RETURN_IF_ERROR(WriteFile(o.plot, SweepToSvg(ctx, pts)));
+  if (o.json) {
+    std::printf("%s\n", SweepToJson(ctx, pts).dump(2).c_str());
+  } else {
+    std::printf("%s", SweepToText(ctx, pts).c_str());
+    if (!o.plot.empty()) std::printf("plot written to %s\n", o.plot.c_str());
+  }
+  return Status::Ok();
+}
+
+// The layout the flags name, or a training config's where a flag is not
+// given.
+struct LayoutFlags {
+  std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
+  std::optional<int> zero;
+  std::string schedule;
+  bool sp = false;
+  int64_t gpus = 0;
+  double bucket_mb = 25.0;
+};
+
+Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<RunConfig>& run_cfg) {
+  LayoutFlags f{o.tp,   o.pp,       o.dp, o.vpp,  o.micro_batch,
+                o.zero, o.schedule, o.sp, o.gpus, o.bucket_mb.value_or(25.0)};
   if (run_cfg) {
     const ParallelConfig& pc = run_cfg->parallel;
-    tp = tp.value_or(pc.tp), pp = pp.value_or(pc.pp), dp = dp.value_or(pc.dp), vpp = vpp.value_or(pc.vpp);
-    micro_batch = micro_batch.value_or(run_cfg->training.micro_batch_size);
-    zero = zero.value_or(static_cast<int>(pc.zero));
-    if (schedule.empty() && pc.pp > 1) schedule = pc.schedule;
-    sp = sp || pc.sp;
-    if (!o.bucket_mb) bucket_mb = pc.bucket_mb;
-    if (gpus < 1) gpus = *tp * *pp * *dp;
+    f.tp = f.tp.value_or(pc.tp), f.pp = f.pp.value_or(pc.pp), f.dp = f.dp.value_or(pc.dp);
+    f.vpp = f.vpp.value_or(pc.vpp);
+    f.micro_batch = f.micro_batch.value_or(run_cfg->training.micro_batch_size);
+    f.zero = f.zero.value_or(static_cast<int>(pc.zero));
+    if (f.schedule.empty() && pc.pp > 1) f.schedule = pc.schedule;
+    f.sp = f.sp || pc.sp;
+    if (!o.bucket_mb) f.bucket_mb = pc.bucket_mb;
+    if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
   }
-  if (!(bucket_mb > 0)) return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
-  if (gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
-  search.num_gpus = gpus;
-  search.bucket_bytes = static_cast<int64_t>(bucket_mb * 1048576.0);
-  search.tp = tp, search.pp = pp, search.dp = dp, search.vpp = vpp, search.micro_batch = micro_batch;
-  search.zero = zero;
-  if (sp) search.sp = true;
-  if (o.search) {
-    ST_RETURN_IF_ERROR(CheckProfileCovers(cluster, gpus));
-    ST_ASSIGN_OR_RETURN(SearchResult r, SearchLayouts(model, search));
-    if (o.json) {
-      std::printf("%s\n", SearchToJson(ctx, r, so).dump(2).c_str());
-    } else {
-      std::printf("%s", SearchToText(ctx, r).c_str());
-      if (!r.top.empty()) {
-        Sizing s = SizeRun(r.top[0], cluster, so);
-        std::printf("\nbest layout in detail:\n%s", PlanToText(ctx, r.top[0], &s).c_str());
-      }
-    }
-    return Status::Ok();
-  }
-  Layout l;
-  l.tp = tp.value_or(1);
-  l.pp = pp.value_or(1);
-  if (dp) {
-    l.dp = *dp;
-  } else if (gpus % (l.tp * l.pp) == 0) {
-    l.dp = gpus / (l.tp * l.pp);
+  if (!(f.bucket_mb > 0))
+    return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
+  if (f.gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
+  return f;
+}
+
+void ApplyLayoutFlags(const LayoutFlags& f, SearchOptions* search) {
+  search->num_gpus = f.gpus;
+  search->bucket_bytes = static_cast<int64_t>(f.bucket_mb * 1048576.0);
+  search->tp = f.tp, search->pp = f.pp, search->dp = f.dp, search->vpp = f.vpp,
+  search->micro_batch = f.micro_batch;
+  search->zero = f.zero;
+  if (f.sp) search->sp = true;
+}
+
+// `plan --search`: every valid layout with the given knobs held, the
+// fastest that fit first.
+Status RunSearch(const PlanOptions& o, const ClusterSpec& cluster, CostModel& model,
+                 const PlanContext& ctx, const SearchOptions& search, const SizingOptions& so) {
+  ST_RETURN_IF_ERROR(CheckProfileCovers(cluster, search.num_gpus));
+  ST_ASSIGN_OR_RETURN(SearchResult r, SearchLayouts(model, search));
+  if (o.json) {
+    std::printf("%s\n", SearchToJson(ctx, r, so).dump(2).c_str());
   } else {
-    l.dp = std::max<int64_t>(1, gpus / (l.tp * l.pp));  // ValidateLayout names the fix
+    std::printf("%s", SearchToText(ctx, r).c_str());
+    if (!r.top.empty()) {
+      Sizing s = SizeRun(r.top[0], cluster, so);
+      std::printf("\nbest layout in detail:\n%s", PlanToText(ctx, r.top[0], &s).c_str());
+    }
   }
-  l.vpp = vpp.value_or(1);
-  l.micro_batch = micro_batch.value_or(1);
-  l.global_batch = gb;
-  l.zero = zero.value_or(0);
+  return Status::Ok();
+}
+
+// The one layout `plan` predicts: what the flags (or the training config)
+// give, the rest defaulted (tp = pp = vpp = micro-batch = 1, dp = gpus / (tp
+// x pp), ZeRO-0); the search options hold the recompute, precision and
+// gradient reduction.
+Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
+  Layout l;
+  l.tp = f.tp.value_or(1);
+  l.pp = f.pp.value_or(1);
+  if (f.dp) {
+    l.dp = *f.dp;
+  } else if (f.gpus % (l.tp * l.pp) == 0) {
+    l.dp = f.gpus / (l.tp * l.pp);
+  } else {
+    l.dp = std::max<int64_t>(1, f.gpus / (l.tp * l.pp));  // ValidateLayout names the fix
+  }
+  l.vpp = f.vpp.value_or(1);
+  l.micro_batch = f.micro_batch.value_or(1);
+  l.global_batch = search.global_batch;
+  l.zero = f.zero.value_or(0);
   l.recompute = search.recompute.value_or(Recompute::kNone);
-  l.sp = sp;
-  l.precision = prec;
-  l.grad_reduce = grad_reduce;
+  l.sp = f.sp;
+  l.precision = search.precision;
+  l.grad_reduce = search.grad_reduce;
   // As the trainer converts parallel.bucket_mb.
-  l.bucket_bytes = static_cast<int64_t>(bucket_mb * 1048576.0);
-  if (!schedule.empty()) {
-    ST_ASSIGN_OR_RETURN(ScheduleKind k, ScheduleKindFromName(schedule));
+  l.bucket_bytes = static_cast<int64_t>(f.bucket_mb * 1048576.0);
+  if (!f.schedule.empty()) {
+    ST_ASSIGN_OR_RETURN(ScheduleKind k, ScheduleKindFromName(f.schedule));
     if (k == ScheduleKind::kInterleaved && l.vpp == 1) {
       return InvalidArgument("--schedule interleaved needs --vpp > 1");
     }
     if (k != ScheduleKind::kInterleaved && l.vpp > 1) {
-      return InvalidArgument("--schedule " + schedule + " runs one chunk per stage; drop --vpp or use interleaved");
+      return InvalidArgument("--schedule " + f.schedule +
+                             " runs one chunk per stage; drop --vpp or use interleaved");
     }
     l.gpipe = k == ScheduleKind::kGPipe;
   }
-  if (l.num_gpus() != gpus) {
-    ST_RETURN_IF_ERROR(ValidateLayout(preset.spec, gpus, l));
+  return l;
+}
+
+// `plan` of one layout: its step, memory, and the run's time, energy and cost.
+Status RunPredict(const PlanOptions& o, const PlanInputs& in, const LayoutFlags& f,
+                  const SearchOptions& search, CostModel& model, const PlanContext& ctx,
+                  const SizingOptions& so) {
+  ST_ASSIGN_OR_RETURN(const Layout l, SingleLayout(f, search));
+  if (l.num_gpus() != f.gpus) {
+    ST_RETURN_IF_ERROR(ValidateLayout(in.preset.spec, f.gpus, l));
   }
-  ST_RETURN_IF_ERROR(CheckProfileCovers(cluster, l.num_gpus()));
+  ST_RETURN_IF_ERROR(CheckProfileCovers(in.cluster, l.num_gpus()));
   ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
-  Sizing s = SizeRun(p, cluster, so);
+  Sizing s = SizeRun(p, in.cluster, so);
   if (o.json) {
     std::printf("%s\n", PlanToJson(ctx, p, &s).dump(2).c_str());
   } else {
     std::printf("%s", PlanToText(ctx, p, &s).c_str());
   }
   return Status::Ok();
+}
+
+// `scaletrain plan` without `validate`: a sweep, a search, or one layout.
+Status RunPlan(const PlanOptions& o) {
+  PlanInputs in;
+  ST_RETURN_IF_ERROR(LoadPlanInputs(o, &in));
+  CostModel model(in.preset.spec, in.cluster, in.sw);
+  PlanContext ctx{&model, CountParams(in.preset.spec)};
+  const int64_t gb =
+      o.global_batch.value_or(in.preset.global_batch > 0 ? in.preset.global_batch : 512);
+  const SizingOptions so = SizingFor(o, ctx.params);
+  ST_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsFor(o, in, gb));
+  if (!o.sweep.empty()) return RunSweep(o, model, ctx, search);
+  ST_ASSIGN_OR_RETURN(const LayoutFlags f, LayoutFlagsFor(o, in.run_cfg));
+  ApplyLayoutFlags(f, &search);
+  if (o.search) return RunSearch(o, in.cluster, model, ctx, search, so);
+  return RunPredict(o, in, f, search, model, ctx, so);
 }
 
 Status RunValidate(const PlanOptions& o) {
@@ -250,17 +340,22 @@ Status RunValidate(const PlanOptions& o) {
 
 void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<PlanOptions>();
-  auto* plan = app.add_subcommand(
-      "plan", "predict step time, memory, MFU and cost of training a model on a GPU cluster; search layouts");
+  auto* plan = app.add_subcommand("plan",
+                                  "predict step time, memory, MFU and cost of training a model on "
+                                  "a GPU cluster; search layouts");
   plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file");
-  plan->add_option("--train-config", o->train_config,
-                   "plan the run a training config (scaletrain train --config) describes: its model, layout, "
-                   "batch, precision and bucket size; layout flags override it");
-  plan->add_option("--set", o->sets, "with --train-config: section.key=value, as scaletrain train --set");
-  plan->add_option("--vocab", o->vocab,
-                   "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
-  plan->add_option("--bucket-mb", o->bucket_mb, "gradient bucket size in MiB (the trainer's parallel.bucket_mb; "
-                                                "default 25)");
+  plan->add_option(
+      "--train-config", o->train_config,
+      "plan the run a training config (scaletrain train --config) describes: its model, layout, "
+      "batch, precision and bucket size; layout flags override it");
+  plan->add_option("--set", o->sets,
+                   "with --train-config: section.key=value, as scaletrain train --set");
+  plan->add_option(
+      "--vocab", o->vocab,
+      "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
+  plan->add_option("--bucket-mb", o->bucket_mb,
+                   "gradient bucket size in MiB (the trainer's parallel.bucket_mb; "
+                   "default 25)");
   plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
   plan->add_option("--gpus", o->gpus, "number of GPUs");
   plan->add_option("--tp", o->tp, "tensor-parallel size");
@@ -268,37 +363,50 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   plan->add_option("--dp", o->dp, "data-parallel size (default: gpus / (tp x pp))");
   plan->add_option("--vpp", o->vpp, "model chunks per stage (interleaved schedule when > 1)");
   plan->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch");
-  plan->add_option("--global-batch", o->global_batch, "sequences per optimizer step (default: the preset's)");
+  plan->add_option("--global-batch", o->global_batch,
+                   "sequences per optimizer step (default: the preset's)");
   plan->add_option("--seq", o->seq, "sequence length (default: the preset's)");
   plan->add_option("--zero", o->zero, "ZeRO stage 0-3");
   plan->add_option("--recompute", o->recompute, "activation recomputation: none, selective, full");
   plan->add_flag("--sp", o->sp, "sequence parallelism (with tp > 1)");
-  plan->add_option("--precision", o->precision,
-                   "bf16, fp16, fp8, tf32, fp32 (default bf16; with --train-config its training.precision)");
-  plan->add_option("--grad-reduce", o->grad_reduce,
-                   "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
-                   "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
+  plan->add_option(
+      "--precision", o->precision,
+      "bf16, fp16, fp8, tf32, fp32 (default bf16; with --train-config its training.precision)");
+  plan->add_option(
+      "--grad-reduce", o->grad_reduce,
+      "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
+      "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   plan->add_option("--stack", o->stack,
-                   "software stack: modern, modern-triton, legacy or cpu (default modern; with --train-config cpu; see "
+                   "software stack: modern, modern-triton, legacy or cpu (default modern; with "
+                   "--train-config cpu; see "
                    "docs/planner.md)");
-  plan->add_flag("--search", o->search, "search every valid layout; the given layout flags are held fixed");
+  plan->add_flag("--search", o->search,
+                 "search every valid layout; the given layout flags are held fixed");
   plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();
-  plan->add_option("--sweep", o->sweep, "GPU counts to sweep, e.g. 8,16,32 (best layout at each)")->delimiter(',');
+  plan->add_option("--sweep", o->sweep, "GPU counts to sweep, e.g. 8,16,32 (best layout at each)")
+      ->delimiter(',');
   plan->add_option("--plot", o->plot, "with --sweep: write an SVG plot to this file");
   plan->add_option("--tokens", o->tokens, "tokens to train on (default: 20 per parameter)");
   plan->add_option("--rack-kw", o->rack_kw, "power limit per rack in kW")->capture_default_str();
-  plan->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour, "price (default: the cluster preset's)");
+  plan->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour,
+                   "price (default: the cluster preset's)");
   plan->add_option("--pue", o->pue, "power usage effectiveness (default: the cluster preset's)");
-  plan->add_option("--utilization", o->utilization, "average GPU power as a fraction of TDP")->capture_default_str();
-  plan->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/ (default: ./configs)");
-  plan->add_option("--hardware", o->hardware_files,
-                   "an extra hardware TOML file added to the catalog, e.g. a profile from `scaletrain bench` "
-                   "(repeatable)");
+  plan->add_option("--utilization", o->utilization, "average GPU power as a fraction of TDP")
+      ->capture_default_str();
+  plan->add_option("--config-dir", o->config_dir,
+                   "folder with hardware/ and models/ (default: ./configs)");
+  plan->add_option(
+      "--hardware", o->hardware_files,
+      "an extra hardware TOML file added to the catalog, e.g. a profile from `scaletrain bench` "
+      "(repeatable)");
   plan->add_flag("--json", o->json, "print JSON (schema in docs/planner.md)");
 
-  auto* validate = plan->add_subcommand("validate", "predict published runs from a CSV and report the error");
-  validate->add_option("file", o->validate_csv, "CSV of published runs (tests/plan/published-runs.csv)")->required();
+  auto* validate =
+      plan->add_subcommand("validate", "predict published runs from a CSV and report the error");
+  validate
+      ->add_option("file", o->validate_csv, "CSV of published runs (tests/plan/published-runs.csv)")
+      ->required();
   validate->add_flag("--json", o->json, "print JSON: rows and mape");
   validate->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/");
   validate->callback([o, exit_code] {
