@@ -15,17 +15,23 @@ namespace fs = std::filesystem;
 
 const char* PrecisionName(Precision p) {
   switch (p) {
-    case Precision::kBF16: return "bf16";
-    case Precision::kFP16: return "fp16";
-    case Precision::kFP8: return "fp8";
-    case Precision::kTF32: return "tf32";
-    case Precision::kFP32: return "fp32";
+    case Precision::kBF16:
+      return "bf16";
+    case Precision::kFP16:
+      return "fp16";
+    case Precision::kFP8:
+      return "fp8";
+    case Precision::kTF32:
+      return "tf32";
+    case Precision::kFP32:
+      return "fp32";
   }
   return "?";
 }
 
 Result<Precision> PrecisionFromName(const std::string& name) {
-  for (Precision p : {Precision::kBF16, Precision::kFP16, Precision::kFP8, Precision::kTF32, Precision::kFP32}) {
+  for (Precision p :
+       {Precision::kBF16, Precision::kFP16, Precision::kFP8, Precision::kTF32, Precision::kFP32}) {
     if (name == PrecisionName(p)) return p;
   }
   return InvalidArgument("unknown precision '" + name + "'; use bf16, fp16, fp8, tf32 or fp32");
@@ -33,11 +39,16 @@ Result<Precision> PrecisionFromName(const std::string& name) {
 
 double GpuSpec::PeakTflops(Precision p) const {
   switch (p) {
-    case Precision::kBF16: return bf16_tflops;
-    case Precision::kFP16: return fp16_tflops;
-    case Precision::kFP8: return fp8_tflops;
-    case Precision::kTF32: return tf32_tflops;
-    case Precision::kFP32: return fp32_tflops;
+    case Precision::kBF16:
+      return bf16_tflops;
+    case Precision::kFP16:
+      return fp16_tflops;
+    case Precision::kFP8:
+      return fp8_tflops;
+    case Precision::kTF32:
+      return tf32_tflops;
+    case Precision::kFP32:
+      return fp32_tflops;
   }
   return 0;
 }
@@ -50,7 +61,8 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
     }
     std::swap(prev, cur);
   }
@@ -75,111 +87,160 @@ std::string UnknownNameMessage(const std::string& what, const std::string& name,
     size_t d = EditDistance(name, k);
     if (d < best_d) best_d = d, best = k;
   }
-  if (!best.empty() && best_d <= std::max<size_t>(2, name.size() / 3)) msg += "; did you mean '" + best + "'?";
+  if (!best.empty() && best_d <= std::max<size_t>(2, name.size() / 3))
+    msg += "; did you mean '" + best + "'?";
   msg += " known: ";
   for (size_t i = 0; i < known.size(); ++i) msg += (i ? ", " : "") + known[i];
   return msg;
 }
+
+namespace {
+
+// A profile's measured GEMMs ([m, n, k, forward TFLOP/s, backward TFLOP/s])
+// and attention times ([batch, seq, hidden, heads, forward s, backward s]).
+Status AddMeasurements(const std::vector<std::vector<double>>& gemms,
+                       const std::vector<std::vector<double>>& attention, const std::string& where,
+                       GpuSpec* g) {
+  for (const auto& row : gemms) {
+    if (row[0] < 1 || row[1] < 1 || row[2] < 1 || !(row[3] > 0) || !(row[4] > 0)) {
+      return InvalidArgument(
+          where +
+          ": measured_gemms rows are [m, n, k, forward TFLOP/s, backward TFLOP/s] "
+          "with every entry positive; re-run `scaletrain bench`");
+    }
+    g->measured_gemms.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
+                                 static_cast<int64_t>(row[2]), row[3], row[4]});
+  }
+  for (const auto& row : attention) {
+    if (row[0] < 1 || row[1] < 1 || row[2] < 1 || row[3] < 1 || !(row[4] > 0) || !(row[5] > 0)) {
+      return InvalidArgument(where +
+                             ": measured_attention rows are [batch, seq, hidden, heads, forward s, "
+                             "backward s] with every entry positive; re-run `scaletrain bench`");
+    }
+    g->measured_attention.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
+                                     static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]),
+                                     row[4], row[5]});
+  }
+  return Status::Ok();
+}
+
+// The numbers the cost model divides by or scales with: each efficiency
+// factor a share of the peak, at least one matrix rate, a bandwidth.
+Status CheckGpuRates(const GpuSpec& g, const std::string& where) {
+  for (const auto& [key, e] :
+       {std::pair<const char*, double>{"matmul_efficiency", g.matmul_efficiency},
+        {"hbm_efficiency", g.hbm_efficiency},
+        {"attention_efficiency", g.attention_efficiency},
+        {"sustained_clock_ratio", g.sustained_clock_ratio}}) {
+    if (!(e > 0 && e <= 1)) {
+      return InvalidArgument(
+          where + ": " + key + Fmt(" = %g", e) +
+          " is not a fraction; give a value in (0, 1] (an achieved share of the peak)");
+    }
+  }
+  if (!(g.bf16_tflops > 0 || g.fp16_tflops > 0 || g.fp8_tflops > 0 || g.tf32_tflops > 0 ||
+        g.fp32_tflops > 0)) {
+    return InvalidArgument(where +
+                           ": no positive matrix rate (bf16_tflops, fp16_tflops, fp8_tflops, "
+                           "tf32_tflops or fp32_tflops); give at least one");
+  }
+  if (!(g.hbm_tbps > 0)) return InvalidArgument(where + ": hbm_tbps must be positive");
+  if (g.sm_count < 0) return InvalidArgument(where + ": sm_count must be >= 0");
+  return Status::Ok();
+}
+
+Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t,
+                             const std::string& where) {
+  GpuSpec g;
+  g.name = name;
+  TableReader r(where);
+  r.Add("description", &g.description);
+  r.Add("bf16_tflops", &g.bf16_tflops, true);
+  r.Add("fp16_tflops", &g.fp16_tflops);
+  r.Add("fp8_tflops", &g.fp8_tflops);
+  r.Add("tf32_tflops", &g.tf32_tflops);
+  r.Add("fp32_tflops", &g.fp32_tflops);
+  r.Add("hbm_gib", &g.hbm_gib, true);
+  r.Add("hbm_tbps", &g.hbm_tbps, true);
+  r.Add("tdp_w", &g.tdp_w, true);
+  r.Add("matmul_efficiency", &g.matmul_efficiency);
+  r.Add("hbm_efficiency", &g.hbm_efficiency);
+  r.Add("attention_efficiency", &g.attention_efficiency);
+  r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
+  r.Add("sm_count", &g.sm_count);
+  r.Add("reference_cluster", &g.reference_cluster);
+  std::vector<std::vector<double>> gemms, attention;
+  r.Add("measured_gemms", &gemms, 5);
+  r.Add("measured_attention", &attention, 6);
+  ST_RETURN_IF_ERROR(r.Read(t));
+  ST_RETURN_IF_ERROR(AddMeasurements(gemms, attention, where, &g));
+  ST_RETURN_IF_ERROR(CheckGpuRates(g, where));
+  return g;
+}
+
+Result<NodeSpec> NodeFromTable(const std::string& name, const toml::table& t,
+                               const std::string& where) {
+  NodeSpec n;
+  n.name = name;
+  TableReader r(where);
+  r.Add("gpus_per_node", &n.gpus_per_node, true);
+  r.Add("intra_kind", &n.intra_kind);
+  r.Add("intra_gbps", &n.intra_gbps, true);
+  r.Add("intra_efficiency", &n.intra_efficiency);
+  r.Add("intra_latency_us", &n.intra_latency_us);
+  r.Add("max_power_kw", &n.max_power_kw, true);
+  r.Add("overhead_w", &n.overhead_w);
+  ST_RETURN_IF_ERROR(r.Read(t));
+  if (n.gpus_per_node <= 0 || n.intra_gbps <= 0) {
+    return InvalidArgument(where + ": gpus_per_node and intra_gbps must be positive");
+  }
+  return n;
+}
+
+Result<FabricSpec> FabricFromTable(const std::string& name, const toml::table& t,
+                                   const std::string& where) {
+  FabricSpec f;
+  f.name = name;
+  TableReader r(where);
+  r.Add("kind", &f.kind);
+  r.Add("nics_per_node", &f.nics_per_node, true);
+  r.Add("nic_gbit", &f.nic_gbit, true);
+  r.Add("efficiency", &f.efficiency);
+  r.Add("latency_us", &f.latency_us);
+  ST_RETURN_IF_ERROR(r.Read(t));
+  if (f.nics_per_node <= 0 || f.nic_gbit <= 0) {
+    return InvalidArgument(where + ": nics_per_node and nic_gbit must be positive");
+  }
+  return f;
+}
+
+}  // namespace
 
 Status HardwareCatalog::LoadFile(const std::string& path) {
   ST_ASSIGN_OR_RETURN(toml::table root, ParseTomlFile(path));
   for (const auto& [k, v] : root) {
     const std::string section(k.str());
     const toml::table* entries = v.as_table();
-    if (entries == nullptr || (section != "gpu" && section != "node" && section != "fabric" && section != "cluster")) {
+    if (entries == nullptr ||
+        (section != "gpu" && section != "node" && section != "fabric" && section != "cluster")) {
       return InvalidArgument(path + ": unknown section '" + section +
-                             "'; a hardware file holds [gpu.NAME], [node.NAME], [fabric.NAME] and [cluster.NAME] tables");
+                             "'; a hardware file holds [gpu.NAME], [node.NAME], [fabric.NAME] and "
+                             "[cluster.NAME] tables");
     }
     for (const auto& [ek, ev] : *entries) {
       const std::string name(ek.str());
       const toml::table* t = ev.as_table();
       const std::string where = path + ": [" + section + "." + name + "]";
       if (t == nullptr) return InvalidArgument(where + " must be a table");
-      TableReader r(where);
       if (section == "gpu") {
-        GpuSpec g;
-        g.name = name;
-        r.Add("description", &g.description);
-        r.Add("bf16_tflops", &g.bf16_tflops, true);
-        r.Add("fp16_tflops", &g.fp16_tflops);
-        r.Add("fp8_tflops", &g.fp8_tflops);
-        r.Add("tf32_tflops", &g.tf32_tflops);
-        r.Add("fp32_tflops", &g.fp32_tflops);
-        r.Add("hbm_gib", &g.hbm_gib, true);
-        r.Add("hbm_tbps", &g.hbm_tbps, true);
-        r.Add("tdp_w", &g.tdp_w, true);
-        r.Add("matmul_efficiency", &g.matmul_efficiency);
-        r.Add("hbm_efficiency", &g.hbm_efficiency);
-        r.Add("attention_efficiency", &g.attention_efficiency);
-        r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
-        r.Add("sm_count", &g.sm_count);
-        r.Add("reference_cluster", &g.reference_cluster);
-        std::vector<std::vector<double>> gemms, attention;
-        r.Add("measured_gemms", &gemms, 5);
-        r.Add("measured_attention", &attention, 6);
-        ST_RETURN_IF_ERROR(r.Read(*t));
-        for (const auto& row : gemms) {
-          if (row[0] < 1 || row[1] < 1 || row[2] < 1 || !(row[3] > 0) || !(row[4] > 0)) {
-            return InvalidArgument(where + ": measured_gemms rows are [m, n, k, forward TFLOP/s, backward TFLOP/s] "
-                                           "with every entry positive; re-run `scaletrain bench`");
-          }
-          g.measured_gemms.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
-                                      static_cast<int64_t>(row[2]), row[3], row[4]});
-        }
-        for (const auto& row : attention) {
-          if (row[0] < 1 || row[1] < 1 || row[2] < 1 || row[3] < 1 || !(row[4] > 0) || !(row[5] > 0)) {
-            return InvalidArgument(where + ": measured_attention rows are [batch, seq, hidden, heads, forward s, "
-                                           "backward s] with every entry positive; re-run `scaletrain bench`");
-          }
-          g.measured_attention.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
-                                          static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]), row[4], row[5]});
-        }
-        for (const auto& [key, e] : {std::pair<const char*, double>{"matmul_efficiency", g.matmul_efficiency},
-                                     {"hbm_efficiency", g.hbm_efficiency},
-                                     {"attention_efficiency", g.attention_efficiency},
-                                     {"sustained_clock_ratio", g.sustained_clock_ratio}}) {
-          if (!(e > 0 && e <= 1)) {
-            return InvalidArgument(where + ": " + key + Fmt(" = %g", e) +
-                                   " is not a fraction; give a value in (0, 1] (an achieved share of the peak)");
-          }
-        }
-        if (!(g.bf16_tflops > 0 || g.fp16_tflops > 0 || g.fp8_tflops > 0 || g.tf32_tflops > 0 || g.fp32_tflops > 0)) {
-          return InvalidArgument(where + ": no positive matrix rate (bf16_tflops, fp16_tflops, fp8_tflops, "
-                                         "tf32_tflops or fp32_tflops); give at least one");
-        }
-        if (!(g.hbm_tbps > 0)) return InvalidArgument(where + ": hbm_tbps must be positive");
-        if (g.sm_count < 0) return InvalidArgument(where + ": sm_count must be >= 0");
-        gpus_[name] = g;
+        ST_ASSIGN_OR_RETURN(gpus_[name], GpuFromTable(name, *t, where));
       } else if (section == "node") {
-        NodeSpec n;
-        n.name = name;
-        r.Add("gpus_per_node", &n.gpus_per_node, true);
-        r.Add("intra_kind", &n.intra_kind);
-        r.Add("intra_gbps", &n.intra_gbps, true);
-        r.Add("intra_efficiency", &n.intra_efficiency);
-        r.Add("intra_latency_us", &n.intra_latency_us);
-        r.Add("max_power_kw", &n.max_power_kw, true);
-        r.Add("overhead_w", &n.overhead_w);
-        ST_RETURN_IF_ERROR(r.Read(*t));
-        if (n.gpus_per_node <= 0 || n.intra_gbps <= 0) {
-          return InvalidArgument(where + ": gpus_per_node and intra_gbps must be positive");
-        }
-        nodes_[name] = n;
+        ST_ASSIGN_OR_RETURN(nodes_[name], NodeFromTable(name, *t, where));
       } else if (section == "fabric") {
-        FabricSpec f;
-        f.name = name;
-        r.Add("kind", &f.kind);
-        r.Add("nics_per_node", &f.nics_per_node, true);
-        r.Add("nic_gbit", &f.nic_gbit, true);
-        r.Add("efficiency", &f.efficiency);
-        r.Add("latency_us", &f.latency_us);
-        ST_RETURN_IF_ERROR(r.Read(*t));
-        if (f.nics_per_node <= 0 || f.nic_gbit <= 0) {
-          return InvalidArgument(where + ": nics_per_node and nic_gbit must be positive");
-        }
-        fabrics_[name] = f;
+        ST_ASSIGN_OR_RETURN(fabrics_[name], FabricFromTable(name, *t, where));
       } else {
         ClusterRef c;
+        TableReader r(where);
         r.Add("gpu", &c.gpu, true);
         r.Add("node", &c.node, true);
         r.Add("fabric", &c.fabric, true);
@@ -227,7 +288,8 @@ Result<ClusterSpec> HardwareCatalog::Cluster(const std::string& name) const {
   }
   auto f = fabrics_.find(ref.fabric);
   if (f == fabrics_.end()) {
-    return NotFound("cluster " + name + ": " + UnknownNameMessage("fabric", ref.fabric, Keys(fabrics_)));
+    return NotFound("cluster " + name + ": " +
+                    UnknownNameMessage("fabric", ref.fabric, Keys(fabrics_)));
   }
   c.node = n->second;
   c.fabric = f->second;
@@ -242,7 +304,9 @@ Result<ClusterSpec> HardwareCatalog::ClusterForGpu(const std::string& gpu_name) 
   for (const auto& [name, ref] : clusters_) {
     if (ref.gpu == gpu_name) return Cluster(name);
   }
-  return NotFound("GPU '" + gpu_name + "' has no reference_cluster and no cluster preset uses it; add one to configs/hardware");
+  return NotFound(
+      "GPU '" + gpu_name +
+      "' has no reference_cluster and no cluster preset uses it; add one to configs/hardware");
 }
 
 std::vector<std::string> HardwareCatalog::GpuNames() const { return Keys(gpus_); }
@@ -255,7 +319,8 @@ Result<std::string> FindConfigDir() {
   };
   if (const char* env = std::getenv("SCALETRAIN_CONFIG_DIR"); env != nullptr && *env != '\0') {
     if (has_catalog(env)) return std::string(env);
-    return NotFound(std::string("SCALETRAIN_CONFIG_DIR=") + env + " has no hardware/ and models/ folders");
+    return NotFound(std::string("SCALETRAIN_CONFIG_DIR=") + env +
+                    " has no hardware/ and models/ folders");
   }
   if (has_catalog("configs")) return std::string("configs");
   std::error_code ec;
@@ -267,8 +332,10 @@ Result<std::string> FindConfigDir() {
       if (dir == dir.root_path()) break;
     }
   }
-  return NotFound("cannot find the configs/ folder (hardware and model catalogs); run from the repository root, "
-                  "pass --config-dir DIR, or set SCALETRAIN_CONFIG_DIR");
+  return NotFound(
+      "cannot find the configs/ folder (hardware and model catalogs); run from the repository "
+      "root, "
+      "pass --config-dir DIR, or set SCALETRAIN_CONFIG_DIR");
 }
 
 }  // namespace scaletrain::plan

@@ -8,9 +8,12 @@ namespace scaletrain::plan {
 
 const char* RecomputeName(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
@@ -24,9 +27,12 @@ Result<Recompute> RecomputeFromName(const std::string& name) {
 
 const char* GradReduceName(GradReduce g) {
   switch (g) {
-    case GradReduce::kAuto: return "auto";
-    case GradReduce::kFp32: return "fp32";
-    case GradReduce::kCompute: return "compute";
+    case GradReduce::kAuto:
+      return "auto";
+    case GradReduce::kFp32:
+      return "fp32";
+    case GradReduce::kCompute:
+      return "compute";
   }
   return "?";
 }
@@ -35,8 +41,9 @@ Result<GradReduce> GradReduceFromName(const std::string& name) {
   for (GradReduce g : {GradReduce::kAuto, GradReduce::kFp32, GradReduce::kCompute}) {
     if (name == GradReduceName(g)) return g;
   }
-  return InvalidArgument("unknown gradient reduction dtype '" + name +
-                         "'; use fp32, compute (the 16-bit compute precision) or auto (the stack's default)");
+  return InvalidArgument(
+      "unknown gradient reduction dtype '" + name +
+      "'; use fp32, compute (the 16-bit compute precision) or auto (the stack's default)");
 }
 
 const char* GradReduceDtypeName(const Layout& l) {
@@ -46,10 +53,12 @@ const char* GradReduceDtypeName(const Layout& l) {
 }
 
 std::string LayoutToString(const Layout& l) {
-  std::string s = "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp);
+  std::string s =
+      "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp);
   if (l.vpp > 1) s += " vpp=" + std::to_string(l.vpp);
   s += " mb=" + std::to_string(l.micro_batch) + " gb=" + std::to_string(l.global_batch) +
-       " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) + (l.sp ? " sp" : "");
+       " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) +
+       (l.sp ? " sp" : "");
   if (l.gpipe) s += " gpipe";
   if (l.grad_reduce == GradReduce::kCompute && l.precision != Precision::kFP32) {
     s += std::string(" grads=") + GradReduceDtypeName(l);
@@ -90,18 +99,20 @@ Result<Software> SoftwareFromName(const std::string& name) {
     // gradient bucket reduced on the communicator's thread while backward
     // goes on, backward adding straight into the gradient buffer.
     s.flash_attention = false;
-    s.causal_block_rows = 64;  // kRowBlock of src/kernels/cpu/attention.cpp
+    s.causal_block_rows = 64;     // kRowBlock of src/kernels/cpu/attention.cpp
     s.pp_scatter_gather = false;  // src/parallel/pipeline.cpp sends residual_rows x n_embd
     s.zero2_reduce_once_with_pp = true;
     s.framework_gib = 0;
     return s;
   }
-  return InvalidArgument("unknown software stack '" + name + "'; use modern, modern-triton, legacy or cpu");
+  return InvalidArgument("unknown software stack '" + name +
+                         "'; use modern, modern-triton, legacy or cpu");
 }
 
 GradReduce GradReduceFor(const Layout& l, const Software& sw) {
   if (l.grad_reduce != GradReduce::kAuto) return l.grad_reduce;
-  return l.precision == Precision::kFP16 && !sw.fused_grad_accumulation ? GradReduce::kCompute : GradReduce::kFp32;
+  return l.precision == Precision::kFP16 && !sw.fused_grad_accumulation ? GradReduce::kCompute
+                                                                        : GradReduce::kFp32;
 }
 
 std::vector<int64_t> Divisors(int64_t n) {
@@ -133,74 +144,107 @@ std::string Nearest(int64_t v, const std::vector<int64_t>& candidates) {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
-}  // namespace
-
-Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
-  for (auto [what, v] : {std::pair{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"vpp", l.vpp},
-                         {"micro-batch", l.micro_batch}, {"global-batch", l.global_batch}}) {
+// Every size at least 1, ZeRO 0-3.
+Status CheckRanges(const Layout& l) {
+  for (auto [what, v] : {std::pair{"tp", l.tp},
+                         {"pp", l.pp},
+                         {"dp", l.dp},
+                         {"vpp", l.vpp},
+                         {"micro-batch", l.micro_batch},
+                         {"global-batch", l.global_batch}}) {
     if (v < 1) return InvalidArgument(std::string(what) + " must be >= 1, got " + Str(v));
   }
-  if (l.zero < 0 || l.zero > 3) return InvalidArgument("zero must be 0, 1, 2 or 3, got " + Str(l.zero));
-  if (l.num_gpus() != n) {
-    std::string fix;
-    if (n % (l.tp * l.pp) == 0) {
-      fix = "use dp=" + Str(n / (l.tp * l.pp));
-    } else {
-      std::vector<int64_t> ok;
-      for (int64_t d : Divisors(n)) ok.push_back(d);
-      const int64_t tpp = l.tp * l.pp;
-      fix = "tp x pp must divide " + Str(n) + " (nearest valid tp x pp: " + Nearest(tpp, ok) +
-            "), or use a GPU count that tp x pp divides: " + Str(n / tpp * tpp > 0 ? n / tpp * tpp : tpp) + " or " +
-            Str((n / tpp + 1) * tpp);
-    }
-    return InvalidArgument("tp x pp x dp = " + Str(l.tp) + " x " + Str(l.pp) + " x " + Str(l.dp) + " = " +
-                           Str(l.num_gpus()) + " but there are " + Str(n) + " GPUs; " + fix);
+  if (l.zero < 0 || l.zero > 3)
+    return InvalidArgument("zero must be 0, 1, 2 or 3, got " + Str(l.zero));
+  return Status::Ok();
+}
+
+// tp x pp x dp uses the n GPUs; the fix is the dp that does, or the tp x pp
+// or GPU counts that divide.
+Status CheckGpuCount(int64_t n, const Layout& l) {
+  if (l.num_gpus() == n) return Status::Ok();
+  std::string fix;
+  if (n % (l.tp * l.pp) == 0) {
+    fix = "use dp=" + Str(n / (l.tp * l.pp));
+  } else {
+    std::vector<int64_t> ok;
+    for (int64_t d : Divisors(n)) ok.push_back(d);
+    const int64_t tpp = l.tp * l.pp;
+    fix = "tp x pp must divide " + Str(n) + " (nearest valid tp x pp: " + Nearest(tpp, ok) +
+          "), or use a GPU count that tp x pp divides: " +
+          Str(n / tpp * tpp > 0 ? n / tpp * tpp : tpp) + " or " + Str((n / tpp + 1) * tpp);
   }
-  // Tensor parallelism splits heads, KV heads, the MLP width and the vocabulary.
+  return InvalidArgument("tp x pp x dp = " + Str(l.tp) + " x " + Str(l.pp) + " x " + Str(l.dp) +
+                         " = " + Str(l.num_gpus()) + " but there are " + Str(n) + " GPUs; " + fix);
+}
+
+// Tensor parallelism splits heads, KV heads, the MLP width and the
+// vocabulary. The vocabulary is padded to a multiple of tp (as Megatron-LM
+// does), so it never rules a tp out.
+Status CheckTpDividesModel(const ModelSpec& m, const Layout& l) {
+  if (m.n_head % l.tp == 0 && m.n_kv_head % l.tp == 0 && m.ffn_hidden % l.tp == 0)
+    return Status::Ok();
   std::vector<int64_t> tp_ok;
   for (int64_t t : Divisors(m.n_head)) {
     if (m.n_kv_head % t == 0 && m.ffn_hidden % t == 0) tp_ok.push_back(t);
   }
-  // The vocabulary is padded to a multiple of tp (as Megatron-LM does), so
-  // it never rules a tp out.
-  if (m.n_head % l.tp || m.n_kv_head % l.tp || m.ffn_hidden % l.tp) {
-    std::string why = m.n_head % l.tp ? "heads (" + Str(m.n_head) + ")"
-                      : m.n_kv_head % l.tp ? "KV heads (" + Str(m.n_kv_head) + ")"
-                                           : "the MLP width (" + Str(m.ffn_hidden) + ")";
-    return InvalidArgument("tp=" + Str(l.tp) + " does not divide " + why + " of " + m.name +
-                           "; nearest valid tp: " + Nearest(l.tp, tp_ok));
-  }
-  if (l.pp > m.n_layer) {
-    return InvalidArgument("pp=" + Str(l.pp) + " exceeds the " + Str(m.n_layer) + " layers of " + m.name +
-                           "; use pp <= " + Str(m.n_layer));
-  }
-  if (l.sp && l.tp == 1) return InvalidArgument("sequence parallelism needs tp > 1; drop --sp or raise tp");
-  if (l.vpp > 1) {
-    if (l.pp == 1) return InvalidArgument("vpp=" + Str(l.vpp) + " needs pp > 1; use vpp=1");
-    if (l.gpipe) return InvalidArgument("gpipe runs one chunk per stage; use vpp=1 or drop gpipe");
-    // Each stage's layers are cut into vpp equal chunks; stages may differ
-    // by one layer (Llama 3 405B ran 126 layers on 16 stages, interleaved).
-    const int64_t fullest = (m.n_layer + l.pp - 1) / l.pp;
-    if (fullest % l.vpp != 0) {
-      return InvalidArgument("interleaving needs the layers of a stage (" + Str(fullest) + " = ceil(" +
-                             Str(m.n_layer) + " / pp)) divisible by vpp=" + Str(l.vpp) +
-                             "; nearest valid vpp: " + Nearest(l.vpp, Divisors(fullest)));
-    }
-  }
+  std::string why = m.n_head % l.tp      ? "heads (" + Str(m.n_head) + ")"
+                    : m.n_kv_head % l.tp ? "KV heads (" + Str(m.n_kv_head) + ")"
+                                         : "the MLP width (" + Str(m.ffn_hidden) + ")";
+  return InvalidArgument("tp=" + Str(l.tp) + " does not divide " + why + " of " + m.name +
+                         "; nearest valid tp: " + Nearest(l.tp, tp_ok));
+}
+
+// vpp > 1 needs pipeline stages, the interleaved schedule, and each stage's
+// layers cut into vpp equal chunks; stages may differ by one layer (Llama 3
+// 405B ran 126 layers on 16 stages, interleaved).
+Status CheckInterleaving(const ModelSpec& m, const Layout& l) {
+  if (l.vpp == 1) return Status::Ok();
+  if (l.pp == 1) return InvalidArgument("vpp=" + Str(l.vpp) + " needs pp > 1; use vpp=1");
+  if (l.gpipe) return InvalidArgument("gpipe runs one chunk per stage; use vpp=1 or drop gpipe");
+  const int64_t fullest = (m.n_layer + l.pp - 1) / l.pp;
+  if (fullest % l.vpp == 0) return Status::Ok();
+  return InvalidArgument("interleaving needs the layers of a stage (" + Str(fullest) + " = ceil(" +
+                         Str(m.n_layer) + " / pp)) divisible by vpp=" + Str(l.vpp) +
+                         "; nearest valid vpp: " + Nearest(l.vpp, Divisors(fullest)));
+}
+
+// The global batch splits into dp x micro-batch; the fix names the nearest
+// global batches, and the micro-batches that keep this one.
+Status CheckBatchDivides(const Layout& l) {
   const int64_t per_dp = l.dp * l.micro_batch;
-  if (l.global_batch % per_dp != 0) {
-    const int64_t lo = l.global_batch / per_dp * per_dp, hi = lo + per_dp;
-    std::vector<int64_t> mb_ok;
-    if (l.global_batch % l.dp == 0) mb_ok = Divisors(l.global_batch / l.dp);
-    return InvalidArgument("global batch " + Str(l.global_batch) + " is not divisible by dp x micro-batch = " +
-                           Str(l.dp) + " x " + Str(l.micro_batch) + " = " + Str(per_dp) +
-                           "; nearest valid global batch: " + (lo > 0 ? Str(lo) + " or " : "") + Str(hi) +
-                           (mb_ok.empty() ? "" : "; or keep it and use micro-batch " + Nearest(l.micro_batch, mb_ok)));
+  if (l.global_batch % per_dp == 0) return Status::Ok();
+  const int64_t lo = l.global_batch / per_dp * per_dp, hi = lo + per_dp;
+  std::vector<int64_t> mb_ok;
+  if (l.global_batch % l.dp == 0) mb_ok = Divisors(l.global_batch / l.dp);
+  return InvalidArgument(
+      "global batch " + Str(l.global_batch) +
+      " is not divisible by dp x micro-batch = " + Str(l.dp) + " x " + Str(l.micro_batch) + " = " +
+      Str(per_dp) + "; nearest valid global batch: " + (lo > 0 ? Str(lo) + " or " : "") + Str(hi) +
+      (mb_ok.empty() ? "" : "; or keep it and use micro-batch " + Nearest(l.micro_batch, mb_ok)));
+}
+
+}  // namespace
+
+// The checks run in this order, so that a layout with several faults is
+// told about the same one first.
+Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
+  ST_RETURN_IF_ERROR(CheckRanges(l));
+  ST_RETURN_IF_ERROR(CheckGpuCount(n, l));
+  ST_RETURN_IF_ERROR(CheckTpDividesModel(m, l));
+  if (l.pp > m.n_layer) {
+    return InvalidArgument("pp=" + Str(l.pp) + " exceeds the " + Str(m.n_layer) + " layers of " +
+                           m.name + "; use pp <= " + Str(m.n_layer));
   }
+  if (l.sp && l.tp == 1)
+    return InvalidArgument("sequence parallelism needs tp > 1; drop --sp or raise tp");
+  ST_RETURN_IF_ERROR(CheckInterleaving(m, l));
+  ST_RETURN_IF_ERROR(CheckBatchDivides(l));
   if (l.vpp > 1 && l.micro_batches() % l.pp != 0) {
-    return InvalidArgument("the interleaved schedule needs micro-batches per step (" + Str(l.micro_batches()) +
-                           " = global batch / (dp x micro-batch)) to be a multiple of pp=" + Str(l.pp) +
-                           "; change the micro-batch or global batch, or use vpp=1");
+    return InvalidArgument(
+        "the interleaved schedule needs micro-batches per step (" + Str(l.micro_batches()) +
+        " = global batch / (dp x micro-batch)) to be a multiple of pp=" + Str(l.pp) +
+        "; change the micro-batch or global batch, or use vpp=1");
   }
   return Status::Ok();
 }

@@ -18,9 +18,15 @@ namespace scaletrain::plan {
 class TableReader {
  public:
   TableReader(std::string where) : where_(std::move(where)) {}
-  void Add(const char* key, double* out, bool required = false) { fields_.push_back({key, out, required}); }
-  void Add(const char* key, int64_t* out, bool required = false) { fields_.push_back({key, out, required}); }
-  void Add(const char* key, std::string* out, bool required = false) { fields_.push_back({key, out, required}); }
+  void Add(const char* key, double* out, bool required = false) {
+    fields_.push_back({key, out, required});
+  }
+  void Add(const char* key, int64_t* out, bool required = false) {
+    fields_.push_back({key, out, required});
+  }
+  void Add(const char* key, std::string* out, bool required = false) {
+    fields_.push_back({key, out, required});
+  }
   // An array of rows, each an array of exactly `row_len` numbers.
   void Add(const char* key, std::vector<std::vector<double>>* out, size_t row_len) {
     fields_.push_back({key, out, false, row_len});
@@ -34,6 +40,12 @@ class TableReader {
     bool required;
     size_t row_len = 0;
   };
+  // A key of `t` no field has: an error listing the valid keys.
+  Status CheckKeys(const toml::table& t) const;
+  // Reads `n` into the field; false if it holds another type.
+  static bool ReadField(const toml::node& n, const Field& f);
+  // What the field's value must be, for the error: "an integer", ...
+  static std::string Expected(const Field& f);
   std::string where_;
   std::vector<Field> fields_;
 };

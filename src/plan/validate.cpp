@@ -25,7 +25,8 @@ bool Contains(const std::string& hay, const std::string& needle) {
 }
 
 // Splits CSV text into records of fields (quotes may hold commas, newlines, "").
-Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text, const std::string& path) {
+Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text,
+                                                       const std::string& path) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> row;
   std::string field;
@@ -70,10 +71,30 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
   ss << in.rdbuf();
   ST_ASSIGN_OR_RETURN(auto recs, ParseCsv(ss.str(), path));
   if (recs.empty()) return DataLoss(path + " is empty; expected a header line");
-  static const char* kColumns[] = {"id", "source", "model", "params_b", "layers", "hidden", "heads", "seq", "vocab",
-                                   "gpu", "num_gpus", "tp", "pp", "dp", "vpp", "sp", "recompute", "micro_batch",
-                                   "global_batch", "measured_tflops_per_gpu", "measured_mfu", "measured_step_s",
-                                   "measured_tokens_per_s", "notes"};
+  static const char* kColumns[] = {"id",
+                                   "source",
+                                   "model",
+                                   "params_b",
+                                   "layers",
+                                   "hidden",
+                                   "heads",
+                                   "seq",
+                                   "vocab",
+                                   "gpu",
+                                   "num_gpus",
+                                   "tp",
+                                   "pp",
+                                   "dp",
+                                   "vpp",
+                                   "sp",
+                                   "recompute",
+                                   "micro_batch",
+                                   "global_batch",
+                                   "measured_tflops_per_gpu",
+                                   "measured_mfu",
+                                   "measured_step_s",
+                                   "measured_tokens_per_s",
+                                   "notes"};
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < recs[0].size(); ++i) col[recs[0][i]] = i;
   for (const char* c : kColumns) {
@@ -102,7 +123,8 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
     auto integer = [&](const char* name, int64_t* out) -> Status {
       double d = 0;
       ST_RETURN_IF_ERROR(num(name, &d));
-      if (d != std::floor(d)) return InvalidArgument(where + ": column " + name + " must be a whole number");
+      if (d != std::floor(d))
+        return InvalidArgument(where + ": column " + name + " must be a whole number");
       *out = static_cast<int64_t>(d);
       return Status::Ok();
     };
@@ -110,10 +132,18 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
     run.id = get("id"), run.source = get("source"), run.model = get("model"), run.gpu = get("gpu");
     run.notes = get("notes"), run.sp = Lower(get("sp")), run.recompute = Lower(get("recompute"));
     ST_RETURN_IF_ERROR(num("params_b", &run.params_b));
-    for (auto [name, out] : {std::pair{"layers", &run.layers}, {"hidden", &run.hidden}, {"heads", &run.heads},
-                             {"seq", &run.seq}, {"vocab", &run.vocab}, {"num_gpus", &run.num_gpus},
-                             {"tp", &run.tp}, {"pp", &run.pp}, {"dp", &run.dp}, {"vpp", &run.vpp},
-                             {"micro_batch", &run.micro_batch}, {"global_batch", &run.global_batch}}) {
+    for (auto [name, out] : {std::pair{"layers", &run.layers},
+                             {"hidden", &run.hidden},
+                             {"heads", &run.heads},
+                             {"seq", &run.seq},
+                             {"vocab", &run.vocab},
+                             {"num_gpus", &run.num_gpus},
+                             {"tp", &run.tp},
+                             {"pp", &run.pp},
+                             {"dp", &run.dp},
+                             {"vpp", &run.vpp},
+                             {"micro_batch", &run.micro_batch},
+                             {"global_batch", &run.global_batch}}) {
       ST_RETURN_IF_ERROR(integer(name, out));
     }
     ST_RETURN_IF_ERROR(num("measured_tflops_per_gpu", &run.tflops_per_gpu));
@@ -121,84 +151,139 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
     ST_RETURN_IF_ERROR(num("measured_step_s", &run.step_s));
     ST_RETURN_IF_ERROR(num("measured_tokens_per_s", &run.tokens_per_s));
     if (run.num_gpus <= 0 || run.global_batch <= 0 || run.gpu.empty()) {
-      return InvalidArgument(where + " (" + run.id + "): gpu, num_gpus and global_batch are required");
+      return InvalidArgument(where + " (" + run.id +
+                             "): gpu, num_gpus and global_batch are required");
     }
     runs.push_back(std::move(run));
   }
   return runs;
 }
 
+namespace {
+
+// The model: a preset when the row names one, else GPT-style blocks from the
+// dimension columns (the CSV README's rule); the row's sequence length.
+Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_dir) {
+  ModelSpec spec;
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(config_dir) / "models" / (run.model + ".toml"),
+                              ec)) {
+    ST_ASSIGN_OR_RETURN(ModelPreset p, LoadModel(run.model, config_dir));
+    spec = p.spec;
+  } else {
+    ST_ASSIGN_OR_RETURN(
+        spec, GptSpecFromDims(run.model, run.layers, run.hidden, run.heads, run.seq, run.vocab));
+  }
+  if (run.seq > 0) spec.block_size = run.seq;
+  return spec;
+}
+
+// Megatron-LM 2021 and BLOOM's Megatron-DeepSpeed predate FlashAttention and
+// overlapped gradient reduction, and counted TFLOP/s with the recomputed
+// forward included. Korthikanti et al. 2022 ran Megatron-LM of 2022: the
+// same unfused attention and gradient accumulation, plus sequence
+// parallelism and selective recomputation (which the rows state).
+bool RanLegacyStack(const PublishedRun& run) {
+  return Contains(run.source, "Narayanan") || Contains(run.source, "BLOOM") ||
+         Contains(run.source, "Korthikanti");
+}
+
+// The software the run used, from its source. MosaicML's llm-foundry runs
+// train MPT with its Triton FlashAttention (`attn_impl: triton` in the yamls
+// the source cites).
+Result<Software> RunSoftware(const PublishedRun& run) {
+  const bool triton_attention = Contains(run.source, "llm-foundry");
+  return SoftwareFromName(RanLegacyStack(run) ? "legacy"
+                          : triton_attention  ? "modern-triton"
+                                              : "modern");
+}
+
+// The knobs the row states, held fixed in the search; the rest is searched.
+Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
+  if (run.tp > 0) o->tp = run.tp;
+  if (run.pp > 0) o->pp = run.pp;
+  if (run.dp > 0) o->dp = run.dp;
+  if (run.vpp > 0) o->vpp = run.vpp;
+  if (run.micro_batch > 0) o->micro_batch = run.micro_batch;
+  if (!run.sp.empty()) o->sp = run.sp == "true" || run.sp == "1" || run.sp == "on";
+  if (!run.recompute.empty()) {
+    ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(run.recompute));
+    o->recompute = rc;
+  }
+  return Status::Ok();
+}
+
+// Precision, gradient reduction and ZeRO stage, from the notes and the
+// source.
+void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
+  // The compute precision where the notes state it, fp16 for Narayanan et
+  // al. 2021 (their released scripts, Megatron-LM examples/sc21/CONFIG.sh,
+  // pass --fp16), bf16 otherwise. The A100 and H100 rates are the same for
+  // both; the gradient buffer and its reduction are not (GradReduceFor).
+  if (Contains(run.notes, "fp16") || Contains(run.source, "Narayanan"))
+    o->precision = Precision::kFP16;
+  // Composer's FSDP mixed precision (the MosaicML rows' `prec=.../DEFAULT`
+  // or `/PURE`): DEFAULT reduces gradients in fp32, PURE in the compute
+  // precision.
+  if (Contains(run.notes, "/PURE")) o->grad_reduce = GradReduce::kCompute;
+  if (Contains(run.notes, "/DEFAULT")) o->grad_reduce = GradReduce::kFp32;
+  if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3")) {
+    o->zero = 3;
+  } else if (Contains(run.notes, "ZeRO-2")) {
+    o->zero = 2;
+  } else if (Contains(run.notes, "ZeRO-1")) {
+    o->zero = 1;
+  }
+  if (legacy) {
+    // Narayanan et al.'s FLOP count assumes full recomputation (their
+    // appendix); neither stack had sequence parallelism or ZeRO beyond what
+    // the notes say.
+    if (!o->recompute) o->recompute = Recompute::kFull;
+    if (!o->sp) o->sp = false;
+    if (!o->zero) o->zero = 0;
+  }
+}
+
+// Compares the prediction on the figure the source measured: step time,
+// tokens/s, TFLOP/s per GPU (with recomputation for the legacy stacks, as
+// they counted) or MFU, the first the row has.
+Status CompareMeasured(const PublishedRun& run, bool legacy, ValidationRow* row) {
+  const Prediction& p = row->prediction;
+  if (run.step_s > 0) {
+    row->metric = "step_s", row->measured = run.step_s, row->predicted = p.step_time_s;
+  } else if (run.tokens_per_s > 0) {
+    row->metric = "tokens_per_s", row->measured = run.tokens_per_s, row->predicted = p.tokens_per_s;
+  } else if (run.tflops_per_gpu > 0) {
+    row->metric = "tflops_per_gpu", row->measured = run.tflops_per_gpu;
+    row->predicted = legacy ? p.hw_tflops_per_gpu : p.tflops_per_gpu;
+  } else if (run.mfu > 0) {
+    row->metric = "mfu", row->measured = run.mfu, row->predicted = p.mfu;
+  } else {
+    return InvalidArgument(run.id +
+                           ": the row has no measured step time, tokens/s, TFLOP/s or MFU");
+  }
+  row->error_pct = 100.0 * (row->predicted - row->measured) / row->measured;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
                                   const std::string& config_dir) {
   ValidationRow row;
   row.run = run;
-  // The model: a preset when the row names one, else GPT-style blocks from
-  // the dimension columns (the CSV README's rule).
-  ModelSpec spec;
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::path(config_dir) / "models" / (run.model + ".toml"), ec)) {
-    ST_ASSIGN_OR_RETURN(ModelPreset p, LoadModel(run.model, config_dir));
-    spec = p.spec;
-  } else {
-    ST_ASSIGN_OR_RETURN(spec, GptSpecFromDims(run.model, run.layers, run.hidden, run.heads, run.seq, run.vocab));
-  }
-  if (run.seq > 0) spec.block_size = run.seq;
+  ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, catalog.ClusterForGpu(run.gpu));
-
-  // The software the run used, from its source: Megatron-LM 2021 and BLOOM's
-  // Megatron-DeepSpeed predate FlashAttention and overlapped gradient
-  // reduction, and counted TFLOP/s with the recomputed forward included.
-  // Korthikanti et al. 2022 ran Megatron-LM of 2022: the same unfused
-  // attention and gradient accumulation, plus sequence parallelism and
-  // selective recomputation (which the rows state).
-  const bool legacy =
-      Contains(run.source, "Narayanan") || Contains(run.source, "BLOOM") || Contains(run.source, "Korthikanti");
-  // MosaicML's llm-foundry runs train MPT with its Triton FlashAttention
-  // (`attn_impl: triton` in the yamls the source cites).
-  const bool triton_attention = Contains(run.source, "llm-foundry");
-  ST_ASSIGN_OR_RETURN(Software sw,
-                      SoftwareFromName(legacy ? "legacy" : triton_attention ? "modern-triton" : "modern"));
+  const bool legacy = RanLegacyStack(run);
+  ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run));
   row.stack = sw.name;
 
   SearchOptions o;
   o.num_gpus = run.num_gpus;
   o.global_batch = run.global_batch;
   o.top_k = 1;
-  if (run.tp > 0) o.tp = run.tp;
-  if (run.pp > 0) o.pp = run.pp;
-  if (run.dp > 0) o.dp = run.dp;
-  if (run.vpp > 0) o.vpp = run.vpp;
-  if (run.micro_batch > 0) o.micro_batch = run.micro_batch;
-  if (!run.sp.empty()) o.sp = run.sp == "true" || run.sp == "1" || run.sp == "on";
-  if (!run.recompute.empty()) {
-    ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(run.recompute));
-    o.recompute = rc;
-  }
-  // The compute precision where the notes state it, fp16 for Narayanan et
-  // al. 2021 (their released scripts, Megatron-LM examples/sc21/CONFIG.sh,
-  // pass --fp16), bf16 otherwise. The A100 and H100 rates are the same for
-  // both; the gradient buffer and its reduction are not (GradReduceFor).
-  if (Contains(run.notes, "fp16") || Contains(run.source, "Narayanan")) o.precision = Precision::kFP16;
-  // Composer's FSDP mixed precision (the MosaicML rows' `prec=.../DEFAULT`
-  // or `/PURE`): DEFAULT reduces gradients in fp32, PURE in the compute
-  // precision.
-  if (Contains(run.notes, "/PURE")) o.grad_reduce = GradReduce::kCompute;
-  if (Contains(run.notes, "/DEFAULT")) o.grad_reduce = GradReduce::kFp32;
-  if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3")) {
-    o.zero = 3;
-  } else if (Contains(run.notes, "ZeRO-2")) {
-    o.zero = 2;
-  } else if (Contains(run.notes, "ZeRO-1")) {
-    o.zero = 1;
-  }
-  if (legacy) {
-    // Narayanan et al.'s FLOP count assumes full recomputation (their
-    // appendix); neither stack had sequence parallelism or ZeRO beyond what
-    // the notes say.
-    if (!o.recompute) o.recompute = Recompute::kFull;
-    if (!o.sp) o.sp = false;
-    if (!o.zero) o.zero = 0;
-  }
+  ST_RETURN_IF_ERROR(SetStatedLayout(run, &o));
+  SetStatedStack(run, legacy, &o);
   CostModel model(spec, cluster, sw);
   ST_ASSIGN_OR_RETURN(SearchResult sr, SearchLayouts(model, o));
   if (sr.top.empty() && !sr.fastest_unfit) {
@@ -206,20 +291,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   }
   row.fits = !sr.top.empty();
   row.prediction = row.fits ? sr.top[0] : *sr.fastest_unfit;
-  const Prediction& p = row.prediction;
-  if (run.step_s > 0) {
-    row.metric = "step_s", row.measured = run.step_s, row.predicted = p.step_time_s;
-  } else if (run.tokens_per_s > 0) {
-    row.metric = "tokens_per_s", row.measured = run.tokens_per_s, row.predicted = p.tokens_per_s;
-  } else if (run.tflops_per_gpu > 0) {
-    row.metric = "tflops_per_gpu", row.measured = run.tflops_per_gpu;
-    row.predicted = legacy ? p.hw_tflops_per_gpu : p.tflops_per_gpu;
-  } else if (run.mfu > 0) {
-    row.metric = "mfu", row.measured = run.mfu, row.predicted = p.mfu;
-  } else {
-    return InvalidArgument(run.id + ": the row has no measured step time, tokens/s, TFLOP/s or MFU");
-  }
-  row.error_pct = 100.0 * (row.predicted - row.measured) / row.measured;
+  ST_RETURN_IF_ERROR(CompareMeasured(run, legacy, &row));
   return row;
 }
 
