@@ -608,6 +608,20 @@ TEST(PlanTerms, StageMemoryCollectsItsParts) {
   EXPECT_DOUBLE_EQ(mem.Total(), 1004 * (2 + 4 + 12) + mem.activations);
 }
 
+TEST(PlanTerms, ElementBytesOfActivationsAndGradients) {
+  EXPECT_EQ(ActivationElemBytes(Precision::kBF16), 2);
+  EXPECT_EQ(ActivationElemBytes(Precision::kFP32), 4);
+  Layout l;  // bf16, gradients reduced as the stack does by default: fp32
+  EXPECT_EQ(GradElemBytes(l, Stack("modern")), 4);
+  l.grad_reduce = GradReduce::kCompute;  // --grad-reduce compute: bf16
+  EXPECT_EQ(GradElemBytes(l, Stack("modern")), 2);
+  l.precision = Precision::kFP32;  // fp32 training has no 16-bit gradients
+  EXPECT_EQ(GradElemBytes(l, Stack("modern")), 4);
+  // Megatron-LM's fp16 default keeps an fp16 gradient buffer.
+  l.precision = Precision::kFP16, l.grad_reduce = GradReduce::kAuto;
+  EXPECT_EQ(GradElemBytes(l, Stack("legacy")), 2);
+}
+
 TEST(PlanTerms, LayerShapeOfAModelAndLayout) {
   const ModelSpec m = SmallGpt();
   Layout l;
@@ -620,6 +634,7 @@ TEST(PlanTerms, LayerShapeOfAModelAndLayout) {
   EXPECT_EQ(s.elem_bytes, 4);
   EXPECT_TRUE(s.sp);
   EXPECT_FALSE(s.swiglu);
+  EXPECT_EQ(TpPaddedSpec(m, 8).padded_vocab_size, 104);
 }
 
 }  // namespace
