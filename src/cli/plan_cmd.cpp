@@ -215,8 +215,9 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     if (!o.bucket_mb) f.bucket_mb = pc.bucket_mb;
     if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
   }
-  if (!(f.bucket_mb > 0))
+  if (!(f.bucket_mb > 0)) {
     return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
+  }
   if (f.gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
   return f;
 }

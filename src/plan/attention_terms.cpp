@@ -61,8 +61,9 @@ PassSeconds UnfusedAttentionSeconds(const LayerShape& s, const Software& sw, con
 PassSeconds AttentionSeconds(const LayerShape& s, const GpuSpec& gpu, const Software& sw,
                              const GpuRates& r) {
   if (sw.flash_attention) return FlashAttentionSeconds(s, gpu, sw);
-  if (const GpuSpec::MeasuredAttention* a = MeasuredAttentionFor(gpu, s))
+  if (const GpuSpec::MeasuredAttention* a = MeasuredAttentionFor(gpu, s)) {
     return {a->fwd_s, a->bwd_s};
+  }
   return UnfusedAttentionSeconds(s, sw, r);
 }
 

@@ -23,8 +23,9 @@ double TpSecondsPerMicroBatch(const std::vector<DpCollective>& cs, StepPhase pha
                               const Link& link, int64_t micro_batches) {
   double time = 0;
   for (const DpCollective& c : cs) {
-    if (c.phase == phase)
+    if (c.phase == phase) {
       time += c.RingBytes(tp) / link.bytes_per_s + static_cast<double>(c.calls) * link.latency_s;
+    }
   }
   return time / static_cast<double>(micro_batches);
 }

@@ -199,8 +199,9 @@ PassSeconds StageComputeSeconds(const RankParams& stage, const MicroBatchSeconds
   double fwd = n * mb.layer.fwd, bwd = n * mb.layer.bwd;
   if (stage.embedding) fwd += mb.embedding, bwd += mb.embedding;
   if (stage.head) fwd += mb.head.fwd, bwd += mb.head.bwd;
-  if (!sw.fused_grad_accumulation)
+  if (!sw.fused_grad_accumulation) {
     bwd += GradAccumulationSeconds(stage.numel, grad_elem_bytes, hbm_bytes_per_s);
+  }
   return {fwd, bwd};
 }
 

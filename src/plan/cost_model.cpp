@@ -30,8 +30,9 @@ std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
   for (size_t i = 0; i < stages.size(); ++i) {
     const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
     collectives[i].tp = TensorParallelStepCollectives(rank_spec, shard, stages[i], o);
-    if (l.pp > 1)
+    if (l.pp > 1) {
       collectives[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], schedule, o);
+    }
   }
   return collectives;
 }
@@ -53,9 +54,10 @@ void SetDpCollectives(const std::vector<RankParams>& stages, const Layout& l, in
   std::map<int64_t, std::pair<std::vector<DpCollective>, int64_t>> by_numel;
   for (size_t i = 0; i < stages.size(); ++i) {
     auto [it, added] = by_numel.try_emplace(stages[i].numel);
-    if (added)
+    if (added) {
       it->second.first =
           DpStepCollectivesFor(stages[i].numel, l, reductions, grad_elem_bytes, &it->second.second);
+    }
     p->stage_collectives[i].dp = it->second.first;
   }
   const auto& [collectives, num_buckets] = by_numel.at(stages[fullest].numel);
@@ -152,9 +154,10 @@ const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t tp, int6
       if (v % pp == s) ++kind[static_cast<size_t>(2 + v / pp)];
     }
     auto [it, added] = kinds.try_emplace(std::move(kind));
-    if (added)
+    if (added) {
       it->second =
           SummarizeRankLayout(spec, BuildRankLayout(spec, ModelShard{tp, 0, pp, s, vpp, false}));
+    }
     st.push_back(it->second);
   }
   return stages_.emplace(key, std::move(st)).first->second;
@@ -276,8 +279,9 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   // Bytes sent: TP the slowest stage's, PP the stage that sends the most.
   p.comm_bytes.tp = RingBytesSum(p.stage_collectives[slowest.index].tp, l.tp);
   p.tp_payload_bytes = PayloadBytes(p.stage_collectives[slowest.index].tp);
-  for (const auto& sc : p.stage_collectives)
+  for (const auto& sc : p.stage_collectives) {
     p.comm_bytes.pp = std::max(p.comm_bytes.pp, RingBytesSum(sc.pp, l.pp));
+  }
   p.comm_bytes.dp = dp_bytes.sent;
   p.comm_to_compute =
       (p.time_s.tp_comm + p.time_s.pp_comm + dp.total) / (p.time_s.compute + p.time_s.recompute);

@@ -87,8 +87,9 @@ std::string UnknownNameMessage(const std::string& what, const std::string& name,
     size_t d = EditDistance(name, k);
     if (d < best_d) best_d = d, best = k;
   }
-  if (!best.empty() && best_d <= std::max<size_t>(2, name.size() / 3))
+  if (!best.empty() && best_d <= std::max<size_t>(2, name.size() / 3)) {
     msg += "; did you mean '" + best + "'?";
+  }
   msg += " known: ";
   for (size_t i = 0; i < known.size(); ++i) msg += (i ? ", " : "") + known[i];
   return msg;

@@ -154,8 +154,9 @@ Status CheckRanges(const Layout& l) {
                          {"global-batch", l.global_batch}}) {
     if (v < 1) return InvalidArgument(std::string(what) + " must be >= 1, got " + Str(v));
   }
-  if (l.zero < 0 || l.zero > 3)
+  if (l.zero < 0 || l.zero > 3) {
     return InvalidArgument("zero must be 0, 1, 2 or 3, got " + Str(l.zero));
+  }
   return Status::Ok();
 }
 
@@ -182,8 +183,9 @@ Status CheckGpuCount(int64_t n, const Layout& l) {
 // vocabulary. The vocabulary is padded to a multiple of tp (as Megatron-LM
 // does), so it never rules a tp out.
 Status CheckTpDividesModel(const ModelSpec& m, const Layout& l) {
-  if (m.n_head % l.tp == 0 && m.n_kv_head % l.tp == 0 && m.ffn_hidden % l.tp == 0)
+  if (m.n_head % l.tp == 0 && m.n_kv_head % l.tp == 0 && m.ffn_hidden % l.tp == 0) {
     return Status::Ok();
+  }
   std::vector<int64_t> tp_ok;
   for (int64_t t : Divisors(m.n_head)) {
     if (m.n_kv_head % t == 0 && m.ffn_hidden % t == 0) tp_ok.push_back(t);
@@ -236,8 +238,9 @@ Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
     return InvalidArgument("pp=" + Str(l.pp) + " exceeds the " + Str(m.n_layer) + " layers of " +
                            m.name + "; use pp <= " + Str(m.n_layer));
   }
-  if (l.sp && l.tp == 1)
+  if (l.sp && l.tp == 1) {
     return InvalidArgument("sequence parallelism needs tp > 1; drop --sp or raise tp");
+  }
   ST_RETURN_IF_ERROR(CheckInterleaving(m, l));
   ST_RETURN_IF_ERROR(CheckBatchDivides(l));
   if (l.vpp > 1 && l.micro_batches() % l.pp != 0) {

@@ -18,18 +18,24 @@ std::string Pct(double part, double whole) {
 // The biggest non-compute share of a prediction's step, in words.
 std::string LimiterText(const Prediction& p) {
   const auto& t = p.time_s;
-  if (p.limiter == "bubble")
+  if (p.limiter == "bubble") {
     return "pipeline bubble " + Pct(t.bubble, p.step_time_s) + " of the step";
-  if (p.limiter == "tp_comm")
+  }
+  if (p.limiter == "tp_comm") {
     return "exposed TP communication " + Pct(t.tp_comm, p.step_time_s) + " of the step";
-  if (p.limiter == "dp_comm")
+  }
+  if (p.limiter == "dp_comm") {
     return "exposed DP communication " + Pct(t.dp_comm, p.step_time_s) + " of the step";
-  if (p.limiter == "pp_comm")
+  }
+  if (p.limiter == "pp_comm") {
     return "pipeline transfers " + Pct(t.pp_comm, p.step_time_s) + " of the step";
-  if (p.limiter == "recompute")
+  }
+  if (p.limiter == "recompute") {
     return "recomputation " + Pct(t.recompute, p.step_time_s) + " of the step";
-  if (p.limiter == "optimizer")
+  }
+  if (p.limiter == "optimizer") {
     return "optimizer step " + Pct(t.optimizer, p.step_time_s) + " of the step";
+  }
   return "compute-bound (MFU " + Pct(p.mfu, 1.0) + ")";
 }
 
@@ -194,8 +200,9 @@ std::vector<FamilyVerdict> RankFamilies(
 
 Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
   if (opt.num_gpus < 1) return InvalidArgument("the search needs --gpus >= 1");
-  if (opt.global_batch < 1)
+  if (opt.global_batch < 1) {
     return InvalidArgument("the search needs a global batch >= 1 (--global-batch)");
+  }
   SearchResult res;
   std::map<std::pair<int64_t, int64_t>, FamilyVerdict> fams;  // by (tp, pp)
   std::vector<Prediction> fitting;

@@ -87,8 +87,9 @@ Status TableReader::Read(const toml::table& t) const {
       if (f.required) return InvalidArgument(where_ + ": missing required key '" + f.key + "'");
       continue;
     }
-    if (!ReadField(*n, f))
+    if (!ReadField(*n, f)) {
       return InvalidArgument(where_ + ": key '" + f.key + "' must be " + Expected(f));
+    }
   }
   return Status::Ok();
 }

@@ -123,8 +123,9 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
     auto integer = [&](const char* name, int64_t* out) -> Status {
       double d = 0;
       ST_RETURN_IF_ERROR(num(name, &d));
-      if (d != std::floor(d))
+      if (d != std::floor(d)) {
         return InvalidArgument(where + ": column " + name + " must be a whole number");
+      }
       *out = static_cast<int64_t>(d);
       return Status::Ok();
     };
@@ -220,8 +221,9 @@ void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
   // al. 2021 (their released scripts, Megatron-LM examples/sc21/CONFIG.sh,
   // pass --fp16), bf16 otherwise. The A100 and H100 rates are the same for
   // both; the gradient buffer and its reduction are not (GradReduceFor).
-  if (Contains(run.notes, "fp16") || Contains(run.source, "Narayanan"))
+  if (Contains(run.notes, "fp16") || Contains(run.source, "Narayanan")) {
     o->precision = Precision::kFP16;
+  }
   // Composer's FSDP mixed precision (the MosaicML rows' `prec=.../DEFAULT`
   // or `/PURE`): DEFAULT reduces gradients in fp32, PURE in the compute
   // precision.
