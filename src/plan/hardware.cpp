@@ -102,21 +102,26 @@ namespace {
 Status AddMeasurements(const std::vector<std::vector<double>>& gemms,
                        const std::vector<std::vector<double>>& attention, const std::string& where,
                        GpuSpec* g) {
+  // A count the rows store as int64: at least 1 and below 2^63 (casting NaN
+  // or a larger value is undefined behaviour).
+  const auto count = [](double v) { return v >= 1 && v < 9223372036854775808.0; };
   for (const auto& row : gemms) {
-    if (row[0] < 1 || row[1] < 1 || row[2] < 1 || !(row[3] > 0) || !(row[4] > 0)) {
+    if (!count(row[0]) || !count(row[1]) || !count(row[2]) || !(row[3] > 0) || !(row[4] > 0)) {
       return InvalidArgument(
           where +
           ": measured_gemms rows are [m, n, k, forward TFLOP/s, backward TFLOP/s] "
-          "with every entry positive; re-run `scaletrain bench`");
+          "with every entry positive (m, n, k below 2^63); re-run `scaletrain bench`");
     }
     g->measured_gemms.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
                                  static_cast<int64_t>(row[2]), row[3], row[4]});
   }
   for (const auto& row : attention) {
-    if (row[0] < 1 || row[1] < 1 || row[2] < 1 || row[3] < 1 || !(row[4] > 0) || !(row[5] > 0)) {
+    if (!count(row[0]) || !count(row[1]) || !count(row[2]) || !count(row[3]) || !(row[4] > 0) ||
+        !(row[5] > 0)) {
       return InvalidArgument(where +
                              ": measured_attention rows are [batch, seq, hidden, heads, forward s, "
-                             "backward s] with every entry positive; re-run `scaletrain bench`");
+                             "backward s] with every entry positive (counts below 2^63); re-run "
+                             "`scaletrain bench`");
     }
     g->measured_attention.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
                                      static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]),

@@ -1,5 +1,7 @@
 #include "plan/toml_util.h"
 
+#include <cmath>
+
 namespace scaletrain::plan {
 
 namespace {
@@ -17,8 +19,11 @@ bool ReadValue(const toml::node& n, int64_t* out) {
     *out = *n.value<int64_t>();
     return true;
   }
-  if (auto v = n.value<double>(); v && *v == static_cast<double>(static_cast<int64_t>(*v))) {
-    *out = static_cast<int64_t>(*v);  // 175.0e9-style whole numbers
+  // 175.0e9-style whole numbers, within int64: casting a value outside it
+  // (or NaN) is undefined behaviour, not a number to read.
+  if (auto v = n.value<double>();
+      v && *v >= -9223372036854775808.0 && *v < 9223372036854775808.0 && *v == std::trunc(*v)) {
+    *out = static_cast<int64_t>(*v);
     return true;
   }
   return false;

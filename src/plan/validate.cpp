@@ -126,6 +126,11 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
       if (d != std::floor(d)) {
         return InvalidArgument(where + ": column " + name + " must be a whole number");
       }
+      // Beyond int64 the cast below is undefined behaviour, not a large count.
+      if (!(std::fabs(d) < 9223372036854775808.0)) {
+        return InvalidArgument(where + ": column " + name + " = '" + get(name) +
+                               "' is too large for a count; give a whole number below 2^63");
+      }
       *out = static_cast<int64_t>(d);
       return Status::Ok();
     };
