@@ -156,6 +156,20 @@ Result<std::unique_ptr<TokenShard>> TokenShard::Open(const std::string& path) {
   shard->tokens_ = static_cast<const char*>(map) + kHeaderBytes;
   shard->num_tokens_ = count;
   shard->version_ = version;
+  // One pass over the tokens: their largest id (the trainer checks it
+  // against the vocabulary) and, in a uint32 shard, none read as negative.
+  int32_t max_token = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t t = shard->token(i);
+    if (t < 0) {
+      return DataLoss("token shard " + path + " holds token id " +
+                      std::to_string(static_cast<uint32_t>(t)) + " at index " + std::to_string(i) +
+                      ", above the largest id a shard may hold (2147483647): the file is corrupt; " +
+                      kPrepareHint);
+    }
+    max_token = std::max(max_token, t);
+  }
+  shard->max_token_ = max_token;
   return shard;
 }
 
@@ -190,10 +204,7 @@ Result<std::unique_ptr<TokenDataset>> TokenDataset::Open(const std::string& patt
     ST_ASSIGN_OR_RETURN(std::unique_ptr<TokenShard> shard, TokenShard::Open(p));
     ds->starts_.push_back(ds->total_);
     ds->total_ += shard->num_tokens();
-    int32_t max_token = ds->max_token_;
-    const int64_t n = shard->num_tokens();
-    for (int64_t i = 0; i < n; ++i) max_token = std::max(max_token, shard->token(i));
-    ds->max_token_ = max_token;
+    ds->max_token_ = std::max(ds->max_token_, shard->max_token());
     ds->shards_.push_back(std::move(shard));
   }
   return ds;

@@ -28,9 +28,10 @@ constexpr int64_t kShardHeaderInts = 256;
 // Version 1 (uint16) when every token < 65536, else version 2 (uint32).
 Status WriteTokenShard(const std::string& path, const std::vector<int32_t>& tokens);
 
-// One memory-mapped shard. Open() validates the header (magic, version) and
-// that the file holds exactly the announced tokens; a truncated file is a
-// DataLoss error naming the file, the expected and actual sizes, and the fix.
+// One memory-mapped shard. Open() validates the header (magic, version),
+// that the file holds exactly the announced tokens, and that every token is
+// a valid id (a version-2 token above 2^31-1 is corrupt: ids are int32); a
+// violation is a DataLoss error naming the file, what is wrong, and the fix.
 class TokenShard {
  public:
   static Result<std::unique_ptr<TokenShard>> Open(const std::string& path);
@@ -39,6 +40,7 @@ class TokenShard {
   TokenShard& operator=(const TokenShard&) = delete;
 
   int64_t num_tokens() const { return num_tokens_; }
+  int32_t max_token() const { return max_token_; }  // largest id present (0 if none)
   int32_t version() const { return version_; }
   const std::string& path() const { return path_; }
   int32_t token(int64_t i) const {
@@ -53,6 +55,7 @@ class TokenShard {
   size_t map_bytes_ = 0;
   const void* tokens_ = nullptr;
   int64_t num_tokens_ = 0;
+  int32_t max_token_ = 0;
   int32_t version_ = 1;
 };
 
