@@ -48,15 +48,16 @@ uint64_t DecodeU64Le(const unsigned char* p) {
   return v;
 }
 
-// numel(shape) * element size, or false on a negative dim or overflow.
+// numel(shape) * element size, or false on a negative dim or overflow. The
+// element count must fit int64 as NumElements computes it, dim by dim: with
+// a zero dim last, [2^62, 2, 0] holds no bytes but overflows on the way.
 bool TensorBytes(const Shape& shape, DType dtype, uint64_t* bytes) {
-  uint64_t n = DTypeSizeBytes(dtype);
+  int64_t numel = 1;
   for (int64_t d : shape) {
     if (d < 0) return false;
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
+    if (__builtin_mul_overflow(numel, d, &numel)) return false;
   }
-  *bytes = n;
-  return true;
+  return !__builtin_mul_overflow(static_cast<uint64_t>(numel), DTypeSizeBytes(dtype), bytes);
 }
 
 bool ReadU64(const nlohmann::json& j, uint64_t* out) {
