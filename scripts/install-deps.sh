@@ -6,7 +6,7 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(
   build-essential cmake pkg-config git
   libopenblas-openmp-dev libdnnl-dev
-  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev
   libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
   # reference checks (PyTorch on the CPU) and the benchmarks

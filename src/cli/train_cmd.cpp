@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/config.h"
+#include "train/stop_signals.h"
 #include "train/trainer.h"
 
 namespace scaletrain::cli {
@@ -34,7 +35,8 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--set", args->sets, "override a config value: section.key=value (repeatable)");
   cmd->add_option("--run-dir", args->run_dir, "output directory (default runs/<config>-<time>)");
   cmd->add_option("--resume", args->resume,
-                  "continue from a checkpoint directory, or the newest valid one in a run directory");
+                  "continue from a checkpoint directory, or the newest intact one in a run "
+                  "directory; 'auto': the newest intact one in --run-dir if any, else start");
   cmd->add_flag("--quiet", args->quiet, "no per-step lines");
   cmd->add_option("--trace", args->trace,
                   "write a Chrome trace (Perfetto) per rank; %r in the name is the rank");
@@ -52,6 +54,7 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
     if (opts.run_dir.empty() && opts.resume.empty()) opts.run_dir = DefaultRunDir(args->config);
     opts.quiet = args->quiet;
     opts.trace = args->trace;
+    StopSignals::Install();
     auto r = RunTraining(opts);
     if (!r.ok()) {
       // Start-up errors are the same on every rank: rank 0 reports them.
@@ -66,6 +69,19 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
         std::this_thread::sleep_for(std::chrono::seconds(5));
       }
       *exit_code = 1;
+      return;
+    }
+    if (r->preempted) {
+      // Every rank exits with this code, so a launcher that reports the
+      // first non-zero exit reports it.
+      *exit_code = kExitPreempted;
+      if (r->rank != 0) return;
+      std::printf(
+          "stopped by %s after %lld steps; checkpoint %s; continue with --resume auto "
+          "(exit code %d)\n",
+          SignalName(r->stop_signal), static_cast<long long>(r->steps_run),
+          r->last_checkpoint.c_str(), kExitPreempted);
+      std::fflush(stdout);
       return;
     }
     if (r->rank != 0) return;

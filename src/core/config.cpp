@@ -50,7 +50,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "bucket_mb", c.parallel.bucket_mb);
   f("parallel", "comm_timeout_s", c.parallel.comm_timeout_s);
   f("checkpoint", "interval", c.checkpoint.interval);
-  f("checkpoint", "keep", c.checkpoint.keep);
+  f("checkpoint", "keep_last", c.checkpoint.keep_last);
 }
 
 template <typename T>
@@ -160,6 +160,12 @@ Result<RunConfig> ParseRunConfig(const std::string& toml_text,
     for (const auto& [k, _] : *t) {
       std::string key(k.str());
       if (std::find(it->second.begin(), it->second.end(), key) == it->second.end()) {
+        if (sec == "checkpoint" && key == "keep") {
+          return InvalidArgument(
+              source_name +
+              ": checkpoint.keep is now checkpoint.keep_last (old checkpoints are "
+              "removed only after a newer one is verified); rename the key");
+        }
         return InvalidArgument(source_name + ": unknown config key '" + sec + "." + key +
                                "'; valid keys in [" + sec + "] are " + Join(it->second));
       }
@@ -300,7 +306,7 @@ Status ValidateCheckpointSection(const CheckpointConfig& k) {
   if (k.interval < 0) {
     return InvalidArgument("checkpoint.interval must be >= 0 (0: only at the end)");
   }
-  if (k.keep < 1) return InvalidArgument("checkpoint.keep must be >= 1");
+  if (k.keep_last < 1) return InvalidArgument("checkpoint.keep_last must be >= 1");
   return Status::Ok();
 }
 

@@ -64,7 +64,9 @@ struct ParallelConfig {
 
 struct CheckpointConfig {
   int64_t interval = 0;  // steps between checkpoints; 0: only at the end
-  int64_t keep = 2;      // how many of the newest checkpoints to keep
+  // How many of the newest checkpoints to keep; older ones are removed only
+  // after a newer one has been written and verified.
+  int64_t keep_last = 2;
 };
 
 struct RunConfig {

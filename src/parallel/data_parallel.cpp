@@ -28,12 +28,11 @@ bool DataParallel::WaitsForTiedSum(size_t i) const {
 
 std::vector<FlatRange> DataParallel::OwnedRanges() const {
   if (zero_ == 0) return {{0, padded_}};
-  std::vector<FlatRange> out;
-  for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
-    const int64_t blk = it->size() / dp_;
-    out.push_back({it->begin + rank_ * blk, it->begin + (rank_ + 1) * blk});
-  }
-  return out;
+  return BlockRanges();
+}
+
+std::vector<FlatRange> DataParallel::BlockRanges() const {
+  return DpBlockRanges(buckets_, dp_, rank_);
 }
 
 int64_t DataParallel::owned_numel() const { return DpOwnedNumel(padded_, dp_, zero_); }

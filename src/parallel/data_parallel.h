@@ -68,6 +68,9 @@ class DataParallel {
   // The flat ranges this rank's optimizer updates: everything under ZeRO-0,
   // block dp_rank of every bucket (in flat order) under ZeRO-1/2.
   std::vector<FlatRange> OwnedRanges() const;
+  // Block dp_rank of every bucket, at any ZeRO stage (DpBlockRanges): the
+  // part of the flat buffers this rank writes of a sharded checkpoint.
+  std::vector<FlatRange> BlockRanges() const;
   int64_t owned_numel() const;
 
   // ---- One step's gradient reduction, as the pipeline executor runs it ----

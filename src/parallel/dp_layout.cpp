@@ -35,6 +35,16 @@ std::vector<GradBucket> BuildGradBuckets(const ParamLayout& layout, int64_t dp, 
   return buckets;
 }
 
+std::vector<FlatRange> DpBlockRanges(const std::vector<GradBucket>& buckets, int64_t dp,
+                                     int64_t rank) {
+  std::vector<FlatRange> out;
+  for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {  // buckets are in launch order
+    const int64_t blk = it->size() / dp;
+    out.push_back({it->begin + rank * blk, it->begin + (rank + 1) * blk});
+  }
+  return out;
+}
+
 const char* DpCollectiveKindName(DpCollectiveKind k) {
   switch (k) {
     case DpCollectiveKind::kAllreduce: return "allreduce";

@@ -39,6 +39,11 @@ std::vector<GradBucket> CutGradBuckets(int64_t padded_numel, int64_t dp, int64_t
 // once).
 std::vector<GradBucket> BuildGradBuckets(const ParamLayout& layout, int64_t dp, int64_t bucket_bytes);
 
+// Block `rank` of every bucket (each bucket splits into dp equal blocks), in
+// flat order: what a ZeRO rank owns, and what each DP rank writes of a
+// sharded checkpoint at any ZeRO stage.
+std::vector<FlatRange> DpBlockRanges(const std::vector<GradBucket>& buckets, int64_t dp, int64_t rank);
+
 // Elements this rank's optimizer updates (and keeps AdamW state for): all of
 // the padded buffer under ZeRO-0, one block of every bucket (padded / dp in
 // all) under ZeRO >= 1.

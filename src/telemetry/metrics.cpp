@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.h"
+
 namespace scaletrain {
 
 namespace fs = std::filesystem;
@@ -72,10 +74,34 @@ std::string StepRecordJson(const StepRecord& r) {
   return line.dump();
 }
 
-Result<MetricsLog> MetricsLog::Open(const std::string& run_dir, bool append) {
+namespace {
+
+// The lines of an existing metrics.jsonl up to step `last` (a line that is
+// not a record, e.g. cut short by a crash, goes too).
+std::string RecordsUpTo(const std::string& path, int64_t last) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() <= last) {
+      kept += line + "\n";
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
+Result<MetricsLog> MetricsLog::Open(const std::string& run_dir,
+                                    std::optional<int64_t> resume_step) {
   MetricsLog log;
   log.path_ = (fs::path(run_dir) / "metrics.jsonl").string();
-  log.out_.open(log.path_, append ? std::ios::app : std::ios::trunc);
+  if (resume_step) {
+    const std::string kept = RecordsUpTo(log.path_, *resume_step);
+    ST_RETURN_IF_ERROR(WriteFileAtomically(log.path_, kept));
+  }
+  log.out_.open(log.path_, resume_step ? std::ios::app : std::ios::trunc);
   if (!log.out_) return IoError("cannot write " + log.path_ + " (disk full? permissions?)");
   return log;
 }

@@ -63,8 +63,9 @@ std::string StepRecordJson(const StepRecord& record);
 // RUN_DIR/metrics.jsonl, appended a line per step and flushed.
 class MetricsLog {
  public:
-  // `append`: continue a resumed run's file; otherwise start it afresh.
-  static Result<MetricsLog> Open(const std::string& run_dir, bool append);
+  // With `resume_step`, continues a resumed run's file, dropping the records
+  // of later steps (the run does them again); otherwise starts it afresh.
+  static Result<MetricsLog> Open(const std::string& run_dir, std::optional<int64_t> resume_step);
   Status Append(const StepRecord& record);
 
  private:

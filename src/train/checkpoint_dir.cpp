@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "core/file_io.h"
+#include "core/sha256.h"
 
 namespace scaletrain {
 namespace {
@@ -83,28 +84,6 @@ Status FsyncPath(const fs::path& path, bool directory) {
   return st;
 }
 
-Result<nlohmann::json> ReadManifest(const fs::path& dir) {
-  const fs::path path = dir / kManifestFile;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    return NotFound(dir.string() + " is not a complete checkpoint: it has no " +
-                    std::string(kManifestFile) +
-                    "; pass a checkpoint directory written by `scaletrain train`");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) {
-    return IoError("cannot read " + path.string() + "; check its permissions");
-  }
-  nlohmann::json manifest = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object()) {
-    return DataLoss(path.string() +
-                    " is not a JSON object; the checkpoint is corrupt; use an older checkpoint");
-  }
-  return manifest;
-}
-
 // A directory left by an in-flight write of this process (another thread)
 // must survive a prune; any other .tmp-* is debris of an interrupted write.
 bool IsOwnTmpDir(const std::string& name) {
@@ -148,13 +127,19 @@ std::string CheckpointDirName(int64_t step) {
   return buf;
 }
 
-Status WriteCheckpoint(const std::string& checkpoints_root, int64_t step,
-                       const CheckpointContents& contents) {
+Result<FileDigest> DigestFile(const std::string& dir, const std::string& name) {
+  const fs::path path = fs::path(dir) / name;
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return IoError("cannot stat " + path.string() + ": " + ec.message());
+  ST_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(path.string()));
+  return FileDigest{name, static_cast<uint64_t>(size), std::move(sha)};
+}
+
+Result<std::string> BeginCheckpointDir(const std::string& checkpoints_root, int64_t step,
+                                       const std::string& tag) {
   if (step < 0) {
     return InvalidArgument("checkpoint step " + std::to_string(step) + " is negative");
-  }
-  if (!contents.manifest.is_null() && !contents.manifest.is_object()) {
-    return InvalidArgument("the checkpoint manifest must be a JSON object");
   }
   const fs::path root(checkpoints_root);
   std::error_code ec;
@@ -167,42 +152,38 @@ Status WriteCheckpoint(const std::string& checkpoints_root, int64_t step,
   if (!root_existed && root.has_parent_path()) {
     ST_RETURN_IF_ERROR(FsyncPath(root.parent_path(), /*directory=*/true));
   }
-
-  const std::string name = CheckpointDirName(step);
-  const std::string pid = std::to_string(::getpid());
-  const fs::path tmp = root / (kTmpPrefix + name + "-" + pid);
-  const fs::path final_dir = root / name;
-  fs::remove_all(tmp, ec);  // debris of an earlier failed attempt by this process
+  const fs::path tmp = root / (kTmpPrefix + CheckpointDirName(step) + "-" + tag);
+  fs::remove_all(tmp, ec);  // debris of an earlier failed attempt
   if (!fs::create_directory(tmp, ec) || ec) {
     return IoError("cannot create " + tmp.string() + ": " +
-                   (ec ? ec.message() : std::string("it already exists")));
+                   (ec ? ec.message() : std::string("it already exists")) +
+                   "; check that the run directory is writable");
   }
+  return tmp.string();
+}
 
-  auto write_all = [&]() -> Status {
-    nlohmann::json files = nlohmann::json::object();
-    auto write_file = [&](const char* name, const std::vector<NamedTensor>& tensors) -> Status {
-      ST_RETURN_IF_ERROR(WriteSafetensors((tmp / name).string(), tensors));
-      std::error_code size_ec;
-      const uintmax_t size = fs::file_size(tmp / name, size_ec);
-      if (size_ec)
-        return IoError("cannot stat " + (tmp / name).string() + ": " + size_ec.message());
-      files[name] = size;
-      return Status::Ok();
-    };
-    ST_RETURN_IF_ERROR(write_file(kModelFile, contents.model));
-    if (!contents.optimizer.empty()) {
-      ST_RETURN_IF_ERROR(write_file(kOptimizerFile, contents.optimizer));
+Status CommitCheckpointDir(const std::string& tmp_dir, const std::string& checkpoints_root,
+                           int64_t step, nlohmann::json manifest,
+                           const std::vector<FileDigest>& files) {
+  const fs::path root(checkpoints_root), tmp(tmp_dir);
+  const std::string name = CheckpointDirName(step);
+  const fs::path final_dir = root / name;
+  auto commit = [&]() -> Status {
+    if (!manifest.is_null() && !manifest.is_object()) {
+      return InvalidArgument("the checkpoint manifest must be a JSON object");
     }
-    nlohmann::json manifest =
-        contents.manifest.is_null() ? nlohmann::json::object() : contents.manifest;
-    manifest["files"] = std::move(files);
+    if (manifest.is_null()) manifest = nlohmann::json::object();
+    nlohmann::json listed = nlohmann::json::object();
+    for (const FileDigest& f : files) listed[f.name] = {{"bytes", f.bytes}, {"sha256", f.sha256}};
+    manifest["files"] = std::move(listed);
     // Written last: its presence marks the directory complete.
     ST_RETURN_IF_ERROR(
         WriteFileAtomically((tmp / kManifestFile).string(), manifest.dump(2) + "\n"));
     ST_RETURN_IF_ERROR(FsyncPath(tmp, /*directory=*/true));
-
+    std::error_code ec;
     if (fs::exists(final_dir, ec)) {
-      const fs::path aside = root / (std::string(kTmpPrefix) + "replaced-" + name + "-" + pid);
+      const fs::path aside =
+          root / (std::string(kTmpPrefix) + "replaced-" + name + "-" + std::to_string(::getpid()));
       ST_RETURN_IF_ERROR(ReplaceDir(tmp, final_dir, aside));
     } else {
       fs::rename(tmp, final_dir, ec);
@@ -213,12 +194,38 @@ Status WriteCheckpoint(const std::string& checkpoints_root, int64_t step,
     }
     return FsyncPath(root, /*directory=*/true);
   };
-  Status st = write_all();
+  Status st = commit();
   // On success `tmp` holds the replaced checkpoint (if any); on failure the
   // partial write. Either way it must go.
+  std::error_code ec;
   fs::remove_all(tmp, ec);
   if (!st.ok()) return st.WithContext("while writing checkpoint " + final_dir.string());
   return Status::Ok();
+}
+
+Status WriteCheckpoint(const std::string& checkpoints_root, int64_t step,
+                       const CheckpointContents& contents) {
+  if (!contents.manifest.is_null() && !contents.manifest.is_object()) {
+    return InvalidArgument("the checkpoint manifest must be a JSON object");
+  }
+  ST_ASSIGN_OR_RETURN(std::string tmp,
+                      BeginCheckpointDir(checkpoints_root, step, std::to_string(::getpid())));
+  std::vector<FileDigest> files;
+  auto write_file = [&](const char* name, const std::vector<NamedTensor>& tensors) -> Status {
+    ST_RETURN_IF_ERROR(WriteSafetensors((fs::path(tmp) / name).string(), tensors));
+    ST_ASSIGN_OR_RETURN(FileDigest d, DigestFile(tmp, name));
+    files.push_back(std::move(d));
+    return Status::Ok();
+  };
+  Status st = write_file(kModelFile, contents.model);
+  if (st.ok() && !contents.optimizer.empty()) st = write_file(kOptimizerFile, contents.optimizer);
+  if (!st.ok()) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    return st.WithContext("while writing checkpoint " +
+                          (fs::path(checkpoints_root) / CheckpointDirName(step)).string());
+  }
+  return CommitCheckpointDir(tmp, checkpoints_root, step, contents.manifest, files);
 }
 
 Status PruneCheckpoints(const std::string& checkpoints_root, int64_t keep) {
@@ -254,6 +261,84 @@ Status PruneCheckpoints(const std::string& checkpoints_root, int64_t keep) {
   return Status::Ok();
 }
 
+Result<nlohmann::json> ReadManifest(const std::string& dir_name) {
+  const fs::path dir(dir_name);
+  const fs::path path = dir / kManifestFile;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    return NotFound(dir.string() + " is not a complete checkpoint: it has no " +
+                    std::string(kManifestFile) +
+                    "; pass a checkpoint directory written by `scaletrain train`");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    return IoError("cannot read " + path.string() + "; check its permissions");
+  }
+  nlohmann::json manifest = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object()) {
+    return DataLoss(path.string() +
+                    " is not a JSON object; the checkpoint is corrupt; use an older checkpoint");
+  }
+  return manifest;
+}
+
+namespace {
+
+// A manifest's "files" entry for one file: {"bytes": N, "sha256": hex}, or N
+// alone (checkpoints from before checksums). Errors name the manifest.
+struct ListedFile {
+  uint64_t bytes = 0;
+  std::string sha256;  // empty: none recorded
+};
+Result<ListedFile> ParseListedFile(const std::string& manifest_path, const std::string& name,
+                                   const nlohmann::json& entry) {
+  // Names come from the file; keep them inside the checkpoint directory.
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return DataLoss(manifest_path + " lists an invalid file name '" + name +
+                    "'; the checkpoint is corrupt; use an older checkpoint");
+  }
+  ListedFile f;
+  if (entry.is_number_unsigned()) {
+    f.bytes = entry.get<uint64_t>();
+    return f;
+  }
+  const bool ok = entry.is_object() && entry.contains("bytes") &&
+                  entry["bytes"].is_number_unsigned() && entry.contains("sha256") &&
+                  entry["sha256"].is_string() && entry["sha256"].get<std::string>().size() == 64;
+  if (!ok) {
+    return DataLoss(manifest_path + " gives no byte size and sha256 for " + name +
+                    "; the checkpoint is corrupt; use an older checkpoint");
+  }
+  f.bytes = entry["bytes"].get<uint64_t>();
+  f.sha256 = entry["sha256"].get<std::string>();
+  return f;
+}
+
+Result<const nlohmann::json*> FilesOf(const nlohmann::json& manifest,
+                                      const std::string& manifest_path) {
+  const auto files = manifest.find("files");
+  if (files == manifest.end() || !files->is_object() || files->empty()) {
+    return DataLoss(manifest_path +
+                    " has no \"files\" entry listing the checkpoint's files; the checkpoint is "
+                    "corrupt; use an older checkpoint");
+  }
+  return &*files;
+}
+
+Status CheckChecksum(const fs::path& file, const ListedFile& listed) {
+  if (listed.sha256.empty()) return Status::Ok();
+  ST_ASSIGN_OR_RETURN(std::string actual, Sha256OfFile(file.string()));
+  if (actual == listed.sha256) return Status::Ok();
+  return DataLoss(file.string() + ": checksum failed (sha256 " + actual + ", the manifest says " +
+                  listed.sha256 +
+                  "): the file is damaged; use an older checkpoint (--resume auto takes the newest "
+                  "intact one)");
+}
+
+}  // namespace
+
 Status ValidateCheckpoint(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -263,35 +348,51 @@ Status ValidateCheckpoint(const std::string& dir) {
   }
   ST_ASSIGN_OR_RETURN(nlohmann::json manifest, ReadManifest(dir));
   const std::string manifest_path = (fs::path(dir) / kManifestFile).string();
-  const auto files = manifest.find("files");
-  if (files == manifest.end() || !files->is_object() || !files->contains(kModelFile)) {
-    return DataLoss(manifest_path + " has no \"files\" entry listing " + kModelFile +
-                    "; the checkpoint is corrupt; use an older checkpoint");
-  }
-  for (const auto& [name, size] : files->items()) {
-    // Names come from the file; keep them inside the checkpoint directory.
-    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-      return DataLoss(manifest_path + " lists an invalid file name '" + name +
-                      "'; the checkpoint is corrupt; use an older checkpoint");
-    }
-    if (!size.is_number_unsigned()) {
-      return DataLoss(manifest_path + " gives no byte size for " + name +
-                      "; the checkpoint is corrupt; use an older checkpoint");
-    }
+  ST_ASSIGN_OR_RETURN(const nlohmann::json* files, FilesOf(manifest, manifest_path));
+  for (const auto& [name, entry] : files->items()) {
+    ST_ASSIGN_OR_RETURN(ListedFile listed, ParseListedFile(manifest_path, name, entry));
     const fs::path file = fs::path(dir) / name;
     const uintmax_t actual = fs::file_size(file, ec);
     if (ec) {
       return DataLoss(file.string() + " is missing (" + ec.message() +
                       "); the checkpoint is incomplete; use an older checkpoint");
     }
-    const uint64_t expected = size.get<uint64_t>();
-    if (actual != expected) {
+    if (actual != listed.bytes) {
       return DataLoss(file.string() + " is " + std::to_string(actual) + " bytes but " +
-                      kManifestFile + " says " + std::to_string(expected) +
+                      kManifestFile + " says " + std::to_string(listed.bytes) +
                       "; the file is truncated or corrupt; use an older checkpoint");
     }
   }
   return Status::Ok();
+}
+
+Status VerifyCheckpoint(const std::string& dir) {
+  ST_RETURN_IF_ERROR(ValidateCheckpoint(dir));
+  ST_ASSIGN_OR_RETURN(nlohmann::json manifest, ReadManifest(dir));
+  for (const auto& [name, entry] : manifest["files"].items()) {
+    ST_RETURN_IF_ERROR(VerifyCheckpointFile(dir, manifest, name));
+  }
+  return Status::Ok();
+}
+
+Status VerifyCheckpointFile(const std::string& dir, const nlohmann::json& manifest,
+                            const std::string& name) {
+  const std::string manifest_path = (fs::path(dir) / kManifestFile).string();
+  ST_ASSIGN_OR_RETURN(const nlohmann::json* files, FilesOf(manifest, manifest_path));
+  if (!files->contains(name)) {
+    return DataLoss(manifest_path + " does not list " + name +
+                    "; the checkpoint is corrupt; use an older checkpoint");
+  }
+  ST_ASSIGN_OR_RETURN(ListedFile listed, ParseListedFile(manifest_path, name, files->at(name)));
+  return CheckChecksum(fs::path(dir) / name, listed);
+}
+
+bool HasCheckpoints(const std::string& run_dir) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return false;
+  auto dirs = ListStepDirs(root);
+  return dirs.ok() && !dirs->empty();
 }
 
 Result<std::string> ResolveCheckpoint(const std::string& path) {
@@ -316,9 +417,15 @@ Result<std::string> ResolveCheckpoint(const std::string& path) {
   ST_ASSIGN_OR_RETURN(std::vector<StepDir> dirs, ListStepDirs(root));
   int skipped = 0;
   for (const StepDir& d : dirs) {
-    Status st = ValidateCheckpoint(d.path.string());
-    if (st.ok()) return d.path.string();
-    std::cerr << "note: skipping checkpoint " << d.path.string() << ": " << st.message() << "\n";
+    Status st = VerifyCheckpoint(d.path.string());
+    if (st.ok()) {
+      if (skipped > 0) {
+        std::cerr << "warning: resuming from the older checkpoint " << d.path.string() << "\n";
+      }
+      return d.path.string();
+    }
+    std::cerr << "warning: checkpoint " << d.path.string()
+              << " is damaged or incomplete, skipping it: " << st.message() << "\n";
     ++skipped;
   }
   std::string found = skipped > 0 ? " (" + std::to_string(skipped) + " invalid ones skipped)" : "";
@@ -335,16 +442,20 @@ Result<LoadedCheckpoint> ReadCheckpoint(const std::string& dir) {
   LoadedCheckpoint out;
   out.dir = dir;
   out.manifest = std::move(manifest).value();
-  Result<std::unique_ptr<SafetensorsFile>> model =
-      SafetensorsFile::Open((fs::path(dir) / kModelFile).string());
+  if (!out.manifest["files"].contains(kModelFile)) {
+    return DataLoss((fs::path(dir) / kManifestFile).string() + " does not list " + kModelFile +
+                    ": it is not a whole-tensor checkpoint")
+        .WithContext(context);
+  }
+  auto open = [&](const char* name) -> Result<std::unique_ptr<SafetensorsFile>> {
+    ST_RETURN_IF_ERROR(VerifyCheckpointFile(dir, out.manifest, name));
+    return SafetensorsFile::Open((fs::path(dir) / name).string());
+  };
+  Result<std::unique_ptr<SafetensorsFile>> model = open(kModelFile);
   if (!model.ok()) return model.status().WithContext(context);
   out.model = std::move(model).value();
-
-  const fs::path optimizer_path = fs::path(dir) / kOptimizerFile;
-  std::error_code ec;
-  if (fs::exists(optimizer_path, ec)) {
-    Result<std::unique_ptr<SafetensorsFile>> optimizer =
-        SafetensorsFile::Open(optimizer_path.string());
+  if (out.manifest["files"].contains(kOptimizerFile)) {
+    Result<std::unique_ptr<SafetensorsFile>> optimizer = open(kOptimizerFile);
     if (!optimizer.ok()) return optimizer.status().WithContext(context);
     out.optimizer = std::move(optimizer).value();
   }

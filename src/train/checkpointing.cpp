@@ -1,9 +1,11 @@
 #include "train/checkpointing.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
-#include "train/checkpoint_dir.h"
 #include "train/model_io.h"
 
 namespace fs = std::filesystem;
@@ -22,35 +24,83 @@ Status CheckSameModel(const ModelSpec& saved, const ModelSpec& spec, const std::
                             "); resume with the config the checkpoint was trained with");
 }
 
+// The lead's string (or error) on every rank. Collective.
+Result<std::string> ShareLeadResult(TrainingRun& run, const Result<std::string>& mine,
+                                    const std::string& what) {
+  Communicator& world = *run.groups->world;
+  int64_t size = mine.ok() ? static_cast<int64_t>(mine->size()) : -1;
+  ST_RETURN_IF_ERROR(world.Broadcast(&size, 1, 0));
+  if (run.lead() && !mine.ok()) return mine.status();
+  if (size < 0) return FailedPrecondition("rank 0 could not " + what + " (see its message)");
+  std::string text = run.lead() ? *mine : std::string(static_cast<size_t>(size), '\0');
+  ST_RETURN_IF_ERROR(world.Broadcast(reinterpret_cast<uint8_t*>(text.data()), size, 0));
+  return text;
+}
+
+std::string CheckpointsRoot(const TrainingRun& run) {
+  return (fs::path(run.run_dir) / "checkpoints").string();
+}
+
 }  // namespace
 
-Result<std::string> RestoreCheckpoint(TrainingRun& run, const std::string& resume) {
-  ST_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpoint(resume));
-  ST_ASSIGN_OR_RETURN(LoadedCheckpoint ck, ReadCheckpoint(dir));
-  ST_ASSIGN_OR_RETURN(ModelSpec saved, SpecFromJson(ck.manifest.at("model")));
-  ST_RETURN_IF_ERROR(CheckSameModel(saved, run.spec, dir));
-  if (!ck.optimizer) {
+Result<std::string> ChooseCheckpoint(TrainingRun& run, const TrainOptions& opts) {
+  if (opts.resume.empty()) return std::string();
+  Result<std::string> chosen = std::string();
+  if (run.lead()) {
+    if (opts.resume != "auto") {
+      chosen = ResolveCheckpoint(opts.resume);
+    } else if (opts.run_dir.empty()) {
+      chosen = InvalidArgument("--resume auto continues the run in --run-dir; pass --run-dir DIR");
+    } else if (HasCheckpoints(opts.run_dir)) {
+      chosen = ResolveCheckpoint(opts.run_dir);
+      if (!chosen.ok()) {
+        chosen = NotFound("no intact checkpoint in " + opts.run_dir + "/checkpoints (" +
+                          chosen.status().message() +
+                          "); remove the damaged ones to start afresh, or resume from a copy");
+      }
+    }
+  }
+  return ShareLeadResult(run, chosen, "find the checkpoint to resume from");
+}
+
+Status RestoreCheckpoint(TrainingRun& run, const std::string& dir) {
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
+  ST_RETURN_IF_ERROR(CheckSameModel(reader->spec(), run.spec, dir));
+  if (!reader->has_optimizer()) {
     return FailedPrecondition("checkpoint '" + dir +
                               "' has no optimizer.safetensors, so training cannot continue "
                               "exactly; use a checkpoint written by `scaletrain train`");
   }
-  // Each rank keeps its TP/PP shard of the whole tensors and its ZeRO part
-  // of that, whatever layout wrote them.
+  // Whole tensors in the checkpoint's shapes, then this rank's TP/PP shard
+  // of each, then (the moments) its ZeRO part.
   GPT& model = *run.model;
-  const ParamLayout saved_layout = BuildParamLayout(saved);
-  Buffer whole(static_cast<size_t>(saved_layout.total_numel) * sizeof(float));
-  Buffer full(static_cast<size_t>(model.flat_numel()) * sizeof(float));
-  ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.model, saved_layout, whole.f32()));
-  ST_RETURN_IF_ERROR(ScatterToRank(saved_layout, whole.f32(), model, model.params()));
-  for (const char* moment : {"exp_avg.", "exp_avg_sq."}) {
-    ST_RETURN_IF_ERROR(LoadLayoutTensors(*ck.optimizer, saved_layout, whole.f32(), moment));
-    ST_RETURN_IF_ERROR(ScatterToRank(saved_layout, whole.f32(), model, full.f32()));
-    const bool first = std::string(moment) == "exp_avg.";
-    run.dp->ScatterState(full.f32(),
-                         first ? run.optimizer->exp_avg() : run.optimizer->exp_avg_sq());
+  const ParamLayout saved_layout = BuildParamLayout(reader->spec());
+  std::vector<float> whole, full_shape;
+  Buffer moments(static_cast<size_t>(model.flat_numel()) * sizeof(float));
+  for (const char* prefix : {"", "exp_avg.", "exp_avg_sq."}) {
+    float* local = prefix[0] == '\0' ? model.params() : moments.f32();
+    for (const ParamEntry& e : model.layout().entries) {
+      const ParamEntry* saved = saved_layout.Find(e.name);
+      if (saved == nullptr) return Internal("checkpoint layout has no '" + e.name + "'");
+      whole.resize(static_cast<size_t>(saved->numel));
+      ST_RETURN_IF_ERROR(reader->ReadWhole(prefix, *saved, whole.data()));
+      full_shape.resize(static_cast<size_t>(NumElements(e.full_shape)));
+      CopyCommonRows(whole.data(), saved->shape, full_shape.data(), e.full_shape);
+      ExtractShard(e, full_shape.data(), local + e.offset);
+    }
+    if (prefix[0] != '\0') {
+      const bool first = std::strcmp(prefix, "exp_avg.") == 0;
+      run.dp->ScatterState(moments.f32(),
+                           first ? run.optimizer->exp_avg() : run.optimizer->exp_avg_sq());
+    }
   }
-  run.optimizer->set_step_count(ck.manifest.at("optimizer").at("step").get<int64_t>());
-  run.start_step = ck.manifest.at("step").get<int64_t>();
+  const nlohmann::json& m = reader->manifest();
+  try {
+    run.optimizer->set_step_count(m.at("optimizer").at("step").get<int64_t>());
+    run.start_step = m.at("step").get<int64_t>();
+  } catch (const nlohmann::json::exception& ex) {
+    return DataLoss(dir + "/manifest.json lacks the step or the optimizer's step: " + ex.what());
+  }
   const int64_t steps = run.cfg.training.steps;
   if (run.start_step >= steps) {
     return InvalidArgument("checkpoint '" + dir + "' is at step " + std::to_string(run.start_step) +
@@ -61,87 +111,154 @@ Result<std::string> RestoreCheckpoint(TrainingRun& run, const std::string& resum
     std::fprintf(stderr, "resuming from %s at step %lld\n", dir.c_str(),
                  static_cast<long long>(run.start_step));
   }
-  return dir;
+  return Status::Ok();
 }
 
-CheckpointWriter::CheckpointWriter(TrainingRun* run)
-    : run_(run), ckpt_layout_(BuildParamLayout(run->spec)) {}
-
-const float* CheckpointWriter::Assemble(const float* local, Buffer& whole) {
-  // Each TP/PP rank of DP group 0 places its shards, the world's sum
-  // assembles them (every element has one writer, the others add zeros:
-  // exact). Unsharded, the local buffer already is the whole.
-  if (!run_->sharded()) return local;
-  whole = Buffer(static_cast<size_t>(ckpt_layout_.total_numel) * sizeof(float));
-  GatherFromRank(*run_->model, local, run_->groups->coord.dp == 0, ckpt_layout_, whole.f32());
-  run_->AbortIfFailed(
-      run_->groups->world->Allreduce(whole.f32(), ckpt_layout_.total_numel, ReduceOp::kSum));
-  return whole.f32();
+CheckpointWriter::CheckpointWriter(TrainingRun* run) : run_(run) {
+  snapshot_.pieces = ShardPieces(run->model->spec(), run->cfg.parallel, run->groups->coord);
+  int64_t n = 0;
+  for (const CheckpointPiece& p : snapshot_.pieces) n += p.size();
+  snapshot_.params.resize(static_cast<size_t>(n));
+  snapshot_.exp_avg.resize(static_cast<size_t>(n));
+  snapshot_.exp_avg_sq.resize(static_cast<size_t>(n));
 }
 
-const float* CheckpointWriter::last_whole_params() const {
-  return run_->sharded() ? whole_params_.f32() : run_->model->params();
+CheckpointWriter::~CheckpointWriter() {
+  if (thread_.joinable()) thread_.join();
 }
 
-Result<std::string> CheckpointWriter::Save(int64_t step, double lr) {
+void CheckpointWriter::Snapshot() {
+  // ZeRO keeps the moments of this rank's blocks only, compactly; ZeRO-0
+  // keeps them whole, indexed like the parameters.
+  const bool compact = run_->cfg.parallel.zero >= 1;
+  const float* params = run_->model->params();
+  const float* m = run_->optimizer->exp_avg();
+  const float* v = run_->optimizer->exp_avg_sq();
+  int64_t at = 0;
+  for (const CheckpointPiece& p : snapshot_.pieces) {
+    const size_t bytes = static_cast<size_t>(p.size()) * sizeof(float);
+    const int64_t state = compact ? p.block : p.flat;
+    std::memcpy(snapshot_.params.data() + at, params + p.flat, bytes);
+    std::memcpy(snapshot_.exp_avg.data() + at, m + state, bytes);
+    std::memcpy(snapshot_.exp_avg_sq.data() + at, v + state, bytes);
+    at += p.size();
+  }
+}
+
+Result<std::optional<std::string>> CheckpointWriter::Start(int64_t step, double lr) {
+  std::optional<std::string> finished;
+  if (in_flight_) {
+    ST_ASSIGN_OR_RETURN(std::string dir, Finish());
+    finished = std::move(dir);
+  }
   TrainingRun& run = *run_;
+  // The lead makes the temporary directory every rank writes into.
+  Result<std::string> tmp = std::string();
+  if (run.lead()) tmp = BeginCheckpointDir(CheckpointsRoot(run), step, std::to_string(::getpid()));
+  ST_ASSIGN_OR_RETURN(tmp_dir_, ShareLeadResult(run, tmp, "create the checkpoint directory"));
+  Snapshot();
+  step_ = step;
+  manifest_ = Manifest(step, lr);  // now: the optimizer's step count moves on
+  in_flight_ = true;
+  done_ = false;
+  const std::string name = ShardFileName(run.rank());
+  thread_ = std::thread([this, name] {
+    write_status_ = WriteShardFile((fs::path(tmp_dir_) / name).string(), snapshot_);
+    if (write_status_.ok()) {
+      Result<FileDigest> d = DigestFile(tmp_dir_, name);
+      write_status_ = d.status();
+      if (d.ok()) digest_ = *d;
+    }
+    done_ = true;
+  });
+  return finished;
+}
+
+bool CheckpointWriter::LocalWriteDone() const { return done_; }
+
+nlohmann::json CheckpointWriter::Manifest(int64_t step, double lr) const {
+  const TrainingRun& run = *run_;
   const RunConfig& cfg = run.cfg;
   const TrainingConfig& tc = cfg.training;
   const ParallelConfig& par = cfg.parallel;
-  // Every rank contributes its optimizer shard; the lead writes the whole.
-  Buffer m(static_cast<size_t>(run.model->flat_numel()) * sizeof(float));
-  Buffer v(static_cast<size_t>(run.model->flat_numel()) * sizeof(float));
-  run.AbortIfFailed(run.dp->GatherState(run.optimizer->exp_avg(), m.f32()));
-  run.AbortIfFailed(run.dp->GatherState(run.optimizer->exp_avg_sq(), v.f32()));
-  Buffer wp, wm, wv;
-  const float* whole_params = Assemble(run.model->params(), wp);
-  const float* whole_m = Assemble(m.f32(), wm);
-  const float* whole_v = Assemble(v.f32(), wv);
-  const std::string root = (fs::path(run.run_dir) / "checkpoints").string();
-  const std::string dir = (fs::path(root) / CheckpointDirName(step)).string();
-  Status written;
-  if (run.lead()) {
-    CheckpointContents c;
-    c.model = LayoutTensors(ckpt_layout_, whole_params);
-    c.optimizer = LayoutTensors(ckpt_layout_, whole_m, "exp_avg.");
-    auto vt = LayoutTensors(ckpt_layout_, whole_v, "exp_avg_sq.");
-    c.optimizer.insert(c.optimizer.end(), vt.begin(), vt.end());
-    c.manifest = {
-        {"format", "scaletrain-checkpoint"},
-        {"version", 1},
-        {"step", step},
-        {"model", SpecToJson(run.spec)},
-        {"layout",
-         {{"dp", par.dp},
-          {"tp", par.tp},
-          {"pp", par.pp},
-          {"vpp", par.vpp},
-          {"sp", par.sp},
-          {"schedule", par.schedule},
-          {"zero", par.zero}}},
-        {"optimizer",
-         {{"type", "adamw"},
-          {"step", run.optimizer->step_count()},
-          {"lr", lr},
-          {"beta1", tc.beta1},
-          {"beta2", tc.beta2},
-          {"eps", tc.eps},
-          {"weight_decay", tc.weight_decay}}},
-        // Batch k's sequences are a function of (seed, k): the next batch
-        // index and the seed are the whole data position and RNG state.
-        {"data",
-         {{"next_batch", step},
-          {"seed", tc.seed},
-          {"train", cfg.data.train},
-          {"val", cfg.data.val}}},
-        {"config", RunConfigToToml(cfg)},
-        {"vocab", run.vocab ? run.vocab->ToJson() : nlohmann::json(nullptr)},
-    };
-    written = WriteCheckpoint(root, step, c);
-    if (written.ok()) written = PruneCheckpoints(root, cfg.checkpoint.keep);
-    if (run.sharded()) whole_params_ = std::move(wp);
+  return {
+      {"format", "scaletrain-checkpoint"},
+      {"version", kShardedCheckpointVersion},
+      {"step", step},
+      {"model", SpecToJson(run.spec)},
+      {"layout",
+       {{"dp", par.dp},
+        {"tp", par.tp},
+        {"pp", par.pp},
+        {"vpp", par.vpp},
+        {"sp", par.sp},
+        {"schedule", par.schedule},
+        {"zero", par.zero}}},
+      {"optimizer",
+       {{"type", "adamw"},
+        {"step", run.optimizer->step_count()},
+        {"lr", lr},
+        {"beta1", tc.beta1},
+        {"beta2", tc.beta2},
+        {"eps", tc.eps},
+        {"weight_decay", tc.weight_decay}}},
+      // Batch k's sequences are a function of (seed, k): the next batch
+      // index and the seed are the whole data position and RNG state.
+      {"data",
+       {{"next_batch", step}, {"seed", tc.seed}, {"train", cfg.data.train}, {"val", cfg.data.val}}},
+      {"config", RunConfigToToml(cfg)},
+      {"vocab", run.vocab ? run.vocab->ToJson() : nlohmann::json(nullptr)},
+      {"tensors", ShardedTensorTable(run.model->spec(), par)},
+  };
+}
+
+Result<std::string> CheckpointWriter::Finish() {
+  TrainingRun& run = *run_;
+  if (!in_flight_) return Internal("no checkpoint save in flight to finish");
+  if (thread_.joinable()) thread_.join();
+  in_flight_ = false;
+  // Every rank's outcome: ok flag, file size, SHA-256 (64 hex digits).
+  constexpr int64_t kRecord = 8 + 8 + 64;
+  std::vector<uint8_t> mine(kRecord, 0),
+      all(static_cast<size_t>(kRecord * run.groups->world->size()));
+  const int64_t ok = write_status_.ok() ? 1 : 0, bytes = static_cast<int64_t>(digest_.bytes);
+  std::memcpy(mine.data(), &ok, 8);
+  std::memcpy(mine.data() + 8, &bytes, 8);
+  if (ok) std::memcpy(mine.data() + 16, digest_.sha256.data(), 64);
+  run.AbortIfFailed(run.groups->world->Allgather(mine.data(), all.data(), kRecord));
+  if (!write_status_.ok()) {
+    std::fprintf(stderr, "error: rank %lld: %s\n", static_cast<long long>(run.rank()),
+                 write_status_.message().c_str());
   }
-  ST_RETURN_IF_ERROR(AgreeAcrossRanks(*run.groups->world, written, "to write the checkpoint"));
+  const std::string root = CheckpointsRoot(run);
+  const std::string dir = (fs::path(root) / CheckpointDirName(step_)).string();
+  Status st;
+  if (run.lead()) {
+    std::vector<FileDigest> files;
+    for (int64_t r = 0; r < run.groups->world->size() && st.ok(); ++r) {
+      const uint8_t* rec = all.data() + r * kRecord;
+      int64_t rank_ok = 0, rank_bytes = 0;
+      std::memcpy(&rank_ok, rec, 8);
+      std::memcpy(&rank_bytes, rec + 8, 8);
+      if (!rank_ok) {
+        st = r == 0 ? write_status_
+                    : IoError("rank " + std::to_string(r) +
+                              " could not write its part of checkpoint " + dir +
+                              " (see its message); the previous checkpoint is intact");
+      }
+      files.push_back({ShardFileName(r), static_cast<uint64_t>(rank_bytes),
+                       std::string(reinterpret_cast<const char*>(rec + 16), 64)});
+    }
+    if (st.ok()) st = CommitCheckpointDir(tmp_dir_, root, step_, manifest_, files);
+    // Older checkpoints go only once this one is known good.
+    if (st.ok()) st = VerifyCheckpoint(dir);
+    if (st.ok()) st = PruneCheckpoints(root, run.cfg.checkpoint.keep_last);
+    if (!st.ok()) {
+      std::error_code ec;
+      fs::remove_all(tmp_dir_, ec);
+    }
+  }
+  ST_RETURN_IF_ERROR(AgreeAcrossRanks(*run.groups->world, st, "to finish the checkpoint"));
   return dir;
 }
 

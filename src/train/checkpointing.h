@@ -1,42 +1,72 @@
-// Checkpoints of a training run, at any layout: a checkpoint holds whole
-// tensors (the checkpoint's model spec, BuildParamLayout) and the whole
-// optimizer state, whatever dp x tp x pp wrote it, so it resumes at any
-// other layout and `scaletrain sample` loads it on one process.
+// Checkpoints of a training run, at any layout (the format is
+// train/checkpoint_format.h). Saving is sharded and asynchronous: each rank
+// copies its part of the state (a snapshot) and a background thread writes
+// it while training goes on; once every rank's file is written the lead
+// writes the manifest, verifies the new checkpoint and only then removes old
+// ones. Loading reads either format (sharded, or whole tensors from before)
+// and takes this rank's shard, whatever layout wrote it.
 #pragma once
 
+#include <atomic>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "core/buffer.h"
 #include "core/status.h"
+#include "train/checkpoint_dir.h"
+#include "train/checkpoint_format.h"
 #include "train/run_setup.h"
 
 namespace scaletrain {
 
-// Loads the checkpoint `resume` names (a checkpoint directory, or a run
-// directory's newest valid one) into this rank's shard of the parameters
-// and its part of the optimizer state; sets run.start_step. Refuses a
-// checkpoint of another model or one already at training.steps. Returns the
-// checkpoint directory.
-Result<std::string> RestoreCheckpoint(TrainingRun& run, const std::string& resume);
+// The checkpoint `opts.resume` asks for: "" (a fresh start), a checkpoint
+// directory, a run directory's newest intact checkpoint, or with "auto" the
+// newest intact checkpoint in the run directory if it has any (else a fresh
+// start). The lead decides (verifying checksums; a damaged newer checkpoint
+// is skipped with a warning naming it) and tells the others. Collective.
+Result<std::string> ChooseCheckpoint(TrainingRun& run, const TrainOptions& opts);
 
-// Writes step `step`'s checkpoint: every rank contributes its shards, the
-// world's sum assembles whole tensors, the lead writes them (atomically) and
-// prunes old checkpoints. Collective.
+// Loads checkpoint `dir` into this rank's shard of the parameters and its
+// part of the optimizer state; sets run.start_step. Refuses a checkpoint of
+// another model or one already at training.steps.
+Status RestoreCheckpoint(TrainingRun& run, const std::string& dir);
+
 class CheckpointWriter {
  public:
   explicit CheckpointWriter(TrainingRun* run);
-  Result<std::string> Save(int64_t step, double lr);
-  // The whole parameters of the last save, on the lead (for the sample of a
-  // sharded model); the model's own buffer when it is not sharded.
-  const float* last_whole_params() const;
+  ~CheckpointWriter();  // waits for a write in flight (its checkpoint stays incomplete)
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Starts step `step`'s checkpoint: finishes a save still in flight (at
+  // most one is), snapshots this rank's part of the state and starts writing
+  // it in the background. Returns the checkpoint a finished earlier save
+  // produced, if any. Collective.
+  Result<std::optional<std::string>> Start(int64_t step, double lr);
+  // Whether this rank's background write is done (no save in flight: true).
+  bool LocalWriteDone() const;
+  // Finishes the save in flight once every rank's write is done (the caller
+  // has agreed on that, e.g. with StepBoundary in the trainer): the lead
+  // writes the manifest, verifies the checkpoint and prunes old ones.
+  // Returns its directory. Collective.
+  Result<std::string> Finish();
+  bool in_flight() const { return in_flight_; }
 
  private:
-  // Whole tensors from this rank's flat buffer `local` (see model_io.h).
-  const float* Assemble(const float* local, Buffer& whole);
+  void Snapshot();
+  nlohmann::json Manifest(int64_t step, double lr) const;
 
   TrainingRun* run_;
-  ParamLayout ckpt_layout_;
-  Buffer whole_params_;
+  ShardSnapshot snapshot_;
+  bool in_flight_ = false;
+  int64_t step_ = 0;
+  nlohmann::json manifest_;  // of the save in flight, as of its snapshot
+  std::string tmp_dir_;
+  std::thread thread_;
+  std::atomic<bool> done_{true};
+  Status write_status_;  // the background write's result (read after done_)
+  FileDigest digest_;    // of this rank's file
 };
 
 }  // namespace scaletrain

@@ -12,7 +12,7 @@
 #include "model/gpt.h"
 #include "model/param_layout.h"
 #include "model/spec.h"
-#include "train/checkpoint_dir.h"
+#include "train/safetensors.h"
 #include "train/tokenizer.h"
 
 namespace scaletrain {
@@ -25,27 +25,10 @@ Result<ModelSpec> SpecFromJson(const nlohmann::json& j);
 std::vector<NamedTensor> LayoutTensors(const ParamLayout& layout, const float* base,
                                        const std::string& prefix = "");
 
-// Copies every layout entry prefix + name from `file` into `dst`. An absent
-// tensor, a shape or dtype that differs, is a FailedPrecondition naming the
-// tensor, both shapes, and the fix.
-Status LoadLayoutTensors(const SafetensorsFile& file, const ParamLayout& layout, float* dst,
-                         const std::string& prefix = "");
-
-// Checkpoints hold whole tensors whatever layout wrote them, in the layout
-// of the checkpoint's model spec (BuildParamLayout(spec)); a rank of a
-// tp x pp layout holds shards (model.layout()). The embedding may have more
-// padding rows at run time (padded to a multiple of tp): the real rows carry
-// over, padding rows are zero.
-//
-// Whole tensors -> this rank's shards, into `local` (model.layout()).
-Status ScatterToRank(const ParamLayout& ckpt_layout, const float* whole, const GPT& model,
-                     float* local);
-// This rank's shards -> `whole` (ckpt_layout), which is zeroed first; only
-// entries this rank holds uniquely are written, and nothing at all unless
-// `contribute`, so summing `whole` over all ranks (one contributing replica
-// per data-parallel group) assembles every tensor exactly once.
-void GatherFromRank(const GPT& model, const float* local, bool contribute,
-                    const ParamLayout& ckpt_layout, float* whole);
+// Copies a tensor between two shapes that differ at most in their first
+// dimension (the embedding's padding rows, which depend on tp): the rows both
+// have; the rest of dst is zero.
+void CopyCommonRows(const float* src, const Shape& src_shape, float* dst, const Shape& dst_shape);
 
 // Builds the model a checkpoint describes and loads its weights (for
 // sampling). Returns the vocabulary stored in the manifest too.

@@ -9,6 +9,7 @@
 #include "kernels/cpu/ops.h"
 #include "train/checkpointing.h"
 #include "train/generate.h"
+#include "train/model_io.h"
 
 namespace fs = std::filesystem;
 
@@ -125,9 +126,12 @@ Status BuildRankModel(TrainingRun& run) {
   return Status::Ok();
 }
 
-// Resuming a run directory without --run-dir continues it in place.
+// Resuming a run directory without --run-dir continues it in place, and
+// --resume auto always continues --run-dir (from its newest checkpoint, or
+// from the start if it has none yet).
 void ChooseRunDir(TrainingRun& run, const TrainOptions& opts, const std::string& checkpoint_dir) {
   run.run_dir = opts.run_dir;
+  if (opts.resume == "auto") run.continuing = true;
   if (!run.run_dir.empty() || opts.resume.empty()) return;
   run.run_dir = fs::exists(fs::path(opts.resume) / "checkpoints")
                     ? opts.resume
@@ -165,7 +169,10 @@ Status WriteRunDir(TrainingRun& run) {
     if (st.ok())
       st = WriteMemoryReport(run.run_dir, mine, by_stage, par.dp, par.tp, par.pp, par.zero);
     if (st.ok()) {
-      auto log = MetricsLog::Open(run.run_dir, run.continuing);
+      // A continued run drops the records of steps after its checkpoint:
+      // it runs them again.
+      auto log = MetricsLog::Open(
+          run.run_dir, run.continuing ? std::optional<int64_t>(run.start_step) : std::nullopt);
       if (log.ok()) run.metrics.emplace(std::move(log).value());
       st = log.status();
     }
@@ -195,11 +202,11 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
   ST_ASSIGN_OR_RETURN(run->groups, CreateCommunicators(run->cfg.parallel, backend,
                                                        run->cfg.parallel.comm_timeout_s));
   ST_RETURN_IF_ERROR(BuildRankModel(*run));
-  std::string checkpoint_dir;
-  if (opts.resume.empty()) {
+  ST_ASSIGN_OR_RETURN(const std::string checkpoint_dir, ChooseCheckpoint(*run, opts));
+  if (checkpoint_dir.empty()) {
     run->model->InitWeights(static_cast<uint64_t>(run->cfg.training.seed));
   } else {
-    ST_ASSIGN_OR_RETURN(checkpoint_dir, RestoreCheckpoint(*run, opts.resume));
+    ST_RETURN_IF_ERROR(RestoreCheckpoint(*run, checkpoint_dir));
   }
   ChooseRunDir(*run, opts, checkpoint_dir);
   if (run->run_dir.empty()) return InvalidArgument("no run directory given; pass --run-dir DIR");
@@ -282,7 +289,7 @@ void PrintRunSummary(const TrainingRun& run) {
   std::fflush(stdout);
 }
 
-Status PrintSample(TrainingRun& run, int64_t tokens, const float* whole_params) {
+Status PrintSample(TrainingRun& run, int64_t tokens, const std::string& last_checkpoint) {
   std::printf("\n--- sample (%lld tokens, temperature 0.8) ---\n", static_cast<long long>(tokens));
   std::vector<int32_t> prompt;
   if (run.vocab) {
@@ -290,12 +297,11 @@ Status PrintSample(TrainingRun& run, int64_t tokens, const float* whole_params) 
     if (nl.ok()) prompt = *nl;
   }
   GenerateOptions g{tokens, 0.8, static_cast<uint64_t>(run.cfg.training.seed)};
-  // A sharded model samples from its assembled whole on one rank.
+  // A sharded model samples from its whole, read back from the checkpoint.
   std::unique_ptr<GPT> whole_model;
   if (run.sharded()) {
-    ST_ASSIGN_OR_RETURN(whole_model, GPT::Create(run.spec, 1));
-    std::memcpy(whole_model->params(), whole_params,
-                static_cast<size_t>(whole_model->num_params()) * sizeof(float));
+    ST_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelForInference(last_checkpoint, 1));
+    whole_model = std::move(loaded.model);
   }
   auto ids = Generate(run.sharded() ? *whole_model : *run.model, prompt, g);
   std::vector<int32_t> fresh(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end());

@@ -82,9 +82,9 @@ std::vector<std::vector<int64_t>> GatherByStage(TrainingRun& run, const std::vec
 
 // The start-up summary lines (model, batch, layout, data) on the console.
 void PrintRunSummary(const TrainingRun& run);
-// After training: `tokens` of text sampled from the trained model (the
-// assembled whole, for a sharded model: `whole_params` from the last
-// checkpoint). Lead rank only.
-Status PrintSample(TrainingRun& run, int64_t tokens, const float* whole_params);
+// After training: `tokens` of text sampled from the trained model (for a
+// sharded model, the whole model read back from `last_checkpoint`). Lead
+// rank only.
+Status PrintSample(TrainingRun& run, int64_t tokens, const std::string& last_checkpoint);
 
 }  // namespace scaletrain

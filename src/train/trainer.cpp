@@ -17,6 +17,7 @@
 #include "train/checkpointing.h"
 #include "train/run_setup.h"
 #include "train/step_trace.h"
+#include "train/stop_signals.h"
 
 namespace scaletrain {
 
@@ -49,6 +50,8 @@ class Trainer {
       Result<StepRecord> record = Step(step);
       run_.AbortIfFailed(record.status());  // a failed collective ends the job
       ST_RETURN_IF_ERROR(AfterStep(*record));
+      ST_ASSIGN_OR_RETURN(const bool stop, AtStepBoundary(*record));
+      if (stop) break;
     }
     return Finish();
   }
@@ -145,12 +148,45 @@ class Trainer {
     if (run_.metrics) ST_RETURN_IF_ERROR(run_.metrics->Append(rec));
     if (!quiet_) std::fflush(stdout);
     if ((run_.cfg.checkpoint.interval > 0 && done % run_.cfg.checkpoint.interval == 0) || last) {
-      ST_ASSIGN_OR_RETURN(summary_.last_checkpoint, checkpoints_.Save(done, rec.lr));
-      if (!quiet_) std::printf("checkpoint: %s\n", summary_.last_checkpoint.c_str());
+      ST_RETURN_IF_ERROR(StartCheckpoint(done, rec.lr));
     }
     summary_.final_loss = rec.loss;
     summary_.steps_run++;
     return Status::Ok();
+  }
+
+  // A checkpoint of step `done`, written in the background (checkpointing.h).
+  Status StartCheckpoint(int64_t done, double lr) {
+    ST_ASSIGN_OR_RETURN(std::optional<std::string> finished, checkpoints_.Start(done, lr));
+    if (finished) CheckpointFinished(*finished);
+    last_checkpoint_step_ = done;
+    return Status::Ok();
+  }
+  Status FinishCheckpoint() {
+    ST_ASSIGN_OR_RETURN(const std::string dir, checkpoints_.Finish());
+    CheckpointFinished(dir);
+    return Status::Ok();
+  }
+  void CheckpointFinished(const std::string& dir) {
+    summary_.last_checkpoint = dir;
+    if (!quiet_) std::printf("checkpoint: %s\n", dir.c_str());
+  }
+
+  // Between steps, every rank learns in one small all-reduce whether any was
+  // asked to stop (stop_signals.h) and whether every rank has written its
+  // part of the checkpoint in flight; it finishes that checkpoint, and on a
+  // stop writes one of this step and returns true.
+  Result<bool> AtStepBoundary(const StepRecord& rec) {
+    int64_t flags[2] = {StopSignals::Requested() ? 1 : 0, checkpoints_.LocalWriteDone() ? 1 : 0};
+    run_.AbortIfFailed(run_.groups->world->Allreduce(flags, 2, ReduceOp::kSum));
+    if (checkpoints_.in_flight() && flags[1] == run_.groups->world->size())
+      ST_RETURN_IF_ERROR(FinishCheckpoint());
+    if (flags[0] == 0) return false;
+    if (last_checkpoint_step_ != rec.step) ST_RETURN_IF_ERROR(StartCheckpoint(rec.step, rec.lr));
+    ST_RETURN_IF_ERROR(FinishCheckpoint());
+    summary_.preempted = true;
+    summary_.stop_signal = StopSignals::Signal();
+    return true;
   }
 
   // Validation loss: the micro-batches are dealt out over the DP ranks, each
@@ -215,8 +251,10 @@ class Trainer {
     return MeanStepSeconds() * static_cast<double>(tc_.steps - done);
   }
 
-  // After the last step: the trace, the throughput, a text sample.
+  // After the last step: the checkpoint in flight, the trace, the
+  // throughput, a text sample.
   Result<TrainSummary> Finish() {
+    if (checkpoints_.in_flight()) ST_RETURN_IF_ERROR(FinishCheckpoint());
     if (trace_) {
       ST_RETURN_IF_ERROR(trace_->Write());
       if (!quiet_)
@@ -225,8 +263,8 @@ class Trainer {
     const double tokens_per_step =
         static_cast<double>(tc_.global_batch_size * run_.spec.block_size);
     summary_.tokens_per_s = timed_steps_ ? tokens_per_step / MeanStepSeconds() : 0.0;
-    if (!quiet_ && tc_.sample_tokens > 0) {
-      ST_RETURN_IF_ERROR(PrintSample(run_, tc_.sample_tokens, checkpoints_.last_whole_params()));
+    if (!quiet_ && tc_.sample_tokens > 0 && !summary_.preempted) {
+      ST_RETURN_IF_ERROR(PrintSample(run_, tc_.sample_tokens, summary_.last_checkpoint));
     }
     return summary_;
   }
@@ -239,6 +277,7 @@ class Trainer {
   const int64_t first_sequence_;  // this DP rank's first sequence of each batch
   std::unique_ptr<StepTrace> trace_;
   TrainSummary summary_;
+  int64_t last_checkpoint_step_ = -1;
   double time_sum_s_ = 0, last_step_s_ = 0;
   int64_t timed_steps_ = 0;
 };

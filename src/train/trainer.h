@@ -12,7 +12,9 @@ namespace scaletrain {
 struct TrainOptions {
   RunConfig config;
   std::string run_dir;  // created; must not already hold a run
-  std::string resume;   // checkpoint dir or run dir; empty: fresh start
+  // A checkpoint dir or a run dir; "auto": the newest intact checkpoint in
+  // run_dir if it has one, else a fresh start; empty: a fresh start.
+  std::string resume;
   bool quiet = false;   // no per-step lines (tests)
   // "self" (one process), "mpi", or "auto": mpi when launched by mpirun or
   // when the layout has more than one rank.
@@ -31,6 +33,10 @@ struct TrainSummary {
   double tokens_per_s = 0.0;
   std::string last_checkpoint;
   int rank = 0;
+  // Stopped early by a signal (stop_signals.h), after writing a checkpoint
+  // of the step it stopped at.
+  bool preempted = false;
+  int stop_signal = 0;
 };
 
 Result<TrainSummary> RunTraining(const TrainOptions& opts);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compares two scaletrain run directories: per-step loss, and the final
-parameters (model.safetensors of the newest checkpoint), within a relative
+parameters (the newest checkpoint, read by checkpoint_io.py), within a relative
 tolerance. Optionally checks the per-step DP byte counts and memory.json of
 the second run against the analytic figures for its layout.
 
@@ -10,25 +10,12 @@ import argparse
 import glob
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        assert info["dtype"] == "F32", (name, info["dtype"])
-        b, e = info["data_offsets"]
-        out[name] = np.frombuffer(data[b:e], dtype="<f4").reshape(info["shape"])
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_io import load_checkpoint  # noqa: E402
 
 
 def metrics(run):
@@ -38,7 +25,7 @@ def metrics(run):
 
 def newest_model(run):
     steps = sorted(glob.glob(os.path.join(run, "checkpoints", "step_*")))
-    return load_safetensors(os.path.join(steps[-1], "model.safetensors"))
+    return load_checkpoint(steps[-1])
 
 
 def main():

@@ -17,7 +17,7 @@ common=(--config "$root/configs/shakespeare_char.toml" --quiet
   --set model.n_layer=8 --set model.n_head=4 --set model.n_embd=32 --set model.block_size=16
   --set training.micro_batch_size=2 --set training.threads=1 --set training.steps=10
   --set training.eval_interval=5 --set training.eval_steps=4 --set training.sample_tokens=0
-  --set checkpoint.interval=5 --set checkpoint.keep=4 --set parallel.bucket_mb=0.02
+  --set checkpoint.interval=5 --set checkpoint.keep_last=4 --set parallel.bucket_mb=0.02
   --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
 
 # Losses (every step) and validation losses of two runs, within rtol.

@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "core/sha256.h"
+#include "test_files.h"
 #include "train/checkpoint_dir.h"
 #include "train/safetensors.h"
-#include "test_files.h"
 
 namespace scaletrain {
 namespace {
@@ -412,10 +413,17 @@ TEST(Checkpoint, WriteResolveRead) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->manifest["step"], 10);
   EXPECT_EQ(loaded->manifest["model"], "tiny");
-  EXPECT_EQ(loaded->manifest["files"]["model.safetensors"],
+  EXPECT_EQ(loaded->manifest["files"]["model.safetensors"]["bytes"],
             fs::file_size(ckpt / "model.safetensors"));
-  EXPECT_EQ(loaded->manifest["files"]["optimizer.safetensors"],
+  EXPECT_EQ(loaded->manifest["files"]["optimizer.safetensors"]["bytes"],
             fs::file_size(ckpt / "optimizer.safetensors"));
+  // The checksum is the file's SHA-256 (from OpenSSL; checked here against
+  // the value Python's hashlib gives for the test vector "abc").
+  EXPECT_EQ(Sha256Hex("abc", 3),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  auto digest = Sha256OfFile((ckpt / "model.safetensors").string());
+  ASSERT_TRUE(digest.ok());
+  EXPECT_EQ(loaded->manifest["files"]["model.safetensors"]["sha256"], *digest);
   EXPECT_EQ(loaded->manifest["files"].size(), 2u);
   ASSERT_NE(loaded->model->Find("w"), nullptr);
   EXPECT_EQ(Floats(*loaded->model->Find("w")), d.w);
@@ -580,6 +588,89 @@ TEST(Checkpoint, ResolveWithoutCheckpointIsNotFound) {
 
   auto missing = ResolveCheckpoint((run.path() / "nope").string());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace scaletrain
+
+namespace scaletrain {
+namespace {
+
+void FlipByte(const fs::path& file, std::streamoff at) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x01);
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
+// Issue 19: a flipped byte keeps the file's size, so only the checksum sees it.
+TEST(CheckpointIntegrity, FlippedByteFailsTheChecksumAndResolveFallsBack) {
+  TempDir run;
+  const fs::path root = run.path() / "checkpoints";
+  for (int64_t step : {10, 20}) {
+    StepData d = MakeStep(step);
+    ASSERT_TRUE(WriteCheckpoint(root.string(), step, d.contents).ok());
+  }
+  const fs::path bad = root / "step_00000020";
+  const fs::path file = bad / "model.safetensors";
+  FlipByte(file, static_cast<std::streamoff>(fs::file_size(file) - 2));
+  EXPECT_TRUE(ValidateCheckpoint(bad.string()).ok()) << "sizes alone cannot see a flipped byte";
+  Status st = VerifyCheckpoint(bad.string());
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find(file.string()), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("checksum failed"), std::string::npos) << st.message();
+  // Reading it fails the same way, naming the file.
+  auto read = ReadCheckpoint(bad.string());
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("checksum failed"), std::string::npos)
+      << read.status().message();
+  EXPECT_NE(read.status().message().find("model.safetensors"), std::string::npos);
+  // A run directory resolves to the older, intact one, with a warning naming
+  // the damaged one.
+  testing::internal::CaptureStderr();
+  auto resolved = ResolveCheckpoint(run.path().string());
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(resolved.ok()) << resolved.status().message();
+  EXPECT_EQ(fs::path(*resolved).filename(), "step_00000010");
+  EXPECT_NE(err.find("warning: checkpoint " + bad.string() + " is damaged"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("checksum failed"), std::string::npos) << err;
+}
+
+// Checkpoints from before checksums list sizes alone; they still validate
+// and read.
+TEST(CheckpointIntegrity, ManifestWithoutChecksumsStillLoads) {
+  TempDir run;
+  const fs::path root = run.path() / "checkpoints";
+  StepData d = MakeStep(4);
+  ASSERT_TRUE(WriteCheckpoint(root.string(), 4, d.contents).ok());
+  const fs::path ckpt = root / "step_00000004";
+  std::ifstream in(ckpt / "manifest.json");
+  nlohmann::json m = nlohmann::json::parse(in);
+  for (auto& [name, entry] : m["files"].items()) entry = entry["bytes"];
+  WriteBytes(ckpt / "manifest.json", m.dump());
+  EXPECT_TRUE(VerifyCheckpoint(ckpt.string()).ok());
+  auto loaded = ReadCheckpoint(ckpt.string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(Floats(*loaded->model->Find("w")), d.w);
+  // A checksum entry that is not 64 hex digits is corrupt.
+  m["files"]["model.safetensors"] = {{"bytes", fs::file_size(ckpt / "model.safetensors")},
+                                     {"sha256", "abc"}};
+  WriteBytes(ckpt / "manifest.json", m.dump());
+  EXPECT_EQ(ValidateCheckpoint(ckpt.string()).code(), StatusCode::kDataLoss);
+}
+
+TEST(CheckpointIntegrity, HasCheckpointsSeesStepDirectoriesOnly) {
+  TempDir run;
+  EXPECT_FALSE(HasCheckpoints(run.path().string()));
+  fs::create_directories(run.path() / "checkpoints" / ".tmp-step_00000001-1");
+  EXPECT_FALSE(HasCheckpoints(run.path().string()));
+  StepData d = MakeStep(1);
+  ASSERT_TRUE(WriteCheckpoint((run.path() / "checkpoints").string(), 1, d.contents).ok());
+  EXPECT_TRUE(HasCheckpoints(run.path().string()));
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ class TrainerTest : public ::testing::Test {
         "training.steps=20", "training.global_batch_size=8", "training.micro_batch_size=4",
         "training.lr=3e-3", "training.min_lr=3e-4", "training.warmup_steps=5",
         "training.eval_interval=10", "training.eval_steps=2", "training.threads=1",
-        "training.sample_tokens=0", "checkpoint.interval=10", "checkpoint.keep=5",
+        "training.sample_tokens=0", "checkpoint.interval=10", "checkpoint.keep_last=5",
         "data.train=\"" + (dir_ / "data/train.bin").string() + "\"",
         "data.val=\"" + (dir_ / "data/val.bin").string() + "\""};
     sets.insert(sets.end(), extra.begin(), extra.end());
@@ -80,8 +80,14 @@ TEST_F(TrainerTest, WritesRunDirectory) {
   EXPECT_EQ(m[19]["step"], 20);
   EXPECT_TRUE(m[9].contains("val_loss"));
   EXPECT_FALSE(m[8].contains("val_loss"));
-  EXPECT_TRUE(fs::exists(dir_ / "run/checkpoints/step_00000010/model.safetensors"));
+  // Sharded checkpoints (one file per rank), the manifest written last.
+  EXPECT_TRUE(fs::exists(dir_ / "run/checkpoints/step_00000010/shard-00000.safetensors"));
   EXPECT_TRUE(fs::exists(dir_ / "run/checkpoints/step_00000020/manifest.json"));
+  std::ifstream manifest(dir_ / "run/checkpoints/step_00000020/manifest.json");
+  const nlohmann::json mf = nlohmann::json::parse(manifest);
+  EXPECT_EQ(mf["version"], 2);
+  EXPECT_EQ(mf["step"], 20);
+  EXPECT_EQ(mf["files"]["shard-00000.safetensors"]["sha256"].get<std::string>().size(), 64u);
   // The resolved config parses back to the same config.
   auto again = LoadRunConfig((dir_ / "run/config.resolved.toml").string(), {});
   ASSERT_TRUE(again.ok()) << again.status().message();
@@ -132,7 +138,7 @@ TEST_F(TrainerTest, RefusesToOverwriteARun) {
 TEST_F(TrainerTest, CheckpointOfOtherModelIsRefusedAndLeftIntact) {
   TrainOptions o = Opts(Tiny({"training.steps=10"}), (dir_ / "run").string(), "");
   ASSERT_TRUE(RunTraining(o).ok());
-  const fs::path ck = dir_ / "run/checkpoints/step_00000010/model.safetensors";
+  const fs::path ck = dir_ / "run/checkpoints/step_00000010/shard-00000.safetensors";
   const auto size = fs::file_size(ck);
   const auto mtime = fs::last_write_time(ck);
   TrainOptions other = Opts(Tiny({"model.n_embd=64"}), (dir_ / "other").string(), (dir_ / "run").string());

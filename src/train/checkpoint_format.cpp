@@ -1,0 +1,262 @@
+#include "train/checkpoint_format.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "parallel/dp_layout.h"
+#include "train/checkpoint_dir.h"
+#include "train/model_io.h"
+
+namespace fs = std::filesystem;
+
+namespace scaletrain {
+
+namespace {
+
+ModelShard ShardOf(const ParallelConfig& par, const MeshCoord& c) {
+  return ModelShard{par.tp, c.tp, par.pp, c.pp, par.vpp, par.sp && par.tp > 1};
+}
+
+int64_t BucketBytes(const ParallelConfig& par) {
+  return static_cast<int64_t>(par.bucket_mb * 1048576.0);
+}
+
+// A TP shard's geometry from the manifest's description of a tensor.
+Result<ParamEntry> ShardEntry(const std::string& name, const nlohmann::json& t, int64_t tp_rank) {
+  ParamEntry e;
+  e.name = name;
+  try {
+    e.full_shape = t.at("shape").get<Shape>();
+    const std::string split = t.at("split").get<std::string>();
+    e.shard_parts = t.at("parts").get<int64_t>();
+    e.tp = t.at("tp").get<int64_t>();
+    e.shard_dim = split == "replicated" ? -1 : split == "row" ? 1 : 0;
+  } catch (const nlohmann::json::exception& ex) {
+    return DataLoss("the manifest's entry for tensor '" + name + "' is malformed: " + ex.what());
+  }
+  e.tp_rank = tp_rank;
+  e.shape = e.full_shape;
+  const bool sane =
+      e.tp >= 1 && e.shard_parts >= 1 && !e.full_shape.empty() &&
+      e.shard_dim < static_cast<int64_t>(e.full_shape.size()) &&
+      std::all_of(e.full_shape.begin(), e.full_shape.end(), [](int64_t d) { return d > 0; });
+  if (!sane || (e.shard_dim >= 0 && e.full_shape[e.shard_dim] % (e.tp * e.shard_parts) != 0)) {
+    return DataLoss("the manifest's entry for tensor '" + name +
+                    "' has an impossible shape or split");
+  }
+  if (e.shard_dim >= 0) e.shape[e.shard_dim] /= e.tp;
+  e.numel = NumElements(e.shape);
+  return e;
+}
+
+}  // namespace
+
+std::vector<CheckpointPiece> ShardPieces(const ModelSpec& run_spec, const ParallelConfig& par,
+                                         const MeshCoord& coord) {
+  const ParamLayout layout = BuildRankLayout(run_spec, ShardOf(par, coord));
+  const std::vector<GradBucket> buckets = BuildGradBuckets(layout, par.dp, BucketBytes(par));
+  std::vector<CheckpointPiece> pieces;
+  int64_t block = 0;
+  for (const FlatRange& r : DpBlockRanges(buckets, par.dp, coord.dp)) {
+    for (const ParamEntry& e : layout.entries) {
+      if (!e.unique) continue;
+      const int64_t lo = std::max(r.begin, e.offset), hi = std::min(r.end, e.offset + e.numel);
+      if (lo >= hi) continue;
+      CheckpointPiece p;
+      p.tensor = e.name;
+      p.tp_rank = e.shard_dim < 0 ? 0 : e.tp_rank;
+      p.begin = lo - e.offset;
+      p.end = hi - e.offset;
+      p.flat = lo;
+      p.block = block + (lo - r.begin);
+      pieces.push_back(std::move(p));
+    }
+    block += r.size();
+  }
+  return pieces;
+}
+
+std::string ShardFileName(int64_t world_rank) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "shard-%05lld.safetensors", static_cast<long long>(world_rank));
+  return buf;
+}
+
+std::string PieceTensorName(const std::string& prefix, const CheckpointPiece& p) {
+  return prefix + p.tensor + "[" + std::to_string(p.begin) + ":" + std::to_string(p.end) + "]";
+}
+
+Status WriteShardFile(const std::string& path, const ShardSnapshot& s) {
+  std::vector<NamedTensor> tensors;
+  tensors.reserve(3 * s.pieces.size());
+  for (const auto& [prefix, values] :
+       {std::pair<const char*, const std::vector<float>*>{"", &s.params},
+        {"exp_avg.", &s.exp_avg},
+        {"exp_avg_sq.", &s.exp_avg_sq}}) {
+    int64_t at = 0;
+    for (const CheckpointPiece& p : s.pieces) {
+      tensors.push_back({PieceTensorName(prefix, p), DType::kF32, {p.size()}, values->data() + at});
+      at += p.size();
+    }
+  }
+  return WriteSafetensors(path, tensors);
+}
+
+nlohmann::json ShardedTensorTable(const ModelSpec& run_spec, const ParallelConfig& par) {
+  nlohmann::json table = nlohmann::json::object();
+  const Result<Mesh> mesh = Mesh::FromConfig(par);
+  if (!mesh.ok()) return table;
+  for (int64_t w = 0; w < mesh->world_size(); ++w) {
+    const MeshCoord coord = mesh->Coord(w);
+    const ParamLayout layout = BuildRankLayout(run_spec, ShardOf(par, coord));
+    for (const CheckpointPiece& p : ShardPieces(run_spec, par, coord)) {
+      nlohmann::json& t = table[p.tensor];
+      if (t.is_null()) {
+        const ParamEntry* e = layout.Find(p.tensor);
+        t = {{"shape", e->full_shape},
+             {"split", TpSplitName(e->tp_split)},
+             {"parts", e->shard_parts},
+             {"tp", e->shard_dim < 0 ? 1 : par.tp},
+             {"pieces", nlohmann::json::array()}};
+      }
+      t["pieces"].push_back(
+          {{"file", ShardFileName(w)}, {"tp_rank", p.tp_rank}, {"begin", p.begin}, {"end", p.end}});
+    }
+  }
+  return table;
+}
+
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& dir) {
+  std::unique_ptr<CheckpointReader> r(new CheckpointReader());
+  r->dir_ = dir;
+  ST_RETURN_IF_ERROR(ValidateCheckpoint(dir));
+  ST_ASSIGN_OR_RETURN(r->manifest_, ReadManifest(dir));
+  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+  if (!r->manifest_.contains("model")) {
+    return DataLoss(manifest_path + " has no model description; it is not a scaletrain checkpoint");
+  }
+  ST_ASSIGN_OR_RETURN(r->spec_, SpecFromJson(r->manifest_.at("model")));
+  const auto version = r->manifest_.find("version");
+  r->version_ =
+      version != r->manifest_.end() && version->is_number_integer() ? version->get<int64_t>() : 1;
+  if (r->version_ != 1 && r->version_ != kShardedCheckpointVersion) {
+    return FailedPrecondition(manifest_path + " is format version " + std::to_string(r->version_) +
+                              "; this scaletrain reads versions 1 and 2: use a newer scaletrain");
+  }
+  if (r->version_ == kShardedCheckpointVersion &&
+      !r->manifest_.value("tensors", nlohmann::json()).is_object()) {
+    return DataLoss(
+        manifest_path +
+        " has no \"tensors\" table; the checkpoint is corrupt; use an older checkpoint");
+  }
+  return r;
+}
+
+bool CheckpointReader::has_optimizer() const {
+  if (version_ == kShardedCheckpointVersion) return true;  // every shard file holds both moments
+  return manifest_.at("files").contains("optimizer.safetensors");
+}
+
+Result<const SafetensorsFile*> CheckpointReader::File(const std::string& name) {
+  auto it = files_.find(name);
+  if (it != files_.end()) return static_cast<const SafetensorsFile*>(it->second.get());
+  ST_RETURN_IF_ERROR(VerifyCheckpointFile(dir_, manifest_, name));
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f,
+                      SafetensorsFile::Open((fs::path(dir_) / name).string()));
+  return static_cast<const SafetensorsFile*>((files_[name] = std::move(f)).get());
+}
+
+Status CheckpointReader::ReadWhole(const std::string& prefix, const ParamEntry& entry, float* dst) {
+  if (version_ == kShardedCheckpointVersion) return ReadShardedFormat(prefix, entry, dst);
+  return ReadWholeTensorFormat(prefix, entry, dst);
+}
+
+Status CheckpointReader::ReadWholeTensorFormat(const std::string& prefix, const ParamEntry& entry,
+                                               float* dst) {
+  ST_ASSIGN_OR_RETURN(const SafetensorsFile* file,
+                      File(prefix.empty() ? "model.safetensors" : "optimizer.safetensors"));
+  const std::string name = prefix + entry.name;
+  const NamedTensor* t = file->Find(name);
+  if (!t) {
+    return FailedPrecondition(
+        "'" + file->path() + "' has no tensor '" + name +
+        "': it was written for a different model; use the config it was trained with");
+  }
+  if (t->dtype != DType::kF32 || t->shape != entry.shape) {
+    return FailedPrecondition("'" + file->path() + "': tensor '" + name + "' is " +
+                              std::string(DTypeName(t->dtype)) + " " + ShapeToString(t->shape) +
+                              ", this model expects F32 " + ShapeToString(entry.shape) +
+                              "; use the config the checkpoint was trained with");
+  }
+  std::memcpy(dst, t->data, static_cast<size_t>(entry.numel) * sizeof(float));
+  return Status::Ok();
+}
+
+Status CheckpointReader::ReadShardedFormat(const std::string& prefix, const ParamEntry& entry,
+                                           float* dst) {
+  const std::string where = "checkpoint " + dir_ + ": tensor '" + prefix + entry.name + "'";
+  const nlohmann::json& tensors = manifest_.at("tensors");
+  if (!tensors.contains(entry.name)) {
+    return FailedPrecondition(
+        where +
+        " is not in the manifest: the checkpoint is of a different model; use the "
+        "config it was trained with");
+  }
+  const nlohmann::json& t = tensors.at(entry.name);
+  ST_ASSIGN_OR_RETURN(ParamEntry whole_entry, ShardEntry(entry.name, t, 0));
+  const Shape& run_shape = whole_entry.full_shape;
+  // The writing run may have padded the vocabulary further (for its tp).
+  if (run_shape.size() != entry.shape.size() ||
+      !std::equal(run_shape.begin() + 1, run_shape.end(), entry.shape.begin() + 1) ||
+      run_shape[0] < entry.shape[0]) {
+    return FailedPrecondition(where + " is " + ShapeToString(run_shape) + ", this model expects " +
+                              ShapeToString(entry.shape) +
+                              "; use the config the checkpoint was trained with");
+  }
+  whole_.assign(static_cast<size_t>(NumElements(run_shape)), 0.0f);
+  int64_t covered = 0;
+  for (int64_t r = 0; r < whole_entry.tp; ++r) {
+    ST_ASSIGN_OR_RETURN(ParamEntry shard_entry, ShardEntry(entry.name, t, r));
+    shard_.assign(static_cast<size_t>(shard_entry.numel), 0.0f);
+    for (const nlohmann::json& pj : t.at("pieces")) {
+      CheckpointPiece p;
+      std::string file_name;
+      try {
+        if (pj.at("tp_rank").get<int64_t>() != r) continue;
+        file_name = pj.at("file").get<std::string>();
+        p = {entry.name, r, pj.at("begin").get<int64_t>(), pj.at("end").get<int64_t>()};
+      } catch (const nlohmann::json::exception& ex) {
+        return DataLoss(where + ": a piece in the manifest is malformed: " + ex.what());
+      }
+      if (p.begin < 0 || p.end > shard_entry.numel || p.begin >= p.end) {
+        return DataLoss(where + ": a piece's range [" + std::to_string(p.begin) + ", " +
+                        std::to_string(p.end) +
+                        ") lies outside the tensor; the checkpoint is corrupt");
+      }
+      ST_ASSIGN_OR_RETURN(const SafetensorsFile* file, File(file_name));
+      const NamedTensor* piece = file->Find(PieceTensorName(prefix, p));
+      if (piece == nullptr || piece->dtype != DType::kF32 ||
+          NumElements(piece->shape) != p.size()) {
+        return DataLoss(file->path() + " lacks tensor " + PieceTensorName(prefix, p) + " (F32, " +
+                        std::to_string(p.size()) +
+                        " elements) that the manifest lists; the "
+                        "checkpoint is corrupt; use an older checkpoint");
+      }
+      std::memcpy(shard_.data() + p.begin, piece->data,
+                  static_cast<size_t>(p.size()) * sizeof(float));
+      covered += p.size();
+    }
+    InsertShard(shard_entry, shard_.data(), whole_.data());
+  }
+  if (covered != NumElements(run_shape)) {
+    return DataLoss(where + ": its pieces hold " + std::to_string(covered) + " of its " +
+                    std::to_string(NumElements(run_shape)) +
+                    " elements; the checkpoint is corrupt");
+  }
+  CopyCommonRows(whole_.data(), run_shape, dst, entry.shape);
+  return Status::Ok();
+}
+
+}  // namespace scaletrain
