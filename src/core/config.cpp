@@ -1,6 +1,7 @@
 #include "core/config.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -106,6 +107,31 @@ std::string Join(const std::vector<std::string>& v) {
   return out;
 }
 
+// Offset of the first byte of `s` that does not belong to valid UTF-8 (RFC
+// 3629: no overlong forms, surrogates or code points above U+10FFFF), or npos.
+size_t FirstInvalidUtf8(const std::string& s) {
+  static constexpr uint32_t kMinCodePoint[] = {0, 0, 0x80, 0x800, 0x10000};
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const size_t len = b < 0x80           ? 1
+                       : (b >> 5) == 0x6  ? 2
+                       : (b >> 4) == 0xE  ? 3
+                       : (b >> 3) == 0x1E ? 4
+                                          : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    uint32_t cp = len == 1 ? b : b & (0x7Fu >> len);
+    for (size_t k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    if (cp < kMinCodePoint[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
 Status ApplyOverride(toml::table& root, const std::string& ov) {
   auto eq = ov.find('=');
   auto dot = ov.find('.');
@@ -120,6 +146,16 @@ Status ApplyOverride(toml::table& root, const std::string& ov) {
     parsed = toml::parse("v = " + value);
   } catch (const toml::parse_error&) {
     // A bare word (e.g. --set parallel.schedule=gpipe) is taken as a string.
+    // TOML strings are UTF-8: other bytes would be written to
+    // config.resolved.toml as a different string than the one used.
+    if (const size_t bad = FirstInvalidUtf8(value); bad != std::string::npos) {
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(value[bad]));
+      return InvalidArgument("--set " + section + "." + key +
+                             ": the value is not valid UTF-8 (byte " + byte + " at offset " +
+                             std::to_string(bad) +
+                             "); config values are UTF-8 text, give the value in UTF-8");
+    }
     parsed = toml::table{{"v", value}};
   }
   if (!root.contains(section)) root.insert(section, toml::table{});
@@ -289,15 +325,26 @@ Status ValidateParallelSection(const ParallelConfig& p) {
 
 // A step's global batch is whole micro-batches on every data-parallel rank.
 Status ValidateBatchDivision(const TrainingConfig& t, const ParallelConfig& p) {
-  const int64_t per_step = t.micro_batch_size * p.dp;
+  // Both are positive (checked before), but their product or the second
+  // suggestion below may pass 2^63: signed overflow is undefined behaviour.
+  int64_t per_step = 0;
+  if (__builtin_mul_overflow(t.micro_batch_size, p.dp, &per_step)) {
+    return InvalidArgument("training.micro_batch_size x parallel.dp = " +
+                           std::to_string(t.micro_batch_size) + " x " + std::to_string(p.dp) +
+                           " is more than 2^63 sequences per step; use smaller values");
+  }
   if (t.global_batch_size % per_step != 0) {
     int64_t lo = std::max<int64_t>(per_step, t.global_batch_size / per_step * per_step);
+    int64_t hi = 0;
+    const std::string suggestions =
+        __builtin_add_overflow(lo, per_step, &hi)
+            ? std::to_string(lo)
+            : std::to_string(lo) + " or " + std::to_string(hi);
     return InvalidArgument(
         "training.global_batch_size (" + std::to_string(t.global_batch_size) +
         ") does not divide into micro-batches: it must be a multiple of micro_batch_size x dp = " +
         std::to_string(t.micro_batch_size) + " x " + std::to_string(p.dp) + " = " +
-        std::to_string(per_step) + "; use e.g. " + std::to_string(lo) + " or " +
-        std::to_string(lo + per_step));
+        std::to_string(per_step) + "; use e.g. " + suggestions);
   }
   return Status::Ok();
 }

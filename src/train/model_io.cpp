@@ -20,14 +20,19 @@ Result<ModelSpec> SpecFromJson(const nlohmann::json& j) {
   ModelSpec s;
   try {
     ST_ASSIGN_OR_RETURN(s.arch, ArchFromName(j.at("arch").get<std::string>()));
-    s.n_layer = j.at("n_layer").get<int64_t>();
-    s.n_head = j.at("n_head").get<int64_t>();
-    s.n_kv_head = j.at("n_kv_head").get<int64_t>();
-    s.n_embd = j.at("n_embd").get<int64_t>();
-    s.ffn_hidden = j.at("ffn_hidden").get<int64_t>();
-    s.block_size = j.at("block_size").get<int64_t>();
-    s.vocab_size = j.at("vocab_size").get<int64_t>();
-    s.padded_vocab_size = j.at("padded_vocab_size").get<int64_t>();
+    for (auto [key, field] : {std::pair{"n_layer", &s.n_layer}, {"n_head", &s.n_head},
+                              {"n_kv_head", &s.n_kv_head}, {"n_embd", &s.n_embd},
+                              {"ffn_hidden", &s.ffn_hidden}, {"block_size", &s.block_size},
+                              {"vocab_size", &s.vocab_size},
+                              {"padded_vocab_size", &s.padded_vocab_size}}) {
+      const nlohmann::json& v = j.at(key);
+      // get<int64_t>() casts a float, undefined behaviour beyond int64 (1e300).
+      if (!v.is_number_integer()) {
+        return DataLoss(std::string("the manifest's model description has ") + key + " = " +
+                        v.dump() + ", not an integer; the checkpoint is corrupt, use another one");
+      }
+      *field = v.get<int64_t>();
+    }
   } catch (const nlohmann::json::exception& e) {
     return DataLoss(std::string("the manifest's model description is incomplete: ") + e.what());
   }
