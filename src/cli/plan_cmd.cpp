@@ -259,6 +259,8 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   l.pp = f.pp.value_or(1);
   if (f.dp) {
     l.dp = *f.dp;
+  } else if (l.tp < 1 || l.pp < 1) {
+    l.dp = 1;  // ValidateLayout names the bad size
   } else if (f.gpus % (l.tp * l.pp) == 0) {
     l.dp = f.gpus / (l.tp * l.pp);
   } else {

@@ -16,14 +16,14 @@ DataParallel::DataParallel(const ParamLayout& layout, Communicator* comm,
       rank_(comm->rank()),
       zero_(opt.zero),
       padded_(PaddedNumel(layout.total_numel, comm->size())),
-      embedding_waits_for_tied_sum_(opt.embedding_waits_for_tied_sum) {
+      tied_front_numel_(opt.embedding_waits_for_tied_sum ? DpTiedFrontNumel(layout) : 0) {
   buckets_ = BuildGradBuckets(layout_, dp_, opt.bucket_bytes);
   launched_.assign(buckets_.size(), false);
   if (zero_ == 2) shard_grads_ = Buffer(static_cast<size_t>(owned_numel()) * sizeof(float));
 }
 
 bool DataParallel::WaitsForTiedSum(size_t i) const {
-  return embedding_waits_for_tied_sum_ && buckets_[i].min_layer == kEmbeddingLayer;
+  return DpBucketWaitsForTiedSum(buckets_[i], tied_front_numel_);
 }
 
 std::vector<FlatRange> DataParallel::OwnedRanges() const {

@@ -139,7 +139,7 @@ class DataParallel {
   const ParamLayout& layout_;
   Communicator* comm_;
   int64_t dp_, rank_, zero_, padded_;
-  bool embedding_waits_for_tied_sum_;
+  int64_t tied_front_numel_;  // DpTiedFrontNumel, or 0: nothing waits for a tied sum
   std::vector<GradBucket> buckets_;
   std::vector<BucketCollective> in_flight_, step_;
   std::vector<bool> launched_;  // during the current backward

@@ -45,63 +45,86 @@ std::vector<FlatRange> DpBlockRanges(const std::vector<GradBucket>& buckets, int
   return out;
 }
 
-const char* DpCollectiveKindName(DpCollectiveKind k) {
+const char* CollectiveKindName(CollectiveKind k) {
   switch (k) {
-    case DpCollectiveKind::kAllreduce: return "allreduce";
-    case DpCollectiveKind::kReduceScatter: return "reduce_scatter";
-    case DpCollectiveKind::kAllgather: return "allgather";
-    case DpCollectiveKind::kSend: return "send";
-    case DpCollectiveKind::kRecv: return "recv";
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kSend:
+      return "send";
+    case CollectiveKind::kRecv:
+      return "recv";
   }
   return "?";
 }
 
-double DpCollective::RingBytes(int64_t n) const {
+double StepCollective::RingBytes(int64_t n) const {
   if (n <= 1) return 0.0;
   const double bytes = static_cast<double>(payload_bytes);
   const double share = static_cast<double>(n - 1) / static_cast<double>(n);
   switch (kind) {
-    case DpCollectiveKind::kAllreduce: return 2.0 * share * bytes;
-    case DpCollectiveKind::kReduceScatter:
-    case DpCollectiveKind::kAllgather: return share * bytes;
-    case DpCollectiveKind::kSend: return bytes;
-    case DpCollectiveKind::kRecv: return 0.0;  // the sender's bytes
+    case CollectiveKind::kAllreduce:
+      return 2.0 * share * bytes;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllgather:
+      return share * bytes;
+    case CollectiveKind::kSend:
+      return bytes;
+    case CollectiveKind::kRecv:
+      return 0.0;  // the sender's bytes
   }
   return 0.0;
 }
 
-int64_t PayloadBytes(const std::vector<DpCollective>& cs) {
+int64_t PayloadBytes(const std::vector<StepCollective>& cs) {
   int64_t n = 0;
-  for (const DpCollective& c : cs) n += c.payload_bytes;
+  for (const StepCollective& c : cs) n += c.payload_bytes;
   return n;
 }
 
-int64_t Calls(const std::vector<DpCollective>& cs) {
+int64_t Calls(const std::vector<StepCollective>& cs) {
   int64_t n = 0;
-  for (const DpCollective& c : cs) n += c.calls;
+  for (const StepCollective& c : cs) n += c.calls;
   return n;
 }
 
-std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBucket>& buckets, int64_t dp,
-                                                      int64_t zero, int64_t micro_batches,
-                                                      int64_t grad_elem_bytes, int64_t param_elem_bytes) {
-  if (dp <= 1) return {};
-  int64_t padded = 0;
-  for (const GradBucket& b : buckets) padded += b.size();
-  const int64_t nb = static_cast<int64_t>(buckets.size());
-  const int64_t grad_bytes = padded * grad_elem_bytes;
-  constexpr int64_t kScalar = static_cast<int64_t>(sizeof(double));
-  std::vector<DpCollective> out;
-  if (zero == 0) {
-    out.push_back({"gradient all-reduce", DpCollectiveKind::kAllreduce, nb, grad_bytes, StepPhase::kBackward});
-  } else {
-    const int64_t times = zero >= 2 ? micro_batches : 1;
-    out.push_back({"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * times, grad_bytes * times,
-                   StepPhase::kBackward});
-    out.push_back({"gradient-norm sum", DpCollectiveKind::kAllreduce, 1, kScalar});
-    out.push_back({"parameter all-gather", DpCollectiveKind::kAllgather, nb, padded * param_elem_bytes});
+int64_t DpTiedFrontNumel(const ParamLayout& rank_layout) {
+  int64_t n = 0;
+  for (const ParamEntry& e : rank_layout.entries) {
+    if (e.layer != kEmbeddingLayer) break;
+    n += e.numel;
   }
-  out.push_back({"loss average", DpCollectiveKind::kAllreduce, 1, kScalar});
+  return n;
+}
+
+std::vector<StepCollective> DataParallelStepCollectives(
+    const std::vector<GradBucket>& buckets, int64_t dp, int64_t zero, int64_t micro_batches,
+    int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes) {
+  if (dp <= 1) return {};
+  int64_t padded = 0, reductions = 0, reduced = 0;
+  for (const GradBucket& b : buckets) {
+    const int64_t times = DpBucketReductionsPerStep(b, zero, micro_batches, tied_front_numel);
+    padded += b.size();
+    reductions += times;
+    reduced += times * b.size();
+  }
+  const int64_t nb = static_cast<int64_t>(buckets.size());
+  constexpr int64_t kScalar = static_cast<int64_t>(sizeof(double));
+  std::vector<StepCollective> out;
+  if (zero == 0) {
+    out.push_back({"gradient all-reduce", CollectiveKind::kAllreduce, nb, padded * grad_elem_bytes,
+                   StepPhase::kBackward});
+  } else {
+    out.push_back({"gradient reduce-scatter", CollectiveKind::kReduceScatter, reductions,
+                   reduced * grad_elem_bytes, StepPhase::kBackward});
+    out.push_back({"gradient-norm sum", CollectiveKind::kAllreduce, 1, kScalar});
+    out.push_back(
+        {"parameter all-gather", CollectiveKind::kAllgather, nb, padded * param_elem_bytes});
+  }
+  out.push_back({"loss average", CollectiveKind::kAllreduce, 1, kScalar});
   return out;
 }
 

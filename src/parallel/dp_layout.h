@@ -59,8 +59,8 @@ inline int64_t DpPersistentGradNumel(int64_t padded_numel, int64_t dp, int64_t z
 
 // The operations a step issues on a group (the communicator's CommOp, less
 // broadcast and barrier, which no step issues).
-enum class DpCollectiveKind { kAllreduce, kReduceScatter, kAllgather, kSend, kRecv };
-const char* DpCollectiveKindName(DpCollectiveKind k);  // "allreduce", ..., "send", "recv"
+enum class CollectiveKind { kAllreduce, kReduceScatter, kAllgather, kSend, kRecv };
+const char* CollectiveKindName(CollectiveKind k);  // "allreduce", ..., "send", "recv"
 
 // Where in a step a collective runs (the planner places its time there).
 enum class StepPhase { kForward, kBackward, kStep };
@@ -71,9 +71,9 @@ enum class StepPhase { kForward, kBackward, kStep };
 // e.g. the full bucket for a reduce-scatter or an all-gather; a send or a
 // receive counts its message on its own side). Used for the DP group here
 // and for the TP and PP groups in tp_pp_layout.h.
-struct DpCollective {
+struct StepCollective {
   const char* what = "";  // "gradient reduction", "parameter all-gather", ...
-  DpCollectiveKind kind = DpCollectiveKind::kAllreduce;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
   int64_t calls = 0;
   int64_t payload_bytes = 0;
   StepPhase phase = StepPhase::kStep;
@@ -82,11 +82,10 @@ struct DpCollective {
   // reduce-scatter and all-gather, the payload for a send, 0 for a receive.
   double RingBytes(int64_t n) const;
 };
-using StepCollective = DpCollective;
 
 // Sum of payload_bytes / calls over a list.
-int64_t PayloadBytes(const std::vector<DpCollective>& cs);
-int64_t Calls(const std::vector<DpCollective>& cs);
+int64_t PayloadBytes(const std::vector<StepCollective>& cs);
+int64_t Calls(const std::vector<StepCollective>& cs);
 
 // The collectives one optimizer step issues on the DP group (none when
 // dp = 1), as DataParallel and the trainer issue them:
@@ -96,22 +95,32 @@ int64_t Calls(const std::vector<DpCollective>& cs);
 //             sum (one double all-reduce) and the parameter all-gather of
 //             every bucket after the optimizer step
 //   ZeRO-2:   as ZeRO-1, but the reduce-scatter runs after every
-//             micro-batch's backward (gradients persist only as shards)
+//             micro-batch's backward (gradients persist only as shards),
+//             bar the buckets that wait for the tied embedding's sum
 // plus, at any stage, the average of the logged loss (one double).
-// `micro_batches` is the number of gradient reductions ZeRO-2 runs in a step:
-// DpGradReductionsPerStep.
+// `micro_batches`: micro-batches per step (ZeRO-2 reduces after each).
+// `tied_front_numel`: DpTiedFrontNumel (0 without pipeline parallelism).
 // `grad_elem_bytes`, `param_elem_bytes`: bytes of one gradient and of one
 // parameter element as communicated (4 and 4: the trainer's fp32).
-// How often a step reduce-scatters the gradients under ZeRO-2: after every
-// micro-batch's backward, except under pipeline parallelism (pp > 1), where
-// the gradients of the whole pipeline flush accumulate in the full buffer
-// and are reduced once (the trainer; docs/training.md).
-inline int64_t DpGradReductionsPerStep(int64_t zero, int64_t pp, int64_t micro_batches) {
-  return zero >= 2 && pp <= 1 ? micro_batches : 1;
+//
+// With pipeline parallelism the first and last stage sum the tied
+// embedding's two copies after backward, and data parallelism may reduce
+// the embedding's gradients only after that: the buckets that hold them are
+// reduced once a step (after the sum) at every ZeRO stage, the others under
+// ZeRO-2 after every micro-batch. The embedding's entries (kEmbeddingLayer)
+// come first in a rank's flat buffer; DpTiedFrontNumel counts them.
+int64_t DpTiedFrontNumel(const ParamLayout& rank_layout);
+inline bool DpBucketWaitsForTiedSum(const GradBucket& b, int64_t tied_front_numel) {
+  return b.begin < tied_front_numel;
+}
+// How many times a step reduces bucket b.
+inline int64_t DpBucketReductionsPerStep(const GradBucket& b, int64_t zero, int64_t micro_batches,
+                                         int64_t tied_front_numel) {
+  return zero >= 2 && !DpBucketWaitsForTiedSum(b, tied_front_numel) ? micro_batches : 1;
 }
 
-std::vector<DpCollective> DataParallelStepCollectives(const std::vector<GradBucket>& buckets, int64_t dp,
-                                                      int64_t zero, int64_t micro_batches,
-                                                      int64_t grad_elem_bytes, int64_t param_elem_bytes);
+std::vector<StepCollective> DataParallelStepCollectives(
+    const std::vector<GradBucket>& buckets, int64_t dp, int64_t zero, int64_t micro_batches,
+    int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes);
 
 }  // namespace scaletrain

@@ -31,19 +31,20 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
     }
   }
   r.layers = static_cast<int64_t>(blocks.size());
+  r.embedding_front_numel = DpTiedFrontNumel(rank_layout);
   return r;
 }
 
-std::vector<DpCollective> TensorParallelStepCollectives(const ModelSpec& spec,
-                                                        const ModelShard& shard,
-                                                        const RankParams& rank,
-                                                        const TpPpStepOptions& o) {
+std::vector<StepCollective> TensorParallelStepCollectives(const ModelSpec& spec,
+                                                          const ModelShard& shard,
+                                                          const RankParams& rank,
+                                                          const TpPpStepOptions& o) {
   if (shard.tp <= 1) return {};
-  using K = DpCollectiveKind;
+  using K = CollectiveKind;
   const int64_t m = o.micro_batches, n = rank.layers, rows = o.micro_batch * spec.block_size;
   const int64_t act = rows * spec.n_embd * o.elem_bytes;  // one full activation
   const bool sp = shard.sp;
-  std::vector<DpCollective> out;
+  std::vector<StepCollective> out;
   auto add = [&](const char* what, K kind, int64_t calls, int64_t bytes_each, StepPhase phase) {
     if (calls > 0) out.push_back({what, kind, calls, calls * bytes_each, phase});
   };
@@ -98,12 +99,12 @@ int64_t PipelineMessageNumel(const ModelSpec& spec, const ModelShard& shard, int
   return rows * spec.n_embd;
 }
 
-std::vector<DpCollective> PipelineStepCollectives(const ModelSpec& spec, const ModelShard& shard,
-                                                  const RankParams& rank,
-                                                  const PipelineSchedule& schedule,
-                                                  const TpPpStepOptions& o) {
+std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const ModelShard& shard,
+                                                    const RankParams& rank,
+                                                    const PipelineSchedule& schedule,
+                                                    const TpPpStepOptions& o) {
   if (shard.pp <= 1) return {};
-  using K = DpCollectiveKind;
+  using K = CollectiveKind;
   // The stage's actions counted by kind (kRecvGradient is the last PipeOp).
   std::array<int64_t, static_cast<size_t>(PipeOp::kRecvGradient) + 1> ops{};
   for (const PipeAction& a : schedule.stages.at(static_cast<size_t>(shard.stage))) {
@@ -114,7 +115,7 @@ std::vector<DpCollective> PipelineStepCollectives(const ModelSpec& spec, const M
   const int64_t recv_act = count(PipeOp::kRecvActivation), recv_grad = count(PipeOp::kRecvGradient);
   const int64_t msg =
       PipelineMessageNumel(spec, shard, o.micro_batch, o.pp_scatter_gather) * o.elem_bytes;
-  std::vector<DpCollective> out;
+  std::vector<StepCollective> out;
   auto add = [&](const char* what, K kind, int64_t calls, int64_t bytes_each, StepPhase phase) {
     if (calls > 0) out.push_back({what, kind, calls, calls * bytes_each, phase});
   };

@@ -30,6 +30,10 @@ struct RankParams {
   // Its shard of the word embedding (vocab rows / tp x n_embd), also the last
   // stage's copy of a tied one: what the first and last stage exchange.
   int64_t vocab_numel = 0;
+  // Its embedding entries (kEmbeddingLayer), at the front of its flat buffer
+  // (DpTiedFrontNumel): with a tied head under pipeline parallelism, data
+  // parallelism reduces their buckets only after the tied sum.
+  int64_t embedding_front_numel = 0;
   // Replicated entries of its blocks (norms, row-parallel biases) and of the
   // final norm: under sequence parallelism each rank's gradients of these
   // are partial (its rows only) and are all-reduced over TP.
@@ -79,10 +83,10 @@ struct TpPpStepOptions {
 //                     SP a reduce-scatter), and with SP the final norm's
 //                     partial gradients (all-reduce)
 // plus, once per step, the gradient-norm sum (one double).
-std::vector<DpCollective> TensorParallelStepCollectives(const ModelSpec& spec,
-                                                        const ModelShard& shard,
-                                                        const RankParams& rank,
-                                                        const TpPpStepOptions& o);
+std::vector<StepCollective> TensorParallelStepCollectives(const ModelSpec& spec,
+                                                          const ModelShard& shard,
+                                                          const RankParams& rank,
+                                                          const TpPpStepOptions& o);
 
 // Elements of one pipeline message (an activation or its gradient): the
 // residual rows a rank holds (B x T, or B x T / tp with SP) x n_embd; with
@@ -98,9 +102,9 @@ int64_t PipelineMessageNumel(const ModelSpec& spec, const ModelShard& shard, int
 // flush, the exchange of the tied embedding's gradient (a send and a
 // receive of vocab_numel elements); on every stage the sum of the logged
 // loss over the stages and the gradient-norm sum (one double each).
-std::vector<DpCollective> PipelineStepCollectives(const ModelSpec& spec, const ModelShard& shard,
-                                                  const RankParams& rank,
-                                                  const PipelineSchedule& schedule,
-                                                  const TpPpStepOptions& o);
+std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const ModelShard& shard,
+                                                    const RankParams& rank,
+                                                    const PipelineSchedule& schedule,
+                                                    const TpPpStepOptions& o);
 
 }  // namespace scaletrain

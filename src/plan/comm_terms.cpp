@@ -9,7 +9,7 @@ namespace scaletrain::plan {
 
 ModelSpec TpPaddedSpec(const ModelSpec& m, int64_t tp) {
   ModelSpec spec = m;
-  spec.padded_vocab_size = RoundUp(m.padded_vocab_size, tp);
+  spec.padded_vocab_size = PaddedVocabSize(m.padded_vocab_size, 1, tp);
   return spec;
 }
 
@@ -19,10 +19,10 @@ Link TpLink(const ClusterSpec& c, int64_t tp) {
           (intra ? c.node.intra_latency_us : c.fabric.latency_us) * 1e-6};
 }
 
-double TpSecondsPerMicroBatch(const std::vector<DpCollective>& cs, StepPhase phase, int64_t tp,
+double TpSecondsPerMicroBatch(const std::vector<StepCollective>& cs, StepPhase phase, int64_t tp,
                               const Link& link, int64_t micro_batches) {
   double time = 0;
-  for (const DpCollective& c : cs) {
+  for (const StepCollective& c : cs) {
     if (c.phase == phase) {
       time += c.RingBytes(tp) / link.bytes_per_s + static_cast<double>(c.calls) * link.latency_s;
     }
@@ -30,7 +30,7 @@ double TpSecondsPerMicroBatch(const std::vector<DpCollective>& cs, StepPhase pha
   return time / static_cast<double>(micro_batches);
 }
 
-PassSeconds TpCommSeconds(const std::vector<DpCollective>& cs, int64_t tp, const Link& link,
+PassSeconds TpCommSeconds(const std::vector<StepCollective>& cs, int64_t tp, const Link& link,
                           int64_t micro_batches) {
   return {TpSecondsPerMicroBatch(cs, StepPhase::kForward, tp, link, micro_batches),
           TpSecondsPerMicroBatch(cs, StepPhase::kBackward, tp, link, micro_batches)};
@@ -54,41 +54,42 @@ double PpCommSeconds(double message_s, int64_t micro_batches, int64_t chunks) {
   return static_cast<double>(micro_batches) * static_cast<double>(chunks) * 2.0 * message_s;
 }
 
-int64_t DpGradReductions(const Layout& l, const Software& sw, int64_t micro_batches) {
-  return sw.zero2_reduce_once_with_pp ? DpGradReductionsPerStep(l.zero, l.pp, micro_batches)
-                                      : (l.zero == 2 ? micro_batches : 1);
+int64_t DpGradReductions(const Layout& l, int64_t micro_batches) {
+  return l.zero == 2 ? micro_batches : 1;
 }
 
-std::vector<DpCollective> DpStepCollectivesFor(int64_t numel, const Layout& l, int64_t reductions,
-                                               int64_t grad_elem_bytes, int64_t* num_buckets) {
+std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const ModelSpec& model,
+                                                 const Layout& l, int64_t grad_elem_bytes,
+                                                 int64_t* num_buckets) {
   const int64_t m = l.micro_batches();
   const int64_t param_elem_bytes = static_cast<int64_t>(ActivationElemBytes(l.precision));
-  const int64_t padded = DpPaddedNumel(numel, l.dp);
+  const int64_t padded = DpPaddedNumel(stage.numel, l.dp);
   const std::vector<GradBucket> buckets = CutGradBuckets(padded, l.dp, l.bucket_bytes);
   *num_buckets = static_cast<int64_t>(buckets.size());
   if (l.dp <= 1) return {};
   if (l.zero <= 2) {
-    return DataParallelStepCollectives(buckets, l.dp, l.zero, reductions, grad_elem_bytes,
+    const int64_t tied = l.pp > 1 && model.tied_embeddings() ? stage.embedding_front_numel : 0;
+    return DataParallelStepCollectives(buckets, l.dp, l.zero, m, tied, grad_elem_bytes,
                                        param_elem_bytes);
   }
   const int64_t nb = *num_buckets, weights = padded * param_elem_bytes,
                 grads = padded * grad_elem_bytes;
-  return {{"parameter all-gather (forward)", DpCollectiveKind::kAllgather, nb * m, weights * m,
+  return {{"parameter all-gather (forward)", CollectiveKind::kAllgather, nb * m, weights * m,
            StepPhase::kForward},
-          {"parameter all-gather (backward)", DpCollectiveKind::kAllgather, nb * m, weights * m,
+          {"parameter all-gather (backward)", CollectiveKind::kAllgather, nb * m, weights * m,
            StepPhase::kBackward},
-          {"gradient reduce-scatter", DpCollectiveKind::kReduceScatter, nb * m, grads * m,
+          {"gradient reduce-scatter", CollectiveKind::kReduceScatter, nb * m, grads * m,
            StepPhase::kBackward}};
 }
 
-DpRingBytes DpRingBytesByKind(const std::vector<DpCollective>& cs, int64_t dp) {
+DpRingBytes DpRingBytesByKind(const std::vector<StepCollective>& cs, int64_t dp) {
   DpRingBytes b;
-  for (const DpCollective& c : cs) {
+  for (const StepCollective& c : cs) {
     b.sent += c.RingBytes(dp);
     if (c.payload_bytes <= static_cast<int64_t>(sizeof(double))) continue;
-    (c.kind == DpCollectiveKind::kAllreduce       ? b.allreduce
-     : c.kind == DpCollectiveKind::kReduceScatter ? b.reduce_scatter
-                                                  : b.allgather) += c.RingBytes(dp);
+    (c.kind == CollectiveKind::kAllreduce       ? b.allreduce
+     : c.kind == CollectiveKind::kReduceScatter ? b.reduce_scatter
+                                                : b.allgather) += c.RingBytes(dp);
   }
   return b;
 }
@@ -162,9 +163,9 @@ DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& l
                      stage, overlap);
 }
 
-double RingBytesSum(const std::vector<DpCollective>& cs, int64_t n) {
+double RingBytesSum(const std::vector<StepCollective>& cs, int64_t n) {
   double bytes = 0;
-  for (const DpCollective& c : cs) bytes += c.RingBytes(n);
+  for (const StepCollective& c : cs) bytes += c.RingBytes(n);
   return bytes;
 }
 

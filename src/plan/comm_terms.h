@@ -36,10 +36,10 @@ Link TpLink(const ClusterSpec& c, int64_t tp);
 // The TP collectives of one phase of a step (the list:
 // TensorParallelStepCollectives), per micro-batch: each call at its ring bytes
 // / bandwidth plus one latency, the sum over the step's `micro_batches`.
-double TpSecondsPerMicroBatch(const std::vector<DpCollective>& cs, StepPhase phase, int64_t tp,
+double TpSecondsPerMicroBatch(const std::vector<StepCollective>& cs, StepPhase phase, int64_t tp,
                               const Link& link, int64_t micro_batches);
 // Forward and backward; not overlapped with compute.
-PassSeconds TpCommSeconds(const std::vector<DpCollective>& cs, int64_t tp, const Link& link,
+PassSeconds TpCommSeconds(const std::vector<StepCollective>& cs, int64_t tp, const Link& link,
                           int64_t micro_batches);
 
 // ---- pipeline parallelism ----
@@ -56,21 +56,22 @@ double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_by
 double PpCommSeconds(double message_s, int64_t micro_batches, int64_t chunks);
 
 // ---- data parallelism ----
-// How many times a step reduces the gradients: ZeRO-2 after every
-// micro-batch (the GPU stacks), except that the trainer (cpu stack,
-// Software::zero2_reduce_once_with_pp) reduces once a step under pp > 1
-// (DpGradReductionsPerStep); once otherwise.
-int64_t DpGradReductions(const Layout& l, const Software& sw, int64_t micro_batches);
-// The collectives a rank whose stage holds `numel` parameters issues on its
-// DP group in a step (none when dp = 1), and how many gradient buckets its
-// padded buffer is cut into (*num_buckets). ZeRO <= 2: what the trainer issues
-// (DataParallelStepCollectives, `reductions` gradient reductions); ZeRO-3
-// (FSDP, not in the trainer): every micro-batch gathers the weights for
-// forward and again for backward and reduce-scatters the gradients, bucket by
-// bucket. Gradients go in the gradient buffer's element (grad_elem_bytes),
-// parameters in the compute precision's.
-std::vector<DpCollective> DpStepCollectivesFor(int64_t numel, const Layout& l, int64_t reductions,
-                                               int64_t grad_elem_bytes, int64_t* num_buckets);
+// How many rounds of gradient reduction a step runs, for the time model:
+// ZeRO-2 after every micro-batch, once otherwise. (The exact bytes, with the
+// tied embedding's buckets reduced once, are DpStepCollectivesFor's.)
+int64_t DpGradReductions(const Layout& l, int64_t micro_batches);
+// The collectives a rank of `stage` issues on its DP group in a step (none
+// when dp = 1), and how many gradient buckets its padded buffer is cut into
+// (*num_buckets). ZeRO <= 2: what the trainer issues
+// (DataParallelStepCollectives; with pipeline parallelism and a tied head,
+// the buckets holding the embedding wait for the tied sum and are reduced
+// once); ZeRO-3 (FSDP, not in the trainer): every micro-batch gathers the
+// weights for forward and again for backward and reduce-scatters the
+// gradients, bucket by bucket. Gradients go in the gradient buffer's element
+// (grad_elem_bytes), parameters in the compute precision's.
+std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const ModelSpec& model,
+                                                 const Layout& l, int64_t grad_elem_bytes,
+                                                 int64_t* num_buckets);
 // Ring bytes one rank sends for a list, in all (`sent`) and by kind; scalars
 // (a double or less: the loss average, the gradient-norm sum) count in
 // `sent` only, their time is the latency the terms below charge.
@@ -78,7 +79,7 @@ struct DpRingBytes {
   double allreduce = 0, reduce_scatter = 0, allgather = 0;
   double sent = 0;
 };
-DpRingBytes DpRingBytesByKind(const std::vector<DpCollective>& cs, int64_t dp);
+DpRingBytes DpRingBytesByKind(const std::vector<StepCollective>& cs, int64_t dp);
 // A DP group's link. Ranks are ordered tp fastest, then dp, so a group has
 // gpus_per_node / tp members per node: within one node NVLink; across nodes
 // those members share the node's NICs (no more than NVLink). Latency: 2 log2(dp)
@@ -112,6 +113,6 @@ DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& l
                         bool overlap);
 
 // Sum of RingBytes(n) over a list: the bytes one rank of an n-rank group sends.
-double RingBytesSum(const std::vector<DpCollective>& cs, int64_t n);
+double RingBytesSum(const std::vector<StepCollective>& cs, int64_t n);
 
 }  // namespace scaletrain::plan

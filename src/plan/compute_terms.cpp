@@ -54,7 +54,7 @@ LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l) {
   s.heads = static_cast<double>(m.n_head);
   s.head_dim = static_cast<double>(m.head_dim());
   s.kv_dim = static_cast<double>(m.n_kv_head * m.head_dim());
-  s.vocab = static_cast<double>(RoundUp(m.padded_vocab_size, l.tp));
+  s.vocab = static_cast<double>(PaddedVocabSize(m.padded_vocab_size, 1, l.tp));
   s.tp = static_cast<double>(l.tp);
   s.sp = l.sp;
   s.swiglu = m.arch == Arch::kLlama;

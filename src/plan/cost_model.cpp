@@ -48,19 +48,23 @@ size_t FullestStage(const std::vector<RankParams>& stages) {
 }
 
 // Each stage's DP collectives, and the fullest stage's as the step's.
-void SetDpCollectives(const std::vector<RankParams>& stages, const Layout& l, int64_t reductions,
-                      int64_t grad_elem_bytes, size_t fullest, Prediction* p) {
-  // Stages of equal size (most of them) issue the same DP collectives.
-  std::map<int64_t, std::pair<std::vector<DpCollective>, int64_t>> by_numel;
+void SetDpCollectives(const std::vector<RankParams>& stages, const ModelSpec& model,
+                      const Layout& l, int64_t grad_elem_bytes, size_t fullest, Prediction* p) {
+  // Stages of equal size that hold the same embedding entries (most of them)
+  // issue the same DP collectives.
+  std::map<std::pair<int64_t, int64_t>, std::pair<std::vector<StepCollective>, int64_t>> by_kind;
+  auto kind = [&](size_t i) {
+    return std::make_pair(stages[i].numel, stages[i].embedding_front_numel);
+  };
   for (size_t i = 0; i < stages.size(); ++i) {
-    auto [it, added] = by_numel.try_emplace(stages[i].numel);
+    auto [it, added] = by_kind.try_emplace(kind(i));
     if (added) {
       it->second.first =
-          DpStepCollectivesFor(stages[i].numel, l, reductions, grad_elem_bytes, &it->second.second);
+          DpStepCollectivesFor(stages[i], model, l, grad_elem_bytes, &it->second.second);
     }
     p->stage_collectives[i].dp = it->second.first;
   }
-  const auto& [collectives, num_buckets] = by_numel.at(stages[fullest].numel);
+  const auto& [collectives, num_buckets] = by_kind.at(kind(fullest));
   p->dp_collectives = collectives;
   p->dp_buckets = l.dp > 1 ? num_buckets : 0;
 }
@@ -137,8 +141,7 @@ const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t tp, int6
   // a tied head's copy of the word embedding on a separate last stage
   // (Megatron-LM and the trainer sum the two copies' gradients). The
   // vocabulary is padded to a multiple of tp, as Megatron-LM does.
-  ModelSpec spec = spec_;
-  spec.padded_vocab_size = RoundUp(spec.padded_vocab_size, tp);
+  const ModelSpec spec = TpPaddedSpec(spec_, tp);
   // Blocks are alike, so stages that run as many blocks in each chunk and
   // are equally first / last hold the same; one BuildRankLayout each (a
   // 126-layer model on 64 stages has three kinds).
@@ -264,8 +267,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
 
   // Data parallelism and the optimizer step: the fullest stage's.
   const size_t fullest = FullestStage(stages);
-  const int64_t reductions = DpGradReductions(l, sw_, m);
-  SetDpCollectives(stages, l, reductions, grad_elem_bytes, fullest, &p);
+  const int64_t reductions = DpGradReductions(l, m);
+  SetDpCollectives(stages, spec_, l, grad_elem_bytes, fullest, &p);
   const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, l.dp);
   const DpSeconds dp = DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp), reductions, stage,
                                      stages[slowest.index].layers, sw_.overlap_dp);

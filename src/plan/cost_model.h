@@ -61,7 +61,7 @@ struct Prediction {
   // The collectives one step issues on a rank's DP group, with payload bytes
   // in the communicator's convention (ZeRO <= 2: DataParallelStepCollectives,
   // what the trainer issues; ZeRO-3: the planner's FSDP model).
-  std::vector<DpCollective> dp_collectives;
+  std::vector<StepCollective> dp_collectives;
   // Payload bytes of the TP collectives one step issues on the slowest
   // stage's TP group (communicator convention).
   int64_t tp_payload_bytes = 0;
@@ -70,7 +70,7 @@ struct Prediction {
   // TensorParallelStepCollectives and PipelineStepCollectives
   // (src/parallel/tp_pp_layout.h), what the trainer issues and counts.
   struct StageCollectives {
-    std::vector<DpCollective> dp, tp, pp;
+    std::vector<StepCollective> dp, tp, pp;
   };
   std::vector<StageCollectives> stage_collectives;
   int64_t dp_buckets = 0;

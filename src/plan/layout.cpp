@@ -101,7 +101,6 @@ Result<Software> SoftwareFromName(const std::string& name) {
     s.flash_attention = false;
     s.causal_block_rows = 64;     // kRowBlock of src/kernels/cpu/attention.cpp
     s.pp_scatter_gather = false;  // src/parallel/pipeline.cpp sends residual_rows x n_embd
-    s.zero2_reduce_once_with_pp = true;
     s.framework_gib = 0;
     return s;
   }

@@ -104,12 +104,6 @@ struct Software {
   // each sends b s h / t, the receivers all-gather over NVLink); the CPU
   // trainer sends its whole residual rows (b s h, or b s h / t with SP).
   bool pp_scatter_gather = true;
-  // ZeRO-2 with pipeline parallelism: the trainer lets the gradients of the
-  // whole pipeline flush accumulate in its full buffer and reduce-scatters
-  // them once a step (DpGradReductionsPerStep); the GPU stacks modelled
-  // (DeepSpeed's ZeRO-2) reduce-scatter after every micro-batch, which is
-  // what keeps only 1/dp of the gradients.
-  bool zero2_reduce_once_with_pp = false;
   // Memory outside the model: CUDA context, cuBLAS/NCCL workspaces and
   // allocator slack, as nvidia-smi shows for an idle PyTorch/Megatron
   // process after its first step (1-2 GiB); none for the CPU trainer, which

@@ -59,7 +59,7 @@ double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software&
   const double act_bytes = ActivationElemBytes(l.precision);
   const double t = static_cast<double>(l.tp), h = static_cast<double>(m.n_embd);
   const double T = static_cast<double>(l.micro_batch) * static_cast<double>(m.block_size);
-  const double V = static_cast<double>(RoundUp(m.padded_vocab_size, l.tp));
+  const double V = static_cast<double>(PaddedVocabSize(m.padded_vocab_size, 1, l.tp));
   const double rep_div = l.sp ? t : 1.0;
   const double layers_per_chunk = static_cast<double>(stage.layers) / static_cast<double>(l.vpp);
   // LayerActivationBytes counts 16-bit activations; fp32 ones are twice that.

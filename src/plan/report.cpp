@@ -101,18 +101,18 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
   j["bytes_per_rank"] = rank_json(p.rank_bytes);
   j["bytes_per_stage"] = nlohmann::json::array();
   for (const RankBytes& rb : p.stage_bytes) j["bytes_per_stage"].push_back(rank_json(rb));
-  auto coll_json = [](const std::vector<DpCollective>& cs, int64_t group_size) {
+  auto coll_json = [](const std::vector<StepCollective>& cs, int64_t group_size) {
     nlohmann::json coll = nlohmann::json::array();
-    for (const DpCollective& c : cs) {
+    for (const StepCollective& c : cs) {
       coll.push_back({{"what", c.what},
-                      {"op", DpCollectiveKindName(c.kind)},
+                      {"op", CollectiveKindName(c.kind)},
                       {"calls", c.calls},
                       {"payload_bytes", c.payload_bytes},
                       {"ring_bytes", c.RingBytes(group_size)}});
     }
     return coll;
   };
-  auto group_json = [&](const std::vector<DpCollective>& cs, int64_t group_size) {
+  auto group_json = [&](const std::vector<StepCollective>& cs, int64_t group_size) {
     return nlohmann::json{{"payload_bytes", PayloadBytes(cs)}, {"calls", Calls(cs)},
                           {"collectives", coll_json(cs, group_size)}};
   };

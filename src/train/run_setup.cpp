@@ -48,6 +48,15 @@ Result<std::optional<Vocabulary>> LoadVocabulary(const DataConfig& d) {
   return std::optional<Vocabulary>(std::move(v));
 }
 
+// The model as the ranks hold it: the checkpoint's spec with the
+// vocabulary padded further for tensor parallelism.
+ModelSpec RankModelSpec(const TrainingRun& run) {
+  ModelSpec s = run.spec;
+  s.padded_vocab_size =
+      PaddedVocabSize(s.vocab_size, run.cfg.model.vocab_multiple, run.cfg.parallel.tp);
+  return s;
+}
+
 // Data, vocabulary and the model spec they imply; every rank opens the same
 // files and makes the same checks, so start-up errors need no MPI.
 Status OpenData(TrainingRun& run) {
@@ -65,10 +74,8 @@ Status OpenData(TrainingRun& run) {
   ST_ASSIGN_OR_RETURN(run.spec,
                       ModelSpecFromConfig(cfg.model, data_vocab, cfg.model.vocab_multiple));
   const ParallelConfig& par = cfg.parallel;
-  ModelSpec run_spec = run.spec;
-  run_spec.padded_vocab_size =
-      PaddedVocabSize(run.spec.vocab_size, cfg.model.vocab_multiple, par.tp);
-  ST_RETURN_IF_ERROR(CheckModelShard(run_spec, ModelShard{par.tp, 0, par.pp, 0, par.vpp, par.sp}));
+  ST_RETURN_IF_ERROR(
+      CheckModelShard(RankModelSpec(run), ModelShard{par.tp, 0, par.pp, 0, par.vpp, par.sp}));
   if (max_token >= run.spec.vocab_size) {
     return InvalidArgument(
         "the data holds token id " + std::to_string(max_token) + " but the vocabulary has " +
@@ -107,9 +114,7 @@ Status BuildRankModel(TrainingRun& run) {
   const ParallelConfig& par = run.cfg.parallel;
   const TrainingConfig& tc = run.cfg.training;
   ProcessGroups& g = *run.groups;
-  ModelSpec run_spec = run.spec;
-  run_spec.padded_vocab_size =
-      PaddedVocabSize(run.spec.vocab_size, run.cfg.model.vocab_multiple, par.tp);
+  const ModelSpec run_spec = RankModelSpec(run);
   const ModelShard shard{par.tp, g.coord.tp, par.pp, g.coord.pp, par.vpp, par.sp};
   const std::vector<int64_t> slots = PipelineExecutor::SlotsPerChunk(run.schedule, g.coord.pp);
   ST_ASSIGN_OR_RETURN(

@@ -63,6 +63,8 @@ expect_error "did you mean 'dgx-h100'" plan --model llama3-8b --cluster dgx-h10 
 expect_error "did you mean 'llama3-8b'" plan --model llama3-9b --cluster dgx-h100 --gpus 8
 expect_error "nearest valid tp: 4 or 8" plan --model llama3-8b --cluster dgx-h100 --gpus 12 --tp 6 --pp 1 --dp 2
 expect_error "use dp=4" plan --model llama3-8b --cluster dgx-h100 --gpus 16 --tp 2 --pp 2 --dp 3
+expect_error "tp must be >= 1, got 0" plan --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 0
+expect_error "pp must be >= 1, got 0" plan --model llama3-8b --cluster dgx-h100 --gpus 8 --pp 0
 expect_error "nearest valid global batch: 96 or 112" plan --model llama3-8b --cluster dgx-h100 --gpus 8 \
   --micro-batch 2 --global-batch 100
 expect_error "cannot open" plan validate "$tmp/missing.csv"

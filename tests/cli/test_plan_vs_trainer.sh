@@ -32,16 +32,17 @@ gpipe=(--set 'parallel.schedule="gpipe"')
 inter=(--set 'parallel.schedule="interleaved"' --set parallel.vpp=2)
 
 # "dp tp pp zero micro-batches-per-step [extra config ...]". Two or four
-# micro-batches of 2 sequences per DP rank: ZeRO-2 reduces after each
-# (once a step with pp > 1). One case pads the vocabulary
-# (model.vocab_multiple).
+# micro-batches of 2 sequences per DP rank: ZeRO-2 reduces after each, at
+# any pp (with pp > 1 the buckets holding the tied embedding once, after its
+# sum). One case pads the vocabulary (model.vocab_multiple).
 cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "4 1 1 2 2"
   "2 1 1 1 2 --set model.vocab_multiple=64"
   "1 2 1 0 2" "1 2 1 0 2 ${sp[*]}" "2 2 1 1 2" "2 2 1 2 2 ${sp[*]}"
   "1 4 1 0 2 ${tp4[*]}" "1 4 1 0 2 ${tp4[*]} ${sp[*]}"
   "1 1 2 0 2" "1 1 2 0 4 ${gpipe[*]}" "1 1 2 0 4 ${l4[*]} ${inter[*]}"
   "1 1 4 0 4 ${l4[*]}" "1 1 4 0 4 ${l4[*]} ${gpipe[*]}" "1 1 4 0 4 ${l8[*]} ${inter[*]}"
-  "2 2 2 0 2" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${inter[*]}" "2 2 2 2 4 ${sp[*]} ${gpipe[*]}")
+  "2 2 2 0 2" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${inter[*]}" "2 2 2 2 4 ${sp[*]} ${gpipe[*]}"
+  "2 1 2 2 4 ${l4[*]} ${inter[*]}" "2 1 4 2 4 ${l4[*]}")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"

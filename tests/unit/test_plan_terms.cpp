@@ -334,10 +334,10 @@ TEST(PlanTerms, TpCollectivesPerMicroBatchOnTheirLink) {
   EXPECT_DOUBLE_EQ(nics.latency_s, 20e-6);
   // A step of 3 micro-batches: 6 forward all-reduces of 3e6 B in all, 2
   // backward all-gathers of 1e6 B, one scalar at the optimizer step.
-  const std::vector<DpCollective> cs = {
-      {"a", DpCollectiveKind::kAllreduce, 6, 3000000, StepPhase::kForward},
-      {"b", DpCollectiveKind::kAllgather, 2, 1000000, StepPhase::kBackward},
-      {"c", DpCollectiveKind::kAllreduce, 1, 8, StepPhase::kStep}};
+  const std::vector<StepCollective> cs = {
+      {"a", CollectiveKind::kAllreduce, 6, 3000000, StepPhase::kForward},
+      {"b", CollectiveKind::kAllgather, 2, 1000000, StepPhase::kBackward},
+      {"c", CollectiveKind::kAllreduce, 1, 8, StepPhase::kStep}};
   const PassSeconds t = TpCommSeconds(cs, 4, nvlink, 3);
   // Ring all-reduce 2 (4 - 1) / 4 x 3e6 B, plus 6 latencies; per micro-batch.
   EXPECT_DOUBLE_EQ(t.fwd, (2.0 * 3 / 4 * 3e6 / 50e9 + 6 * 10e-6) / 3);
@@ -378,12 +378,11 @@ TEST(PlanTerms, PipelineMessageBytesAndTime) {
 TEST(PlanTerms, GradientReductionsPerStep) {
   Layout l;
   l.zero = 2, l.pp = 2;
-  EXPECT_EQ(DpGradReductions(l, Stack("modern"), 8), 8);  // every micro-batch
-  EXPECT_EQ(DpGradReductions(l, Stack("cpu"), 8), 1);     // the trainer under pp > 1
+  EXPECT_EQ(DpGradReductions(l, 8), 8);  // every micro-batch, at any pp
   l.pp = 1;
-  EXPECT_EQ(DpGradReductions(l, Stack("cpu"), 8), 8);
+  EXPECT_EQ(DpGradReductions(l, 8), 8);
   l.zero = 1;
-  EXPECT_EQ(DpGradReductions(l, Stack("modern"), 8), 1);
+  EXPECT_EQ(DpGradReductions(l, 8), 1);
 }
 
 TEST(PlanTerms, DpStepCollectivesOfAStage) {
@@ -392,34 +391,53 @@ TEST(PlanTerms, DpStepCollectivesOfAStage) {
   l.bucket_bytes = 1000;  // 1000 / 4 B = 250, to a multiple of dp: 248 elements
   int64_t buckets = 0;
   // 1001 parameters padded to 1004: buckets of 248, 248, 248, 248 and 12.
-  std::vector<DpCollective> cs = DpStepCollectivesFor(1001, l, 1, 4, &buckets);
+  std::vector<StepCollective> cs =
+      DpStepCollectivesFor(RankParams{1001}, ModelSpec{}, l, 4, &buckets);
   EXPECT_EQ(buckets, 5);
   ASSERT_EQ(cs.size(), 2u);  // ZeRO-0: the gradient all-reduce and the loss average
-  EXPECT_EQ(cs[0].kind, DpCollectiveKind::kAllreduce);
+  EXPECT_EQ(cs[0].kind, CollectiveKind::kAllreduce);
   EXPECT_EQ(cs[0].calls, 5);
   EXPECT_EQ(cs[0].payload_bytes, 1004 * 4);
   EXPECT_EQ(cs[1].payload_bytes, 8);
   // ZeRO-3 in bf16: per micro-batch, per bucket, the weights gathered twice
   // (2 B) and the fp32 gradients reduce-scattered.
   l.zero = 3;
-  cs = DpStepCollectivesFor(1001, l, 1, 4, &buckets);
+  cs = DpStepCollectivesFor(RankParams{1001}, ModelSpec{}, l, 4, &buckets);
   ASSERT_EQ(cs.size(), 3u);
   EXPECT_EQ(cs[0].calls, 5 * 4);
   EXPECT_EQ(cs[0].payload_bytes, 1004 * 2 * 4);
   EXPECT_EQ(cs[1].phase, StepPhase::kBackward);
-  EXPECT_EQ(cs[2].kind, DpCollectiveKind::kReduceScatter);
+  EXPECT_EQ(cs[2].kind, CollectiveKind::kReduceScatter);
   EXPECT_EQ(cs[2].payload_bytes, 1004 * 4 * 4);
+  // ZeRO-2 with pipeline parallelism on a stage holding 100 elements of a
+  // tied embedding at its front: buckets [0, 12) and [12, 260) wait for the
+  // tied sum and are reduced once; [260, 508), [508, 756), [756, 1004) after
+  // each of the 4 micro-batches: 3 x 248 x 4 + 260 = 3236 elements in 14 calls.
+  l.zero = 2, l.pp = 2;
+  RankParams first_stage{1001};
+  first_stage.embedding_front_numel = 100;
+  cs = DpStepCollectivesFor(first_stage, ModelSpec{}, l, 4, &buckets);
+  ASSERT_EQ(cs[0].kind, CollectiveKind::kReduceScatter);
+  EXPECT_EQ(cs[0].calls, 14);
+  EXPECT_EQ(cs[0].payload_bytes, 3236 * 4);
+  // Without the tied head (Llama's untied output layer) nothing waits.
+  ModelSpec untied;
+  untied.arch = Arch::kLlama;
+  cs = DpStepCollectivesFor(first_stage, untied, l, 4, &buckets);
+  EXPECT_EQ(cs[0].calls, 5 * 4);
+  EXPECT_EQ(cs[0].payload_bytes, 1004 * 4 * 4);
+  l.zero = 0, l.pp = 1;
   // dp = 1: nothing to reduce, but the buffer is still cut (250 per bucket).
   l.dp = 1;
-  EXPECT_TRUE(DpStepCollectivesFor(1001, l, 1, 4, &buckets).empty());
+  EXPECT_TRUE(DpStepCollectivesFor(RankParams{1001}, ModelSpec{}, l, 4, &buckets).empty());
   EXPECT_EQ(buckets, 5);
 }
 
 TEST(PlanTerms, DpRingBytesByKindLeaveScalarsToLatency) {
-  const std::vector<DpCollective> cs = {{"g", DpCollectiveKind::kAllreduce, 5, 4000},
-                                        {"norm", DpCollectiveKind::kAllreduce, 1, 8},
-                                        {"rs", DpCollectiveKind::kReduceScatter, 2, 2000},
-                                        {"ag", DpCollectiveKind::kAllgather, 2, 1000}};
+  const std::vector<StepCollective> cs = {{"g", CollectiveKind::kAllreduce, 5, 4000},
+                                          {"norm", CollectiveKind::kAllreduce, 1, 8},
+                                          {"rs", CollectiveKind::kReduceScatter, 2, 2000},
+                                          {"ag", CollectiveKind::kAllgather, 2, 1000}};
   const DpRingBytes b = DpRingBytesByKind(cs, 4);
   EXPECT_DOUBLE_EQ(b.allreduce, 2.0 * 3 / 4 * 4000);
   EXPECT_DOUBLE_EQ(b.reduce_scatter, 3.0 / 4 * 2000);
@@ -449,7 +467,7 @@ TEST(PlanTerms, DpAllReduceTime) {
   // A 1e9-byte gradient all-reduce over dp = 4 in one node.
   const int64_t n = 4;
   const double bytes = 1e9;
-  const std::vector<DpCollective> cs = {{"g", DpCollectiveKind::kAllreduce, 40, 1000000000}};
+  const std::vector<StepCollective> cs = {{"g", CollectiveKind::kAllreduce, 40, 1000000000}};
   const Link link = DpLink(RoundCluster(), 1, n);
   // 2 (n - 1) / n x bytes / bandwidth, plus a reduce-scatter's and an
   // all-gather's latency, each 2 log2(n) x 10 us.

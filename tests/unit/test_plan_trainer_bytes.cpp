@@ -45,21 +45,37 @@ TEST(DpLayout, BucketsTileThePaddedBufferFromTheEnd) {
 
 TEST(DpLayout, StepCollectivesPerZeroStage) {
   const auto b = CutGradBuckets(1004, 4, 1024);  // 4 buckets, 4016 bytes in all
-  auto total = [](const std::vector<DpCollective>& cs) {
+  auto total = [](const std::vector<StepCollective>& cs) {
     int64_t n = 0, calls = 0;
     for (const auto& c : cs) n += c.payload_bytes, calls += c.calls;
     return std::pair{n, calls};
   };
-  EXPECT_TRUE(DataParallelStepCollectives(b, 1, 2, 3, 4, 4).empty());
+  EXPECT_TRUE(DataParallelStepCollectives(b, 1, 2, 3, 0, 4, 4).empty());
   // ZeRO-0: 4 bucket all-reduces + the loss average.
-  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 0, 3, 4, 4)), (std::pair<int64_t, int64_t>{4016 + 8, 5}));
+  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 0, 3, 0, 4, 4)),
+            (std::pair<int64_t, int64_t>{4016 + 8, 5}));
   // ZeRO-1: reduce-scatter and all-gather of every bucket, norm and loss.
-  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 1, 3, 4, 4)), (std::pair<int64_t, int64_t>{2 * 4016 + 16, 10}));
+  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 1, 3, 0, 4, 4)),
+            (std::pair<int64_t, int64_t>{2 * 4016 + 16, 10}));
   // ZeRO-2: the reduce-scatter after each of 3 micro-batches.
-  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 2, 3, 4, 4)), (std::pair<int64_t, int64_t>{4 * 4016 + 16, 18}));
+  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 2, 3, 0, 4, 4)),
+            (std::pair<int64_t, int64_t>{4 * 4016 + 16, 18}));
+  // With a tied embedding of 100 elements at the front of the buffer (a
+  // pipeline's first or last stage): the bucket holding them, [0, 236),
+  // waits for the tied sum and is reduced once; the other three after each
+  // of the 3 micro-batches: 3 x 3 x 256 + 236 = 2540 elements in 10 calls,
+  // plus the all-gather (1004 elements, 4 calls), norm and loss.
+  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 2, 3, 100, 4, 4)),
+            (std::pair<int64_t, int64_t>{2540 * 4 + 4016 + 16, 10 + 4 + 2}));
+  // ZeRO-0/1 reduce every bucket once anyway.
+  EXPECT_EQ(total(DataParallelStepCollectives(b, 4, 1, 3, 100, 4, 4)),
+            (std::pair<int64_t, int64_t>{2 * 4016 + 16, 10}));
+  EXPECT_TRUE(DpBucketWaitsForTiedSum(b[3], 100));
+  EXPECT_FALSE(DpBucketWaitsForTiedSum(b[2], 100));
+  EXPECT_FALSE(DpBucketWaitsForTiedSum(b[3], 0));
   // Ring bytes: all-reduce 2(n-1)/n, the others (n-1)/n of the payload.
-  DpCollective ar{"x", DpCollectiveKind::kAllreduce, 1, 4000};
-  DpCollective ag{"x", DpCollectiveKind::kAllgather, 1, 4000};
+  StepCollective ar{"x", CollectiveKind::kAllreduce, 1, 4000};
+  StepCollective ag{"x", CollectiveKind::kAllgather, 1, 4000};
   EXPECT_DOUBLE_EQ(ar.RingBytes(4), 6000.0);
   EXPECT_DOUBLE_EQ(ag.RingBytes(4), 3000.0);
 }
@@ -140,7 +156,7 @@ TEST(PlanTrainerBytes, FsdpGathersInComputePrecisionReducesInFp32) {
   ASSERT_TRUE(p.ok()) << p.status().message();
   int64_t gathered = 0, reduced = 0;
   for (const auto& c : p->dp_collectives) {
-    (c.kind == DpCollectiveKind::kAllgather ? gathered : reduced) += c.payload_bytes;
+    (c.kind == CollectiveKind::kAllgather ? gathered : reduced) += c.payload_bytes;
   }
   EXPECT_EQ(gathered, 2 * 2 * 2 * n);  // forward and backward, 2 micro-batches, bf16
   EXPECT_EQ(reduced, 2 * 4 * n);       // 2 micro-batches, fp32
