@@ -6,7 +6,10 @@
 //      reductions finished,
 //   3. the global gradient norm, for clipping,
 //   4. the optimizer step (and ZeRO's parameter all-gather),
-// and after it the hooks: a metrics record, validation, a checkpoint.
+// and after it the hooks: a metrics record, validation, a checkpoint (its
+// writing goes on in the background). Between steps the ranks agree whether
+// a signal asked them to stop (preemption: a checkpoint, then exit 75) and
+// whether the checkpoint in flight is written everywhere.
 #include "train/trainer.h"
 
 #include <chrono>
