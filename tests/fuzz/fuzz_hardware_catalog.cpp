@@ -1,0 +1,49 @@
+// A hardware catalog file (plan::HardwareCatalog::LoadFile): [gpu.X],
+// [node.X], [fabric.X] and [cluster.X] tables, as in configs/hardware/ or a
+// user's own file.
+//
+// Checked besides not crashing: a refusal has a message; in an accepted
+// catalog every GPU meets the limits LoadFile states (efficiencies in
+// (0, 1], a positive matrix rate and HBM bandwidth), and every cluster either
+// resolves to its GPU, node and fabric or is refused with a message.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_scratch.h"
+#include "plan/hardware.h"
+
+namespace fuzz = scaletrain::fuzz;
+using scaletrain::plan::HardwareCatalog;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = fuzz::WriteScratchFile("hardware.toml", data, size);
+  HardwareCatalog catalog;
+  const scaletrain::Status st = catalog.LoadFile(path);
+  if (!st.ok()) {
+    fuzz::CheckRefusal(st, "HardwareCatalog::LoadFile");
+    return 0;
+  }
+  for (const std::string& name : catalog.GpuNames()) {
+    auto gpu = catalog.Gpu(name);
+    if (!gpu.ok()) fuzz::Fail("listed GPU '" + name + "' is not found");
+    for (double e : {gpu->matmul_efficiency, gpu->hbm_efficiency, gpu->attention_efficiency,
+                     gpu->sustained_clock_ratio}) {
+      if (!(e > 0 && e <= 1)) fuzz::Fail("GPU '" + name + "' was accepted with an efficiency outside (0, 1]");
+    }
+    if (!(gpu->hbm_tbps > 0)) fuzz::Fail("GPU '" + name + "' was accepted without HBM bandwidth");
+    auto cluster = catalog.ClusterForGpu(name);
+    if (!cluster.ok()) fuzz::CheckRefusal(cluster.status(), "HardwareCatalog::ClusterForGpu");
+  }
+  for (const std::string& name : catalog.ClusterNames()) {
+    auto cluster = catalog.Cluster(name);
+    if (!cluster.ok()) {
+      fuzz::CheckRefusal(cluster.status(), "HardwareCatalog::Cluster");
+      continue;
+    }
+    if (cluster->node.gpus_per_node <= 0) {
+      fuzz::Fail("cluster '" + name + "' resolved to a node without GPUs");
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,31 @@
+// The CSV of measured runs for `scaletrain plan validate`
+// (plan::ReadPublishedRuns: RFC 4180 fields, the header's columns, each
+// row's numbers).
+//
+// Checked besides not crashing: a refusal has a message; every accepted row
+// has what ReadPublishedRuns promises to require (gpu, num_gpus and
+// global_batch).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_scratch.h"
+#include "plan/validate.h"
+
+namespace fuzz = scaletrain::fuzz;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = fuzz::WriteScratchFile("runs.csv", data, size);
+  auto runs = scaletrain::plan::ReadPublishedRuns(path);
+  if (!runs.ok()) {
+    fuzz::CheckRefusal(runs.status(), "ReadPublishedRuns");
+    return 0;
+  }
+  for (const scaletrain::plan::PublishedRun& run : *runs) {
+    if (run.gpu.empty() || run.num_gpus <= 0 || run.global_batch <= 0) {
+      fuzz::Fail("ReadPublishedRuns accepted row '" + run.id +
+                 "' without gpu, num_gpus or global_batch");
+    }
+  }
+  return 0;
+}
