@@ -376,7 +376,12 @@ std::string RunConfigToToml(const RunConfig& c) {
   });
   std::ostringstream os;
   for (const char* s : {"model", "data", "training", "parallel", "checkpoint"}) {
-    os << "[" << s << "]\n" << sections[s] << "\n\n";
+    // No multi-line strings: TOML drops a newline right after the opening
+    // """, so a value starting with one would load back without it.
+    os << "[" << s << "]\n"
+       << toml::toml_formatter{sections[s], toml::toml_formatter::default_flags &
+                                                ~toml::format_flags::allow_multi_line_strings}
+       << "\n\n";
   }
   return os.str();
 }
