@@ -9,6 +9,8 @@ pkgs=(
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev
   libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
+  # the Slurm requeue test runs a real one-node cluster (scripts/slurm/local-cluster.sh)
+  slurm-wlm munge
   # reference checks (PyTorch on the CPU) and the benchmarks
   python3 python3-numpy python3-torch
 )

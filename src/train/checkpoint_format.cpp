@@ -205,12 +205,16 @@ Status CheckpointReader::ReadShardedFormat(const std::string& prefix, const Para
         "config it was trained with");
   }
   const nlohmann::json& t = tensors.at(entry.name);
+  if (!t.is_object() || !t.contains("pieces") || !t["pieces"].is_array()) {
+    return DataLoss(where + " has no list of pieces in the manifest; the checkpoint is corrupt; use an "
+                    "older checkpoint");
+  }
   ST_ASSIGN_OR_RETURN(ParamEntry whole_entry, ShardEntry(entry.name, t, 0));
   const Shape& run_shape = whole_entry.full_shape;
   // The writing run may have padded the vocabulary further (for its tp).
   if (run_shape.size() != entry.shape.size() ||
       !std::equal(run_shape.begin() + 1, run_shape.end(), entry.shape.begin() + 1) ||
-      run_shape[0] < entry.shape[0]) {
+      run_shape[0] < entry.shape[0] || run_shape[0] > entry.shape[0] + (int64_t{1} << 20)) {
     return FailedPrecondition(where + " is " + ShapeToString(run_shape) + ", this model expects " +
                               ShapeToString(entry.shape) +
                               "; use the config the checkpoint was trained with");
