@@ -226,7 +226,7 @@ Result<std::string> CheckpointWriter::Finish() {
   std::memcpy(mine.data() + 8, &bytes, 8);
   if (ok) std::memcpy(mine.data() + 16, digest_.sha256.data(), 64);
   run.AbortIfFailed(run.groups->world->Allgather(mine.data(), all.data(), kRecord));
-  if (!write_status_.ok()) {
+  if (!write_status_.ok() && !run.lead()) {  // the lead reports its own in the returned error
     std::fprintf(stderr, "error: rank %lld: %s\n", static_cast<long long>(run.rank()),
                  write_status_.message().c_str());
   }

@@ -1,0 +1,266 @@
+#!/usr/bin/env bash
+# Chaos trials (issue 19): failures at random moments of a 2-rank data-parallel
+# run, each checked for the outcome a user needs:
+#   kill_rank      kill -9 of a random rank mid-step: the job ends within the
+#                  watchdog time (comm_timeout_s = 5 s) and the launcher names
+#                  the dead rank
+#   kill_mid_save  kill -9 of a random rank while checkpoints are being written
+#                  (one every step): every checkpoint directory is complete or
+#                  absent, the newest intact one loads, and `--resume auto`
+#                  finishes the run bitwise equal to an uninterrupted one
+#   disk_full      the run directory's file system (a small tmpfs) fills up
+#                  during a save: one clear error naming the cause, and the
+#                  previous checkpoint still verifies and loads
+#   read_only      the run directory becomes read-only mid-run (remount), and a
+#                  run started in a read-only directory: one clear error each,
+#                  the previous checkpoint intact
+#   shard_removed  the training data shard is deleted mid-run: the run goes on
+#                  (the shard is memory-mapped) and finishes; a restart then
+#                  stops with an error naming the missing file
+# Each trial prints one line "CASE trial N: ok|FAIL ..." and the script ends with a
+# table of outcomes. Cases that need root and mount (disk_full, read_only) are
+# skipped with one line without them.
+#
+# Usage: tests/chaos/chaos.sh BIN REPO_ROOT [--trials N] [--cases a,b,...] [--seed S]
+# (tests/cli/test_chaos_quick.sh runs one trial of each; bench/chaos.sh runs 20.)
+set -u
+bin=$1
+root=$2
+shift 2
+trials=1
+cases="kill_rank,kill_mid_save,disk_full,read_only,shard_removed"
+seed=$$
+while [ $# -gt 0 ]; do
+  case $1 in
+    --trials) trials=$2; shift 2 ;;
+    --cases) cases=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+RANDOM=$seed
+py=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+work=$(mktemp -d)
+mounts=()
+cleanup() {
+  for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null; done
+  pkill -9 -f "scaletrain train.*$work" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+declare -A ok_count fail_count notes
+
+head -c 100000 "$root/data/tinyshakespeare.txt" >"$work/small.txt"
+"$bin" data prepare --input "$work/small.txt" --output "$work/data" >/dev/null || { echo "FAIL: data prepare"; exit 1; }
+base=(train --config "$root/configs/shakespeare_char.toml" --quiet
+  --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=64 --set model.block_size=32
+  --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1
+  --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
+  --set parallel.dp=2 --set parallel.comm_timeout_s=5 --set checkpoint.keep_last=3
+  --set "data.val=\"$work/data/val.bin\"")
+train_data=(--set "data.train=\"$work/data/train.bin\"")
+
+record() {  # record CASE TRIAL ok|FAIL DETAILS
+  echo "$1 trial $2: $3 $4"
+  if [ "$3" = ok ]; then ok_count[$1]=$(( ${ok_count[$1]:-0} + 1 )); else fail_count[$1]=$(( ${fail_count[$1]:-0} + 1 )); fi
+}
+lines() { [ -f "$1/metrics.jsonl" ] && wc -l <"$1/metrics.jsonl" || echo 0; }
+wait_lines() {  # wait_lines RUN N PID
+  for _ in $(seq 1 1200); do
+    [ "$(lines "$1")" -ge "$2" ] && return 0
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.02
+  done
+  return 1
+}
+rank_pid() {  # rank_pid RUN R
+  for p in $(pgrep -f "scaletrain train.*$1"); do
+    grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$p/environ" 2>/dev/null && { echo "$p"; return; }
+  done
+}
+launch() {  # launch RUN EXTRA... (background; sets $job)
+  local run=$1
+  shift
+  mpirun -np 2 "$bin" "${base[@]}" "${train_data[@]}" "$@" --run-dir "$run" >"$run.out" 2>&1 &
+  job=$!
+}
+can_mount() { [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=1m tmpfs "$work/probe" 2>/dev/null && umount "$work/probe"; }
+mkdir -p "$work/probe"
+
+# The bitwise reference for kill_mid_save: the same run, not interrupted.
+reference_made=""
+reference() {
+  [ -n "$reference_made" ] && return 0
+  mpirun -np 2 "$bin" "${base[@]}" "${train_data[@]}" --set training.steps=150 --set checkpoint.interval=1 \
+    --run-dir "$work/reference" >"$work/reference.out" 2>&1 || { cat "$work/reference.out"; return 1; }
+  reference_made=1
+}
+same_as_reference() {  # same_as_reference RUN
+  $py - "$work/reference" "$1" "$root/tests/cli" <<'PY'
+import glob, json, sys
+sys.path.insert(0, sys.argv[3])
+import numpy as np
+from checkpoint_io import load_checkpoint
+a = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+b = [json.loads(l) for l in open(sys.argv[2] + "/metrics.jsonl")]
+bad = [] if [x["step"] for x in a] == [x["step"] for x in b] else [f"{len(b)} records, expected {len(a)}"]
+bad += [f"step {x['step']} loss differs" for x, y in zip(a, b) if x["loss"] != y["loss"]][:2]
+pa = load_checkpoint(sorted(glob.glob(sys.argv[1] + "/checkpoints/step_*"))[-1])
+pb = load_checkpoint(sorted(glob.glob(sys.argv[2] + "/checkpoints/step_*"))[-1])
+bad += [f"final {k} differs" for k in pa if not np.array_equal(pa[k], pb[k])][:2]
+print("; ".join(bad) if bad else "losses and final parameters bitwise equal")
+sys.exit(1 if bad else 0)
+PY
+}
+
+case_kill_rank() {  # trial
+  local run=$work/kill_rank_$1 victim=$((RANDOM % 2)) after=$((20 + RANDOM % 200))
+  launch "$run" --set training.steps=100000 --set checkpoint.interval=0
+  if ! wait_lines "$run" "$after" $job; then record kill_rank "$1" FAIL "run did not get going: $(tail -3 "$run.out")"; return; fi
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  kill -9 "$(rank_pid "$run" $victim)"
+  wait $job
+  rc=$?
+  t1=$(date +%s.%N)
+  local took
+  took=$(echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}')
+  if [ $rc -ne 0 ] && awk "BEGIN{exit !($took <= 15)}" && grep -q "rank $victim .*exited on signal 9" "$run.out"; then
+    record kill_rank "$1" ok "rank $victim killed at step ~$after; job ended in ${took} s (rc $rc), launcher names rank $victim"
+  else
+    record kill_rank "$1" FAIL "rank $victim killed: rc $rc after ${took} s; output: $(grep -v '^step' "$run.out" | tail -4 | tr '\n' ' ')"
+  fi
+}
+
+case_kill_mid_save() {
+  reference || { record kill_mid_save "$1" FAIL "the reference run failed"; return; }
+  local run=$work/kill_mid_save_$1 victim=$((RANDOM % 2)) after=$((5 + RANDOM % 120))
+  launch "$run" --set training.steps=150 --set checkpoint.interval=1
+  if ! wait_lines "$run" "$after" $job; then record kill_mid_save "$1" FAIL "did not get going"; return; fi
+  kill -9 "$(rank_pid "$run" $victim)"
+  wait $job
+  # Every checkpoint directory under its real name has its manifest (the
+  # temporaries are .tmp-*), and resuming finishes the run bitwise.
+  local incomplete=0 d
+  for d in "$run"/checkpoints/step_*; do [ -f "$d/manifest.json" ] || incomplete=$((incomplete + 1)); done
+  local tmps
+  tmps=$(ls -d "$run"/checkpoints/.tmp-* 2>/dev/null | wc -l)
+  if ! mpirun -np 2 "$bin" "${base[@]}" "${train_data[@]}" --set training.steps=150 --set checkpoint.interval=1 \
+      --run-dir "$run" --resume auto >"$run.resume" 2>&1; then
+    record kill_mid_save "$1" FAIL "resume failed: $(grep error "$run.resume" | head -2)"
+    return
+  fi
+  local from out
+  from=$(grep -o "resuming from .* at step [0-9]*" "$run.resume" | sed 's/.*at step //')
+  if [ $incomplete -eq 0 ] && out=$(same_as_reference "$run"); then
+    record kill_mid_save "$1" ok "rank $victim killed at step ~$after with a save in flight ($tmps unfinished .tmp left); resumed from step ${from:-0}: $out"
+  else
+    record kill_mid_save "$1" FAIL "incomplete step dirs: $incomplete; ${out:-}"
+  fi
+}
+
+# A run in a tmpfs of SIZE; waits until checkpoint FIRST is complete, then
+# does ACTION to the file system and waits for the run to end.
+in_tmpfs() {  # in_tmpfs CASE TRIAL SIZE ACTION
+  local mnt=$work/$1_$2
+  mkdir -p "$mnt"
+  mount -t tmpfs -o size="$3" tmpfs "$mnt" || { record "$1" "$2" FAIL "cannot mount a tmpfs"; return 1; }
+  mounts+=("$mnt")
+  local run=$mnt/run every=$((20 + RANDOM % 30))
+  launch "$run" --set training.steps=100000 --set checkpoint.interval=$every
+  local first
+  first=$run/checkpoints/$(printf 'step_%08d' $every)
+  for _ in $(seq 1 1500); do [ -f "$first/manifest.json" ] && break; sleep 0.02; done
+  [ -f "$first/manifest.json" ] || { record "$1" "$2" FAIL "no first checkpoint: $(tail -3 "$run.out")"; kill -9 $job; return 1; }
+  sleep "0.$((RANDOM % 10))"
+  $4 "$mnt" "$run"
+  wait $job
+  rc=$?
+  first_checkpoint=$(newest_checkpoint "$run")
+  tmpfs_run=$run
+  return 0
+}
+fill() { dd if=/dev/zero of="$1/filler" bs=64k 2>/dev/null; }  # fill MOUNT
+# Read-only from now on: a read-only bind mount over the run directory (a
+# plain remount would be refused while the run holds files open for writing).
+make_read_only() { mount --bind "$2" "$2" && mounts=("$2" "${mounts[@]}") && mount -o remount,bind,ro "$2"; }  # MOUNT RUN
+# The newest checkpoint directory under its real name (it must be complete).
+newest_checkpoint() { ls -d "$1"/checkpoints/step_* 2>/dev/null | sort | tail -1; }
+# The previous checkpoint verifies and loads: resume it into another directory.
+previous_loads() {  # previous_loads CHECKPOINT -> 0 if it resumes
+  mpirun -np 2 "$bin" "${base[@]}" "${train_data[@]}" --set training.steps=$(( $(basename "$1" | sed 's/step_0*//') + 2 )) \
+    --set checkpoint.interval=0 --resume "$1" --run-dir "$work/loads_$RANDOM" >"$work/loads.out" 2>&1
+}
+
+case_disk_full() {
+  can_mount || { echo "disk_full: SKIP (needs root and mount)"; notes[disk_full]="skipped: no root/mount"; return; }
+  in_tmpfs disk_full "$1" 4m fill || return
+  local msg
+  msg=$(grep '^error:' "$tmpfs_run.out" | head -1)
+  if [ $rc -ne 0 ] && [ "$(grep -c '^error:' "$tmpfs_run.out")" -ge 1 ] && echo "$msg" | grep -qi "no space left\|disk full" \
+      && previous_loads "$first_checkpoint"; then
+    record disk_full "$1" ok "rc $rc, '$(echo "$msg" | cut -c1-110)...'; $(basename "$first_checkpoint") still loads"
+  else
+    record disk_full "$1" FAIL "rc $rc, error: ${msg:-none}; previous loads: $(tail -2 "$work/loads.out" 2>/dev/null | tr '\n' ' ')"
+  fi
+}
+
+case_read_only() {
+  can_mount || { echo "read_only: SKIP (needs root and mount)"; notes[read_only]="skipped: no root/mount"; return; }
+  in_tmpfs read_only "$1" 64m make_read_only || return
+  local msg
+  msg=$(grep '^error:' "$tmpfs_run.out" | head -1)
+  local ok_mid=0
+  if [ $rc -ne 0 ] && echo "$msg" | grep -qi "read-only\|cannot"; then ok_mid=1; fi
+  # A run started in the read-only directory.
+  local start_msg start_rc
+  mpirun -np 2 "$bin" "${base[@]}" "${train_data[@]}" --set training.steps=5 --run-dir "$tmpfs_run/fresh" \
+    >"$work/ro_start.out" 2>&1
+  start_rc=$?
+  start_msg=$(grep '^error:' "$work/ro_start.out" | head -1)
+  if [ $ok_mid -eq 1 ] && [ $start_rc -ne 0 ] && echo "$start_msg" | grep -qi "read-only" && previous_loads "$first_checkpoint"; then
+    record read_only "$1" ok "mid-run: rc $rc, '$(echo "$msg" | cut -c1-90)...'; at start: '$(echo "$start_msg" | cut -c1-80)...'; $(basename "$first_checkpoint") loads"
+  else
+    record read_only "$1" FAIL "mid-run rc $rc '${msg:-none}'; at start rc $start_rc '${start_msg:-none}'"
+  fi
+}
+
+case_shard_removed() {
+  local run=$work/shard_removed_$1 after=$((10 + RANDOM % 100))
+  mkdir -p "$work/data_$1"
+  cp "$work/data/train.bin" "$work/data_$1/train.bin"
+  local shard=(--set "data.train=\"$work/data_$1/train.bin\"")
+  mpirun -np 2 "$bin" "${base[@]}" "${shard[@]}" --set training.steps=400 --set checkpoint.interval=100 \
+    --run-dir "$run" >"$run.out" 2>&1 &
+  job=$!
+  wait_lines "$run" "$after" $job || { record shard_removed "$1" FAIL "did not get going"; return; }
+  rm "$work/data_$1/train.bin"
+  wait $job
+  rc=$?
+  mpirun -np 2 "$bin" "${base[@]}" "${shard[@]}" --set training.steps=500 --run-dir "$run" --resume auto \
+    >"$run.resume" 2>&1
+  local rc2=$? msg
+  msg=$(grep '^error:' "$run.resume" | head -1)
+  if [ $rc -eq 0 ] && [ "$(lines "$run")" -eq 400 ] && [ $rc2 -ne 0 ] && echo "$msg" | grep -q "data_$1/train.bin"; then
+    record shard_removed "$1" ok "removed at step ~$after: the run finished (memory-mapped); restart: '$(echo "$msg" | cut -c1-100)...'"
+  else
+    record shard_removed "$1" FAIL "run rc $rc ($(lines "$run") steps); restart rc $rc2 '${msg:-none}'"
+  fi
+}
+
+IFS=, read -r -a selected <<<"$cases"
+for c in "${selected[@]}"; do
+  for t in $(seq 1 "$trials"); do "case_$c" "$t"; done
+done
+
+echo
+echo "| case | trials | ok | failed | note |"
+echo "|---|---:|---:|---:|---|"
+failed=0
+for c in "${selected[@]}"; do
+  o=${ok_count[$c]:-0} f=${fail_count[$c]:-0}
+  failed=$((failed + f))
+  echo "| $c | $((o + f)) | $o | $f | ${notes[$c]:-} |"
+done
+[ $failed -eq 0 ]
