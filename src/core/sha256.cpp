@@ -30,6 +30,22 @@ std::string Hex(const unsigned char* digest, unsigned int size) {
 
 }  // namespace
 
+struct Sha256::Context {
+  DigestContext md{EVP_MD_CTX_new()};
+};
+
+Sha256::Sha256() : ctx_(new Context) { EVP_DigestInit_ex(ctx_->md.get(), EVP_sha256(), nullptr); }
+Sha256::~Sha256() { delete ctx_; }
+void Sha256::Update(const void* bytes, size_t size) {
+  EVP_DigestUpdate(ctx_->md.get(), bytes, size);
+}
+std::string Sha256::HexDigest() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx_->md.get(), digest, &n);
+  return Hex(digest, n);
+}
+
 std::string Sha256Hex(const void* bytes, size_t size) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int n = 0;

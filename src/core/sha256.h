@@ -9,6 +9,21 @@
 
 namespace scaletrain {
 
+// An incremental digest: Update with the bytes in order, then HexDigest.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(const void* bytes, size_t size);
+  std::string HexDigest();  // 64 lowercase hex digits; the object is spent
+
+ private:
+  struct Context;
+  Context* ctx_;
+};
+
 // The digest of `bytes` as 64 lowercase hex digits.
 std::string Sha256Hex(const void* bytes, size_t size);
 // The digest of the file at `path`, read in blocks. IoError if it cannot be

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/sha256.h"
 #include "parallel/dp_layout.h"
 #include "train/checkpoint_dir.h"
 #include "train/model_io.h"
@@ -88,7 +89,7 @@ std::string PieceTensorName(const std::string& prefix, const CheckpointPiece& p)
   return prefix + p.tensor + "[" + std::to_string(p.begin) + ":" + std::to_string(p.end) + "]";
 }
 
-Status WriteShardFile(const std::string& path, const ShardSnapshot& s) {
+Result<FileDigest> WriteShardFile(const std::string& path, const ShardSnapshot& s) {
   std::vector<NamedTensor> tensors;
   tensors.reserve(3 * s.pieces.size());
   for (const auto& [prefix, values] :
@@ -101,7 +102,21 @@ Status WriteShardFile(const std::string& path, const ShardSnapshot& s) {
       at += p.size();
     }
   }
-  return WriteSafetensors(path, tensors);
+  Sha256 meant;
+  ST_RETURN_IF_ERROR(WriteSafetensors(path, tensors, {}, &meant));
+  FileDigest d;
+  d.name = fs::path(path).filename().string();
+  d.sha256 = meant.HexDigest();
+  ST_ASSIGN_OR_RETURN(const std::string on_disk, Sha256OfFile(path));
+  if (on_disk != d.sha256) {
+    return DataLoss(path + " reads back differently than it was written (sha256 " + on_disk +
+                    ", written " + d.sha256 +
+                    "): the disk lost data; check it, or write checkpoints elsewhere");
+  }
+  std::error_code ec;
+  d.bytes = static_cast<uint64_t>(fs::file_size(path, ec));
+  if (ec) return IoError("cannot stat " + path + ": " + ec.message());
+  return d;
 }
 
 nlohmann::json ShardedTensorTable(const ModelSpec& run_spec, const ParallelConfig& par) {
@@ -206,7 +221,8 @@ Status CheckpointReader::ReadShardedFormat(const std::string& prefix, const Para
   }
   const nlohmann::json& t = tensors.at(entry.name);
   if (!t.is_object() || !t.contains("pieces") || !t["pieces"].is_array()) {
-    return DataLoss(where + " has no list of pieces in the manifest; the checkpoint is corrupt; use an "
+    return DataLoss(where +
+                    " has no list of pieces in the manifest; the checkpoint is corrupt; use an "
                     "older checkpoint");
   }
   ST_ASSIGN_OR_RETURN(ParamEntry whole_entry, ShardEntry(entry.name, t, 0));

@@ -30,6 +30,7 @@
 #include "model/param_layout.h"
 #include "model/spec.h"
 #include "parallel/mesh.h"
+#include "train/checkpoint_dir.h"
 #include "train/safetensors.h"
 
 namespace scaletrain {
@@ -66,8 +67,11 @@ struct ShardSnapshot {
   std::vector<float> params, exp_avg,
       exp_avg_sq;  // the pieces' values back to back, in piece order
 };
-// Writes the snapshot as a safetensors file at `path` (atomically).
-Status WriteShardFile(const std::string& path, const ShardSnapshot& snapshot);
+// Writes the snapshot as a safetensors file at `path` (atomically), then
+// reads it back: the SHA-256 of what was written must equal that of the
+// bytes meant (else DataLoss: the disk lost them). Returns the file's size
+// and SHA-256, verified.
+Result<FileDigest> WriteShardFile(const std::string& path, const ShardSnapshot& snapshot);
 
 // The manifest's "tensors" table for a run of this spec and layout.
 nlohmann::json ShardedTensorTable(const ModelSpec& run_spec, const ParallelConfig& par);

@@ -359,7 +359,7 @@ std::vector<NamedTensor> InFileOrder(std::vector<NamedTensor> tensors,
 }  // namespace
 
 Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                        const std::map<std::string, std::string>& metadata) {
+                        const std::map<std::string, std::string>& metadata, Sha256* digest) {
   // ordered_json keeps the tensors in the caller's order, so the header lists
   // them in the same order as their bytes follow.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -411,10 +411,14 @@ Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>&
 
   // Complete or absent: a reader (or a crash) never finds half a file.
   return WriteFileAtomically(path, [&](FileSink& sink) -> Status {
-    ST_RETURN_IF_ERROR(sink.Write(prefix));
-    ST_RETURN_IF_ERROR(sink.Write(json));
+    auto write = [&](const void* data, size_t bytes) {
+      if (digest != nullptr) digest->Update(data, bytes);
+      return sink.Write(data, bytes);
+    };
+    ST_RETURN_IF_ERROR(write(prefix.data(), prefix.size()));
+    ST_RETURN_IF_ERROR(write(json.data(), json.size()));
     for (size_t i = 0; i < tensors.size(); ++i) {
-      ST_RETURN_IF_ERROR(sink.Write(tensors[i].data, sizes[i]));
+      ST_RETURN_IF_ERROR(write(tensors[i].data, sizes[i]));
     }
     return Status::Ok();
   });

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sha256.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -26,8 +27,11 @@ struct NamedTensor {
 // Writes `path` completely or not at all (WriteFileAtomically: temporary,
 // fsync, rename; a file already there is replaced only on success). Tensors
 // are stored in the order given.
+// With `digest`, also feeds it every byte written (a checksum of what was
+// meant to be on disk, to compare with what is).
 Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                        const std::map<std::string, std::string>& metadata = {});
+                        const std::map<std::string, std::string>& metadata = {},
+                        Sha256* digest = nullptr);
 
 // A memory-mapped safetensors file, validated on open: header length within
 // the file, JSON well-formed, every dtype known, data_offsets consistent with
