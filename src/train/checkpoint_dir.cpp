@@ -252,7 +252,19 @@ Status PruneCheckpoints(const std::string& checkpoints_root, int64_t keep) {
   }
   if (ec) return IoError("cannot list " + root.string() + ": " + ec.message());
   for (const fs::path& p : doomed) {
-    fs::remove_all(p, ec);
+    // A step directory is first renamed out of the way (atomically), so a
+    // crash in the middle of deleting its files leaves .tmp-* debris for the
+    // next prune, never a step_* directory missing its manifest.
+    fs::path gone = p;
+    if (p.filename().string().rfind(kTmpPrefix, 0) != 0) {
+      gone = root / (std::string(kTmpPrefix) + "pruned-" + p.filename().string() + "-" + std::to_string(::getpid()));
+      fs::rename(p, gone, ec);
+      if (ec) {
+        return IoError("cannot delete old checkpoint " + p.string() + ": " + ec.message() +
+                       "; check the permissions of " + root.string());
+      }
+    }
+    fs::remove_all(gone, ec);
     if (ec) {
       return IoError("cannot delete old checkpoint " + p.string() + ": " + ec.message() +
                      "; check the permissions of " + root.string());

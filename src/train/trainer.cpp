@@ -52,8 +52,8 @@ class Trainer {
     for (int64_t step = run_.start_step; step < tc_.steps; ++step) {
       Result<StepRecord> record = Step(step);
       run_.AbortIfFailed(record.status());  // a failed collective ends the job
-      ST_RETURN_IF_ERROR(AfterStep(*record));
-      ST_ASSIGN_OR_RETURN(const bool stop, AtStepBoundary(*record));
+      const Status written = AfterStep(*record);  // only the lead's metrics file can fail here
+      ST_ASSIGN_OR_RETURN(const bool stop, AtStepBoundary(*record, written));
       if (stop) break;
     }
     return Finish();
@@ -131,7 +131,10 @@ class Trainer {
     return loss;
   }
 
-  // After step `rec.step`: its metrics record, validation and checkpoint when due.
+  // After step `rec.step`: its metrics record, validation and checkpoint when
+  // due. Returns the metrics file's status (a lead-only failure, e.g. a full
+  // disk, which AtStepBoundary makes every rank's); the other errors here
+  // happen on every rank alike and are returned at once.
   Status AfterStep(StepRecord& rec) {
     const int64_t done = rec.step;
     TakeTraffic(rec);
@@ -148,14 +151,14 @@ class Trainer {
       rec.val_loss = summary_.final_val_loss = Evaluate();
       if (!quiet_) std::printf("%s\n", ValidationLine(rec).c_str());
     }
-    if (run_.metrics) ST_RETURN_IF_ERROR(run_.metrics->Append(rec));
+    const Status written = run_.metrics ? run_.metrics->Append(rec) : Status::Ok();
     if (!quiet_) std::fflush(stdout);
     if ((run_.cfg.checkpoint.interval > 0 && done % run_.cfg.checkpoint.interval == 0) || last) {
       ST_RETURN_IF_ERROR(StartCheckpoint(done, rec.lr));
     }
     summary_.final_loss = rec.loss;
     summary_.steps_run++;
-    return Status::Ok();
+    return written;
   }
 
   // A checkpoint of step `done`, written in the background (checkpointing.h).
@@ -175,13 +178,20 @@ class Trainer {
     if (!quiet_) std::printf("checkpoint: %s\n", dir.c_str());
   }
 
-  // Between steps, every rank learns in one small all-reduce whether any was
-  // asked to stop (stop_signals.h) and whether every rank has written its
-  // part of the checkpoint in flight; it finishes that checkpoint, and on a
-  // stop writes one of this step and returns true.
-  Result<bool> AtStepBoundary(const StepRecord& rec) {
-    int64_t flags[2] = {StopSignals::Requested() ? 1 : 0, checkpoints_.LocalWriteDone() ? 1 : 0};
-    run_.AbortIfFailed(run_.groups->world->Allreduce(flags, 2, ReduceOp::kSum));
+  // Between steps, every rank learns in one small all-reduce whether any
+  // failed after the step (`after`), whether any was asked to stop
+  // (stop_signals.h) and whether every rank has written its part of the
+  // checkpoint in flight; it finishes that checkpoint, and on a stop writes
+  // one of this step and returns true.
+  Result<bool> AtStepBoundary(const StepRecord& rec, const Status& after) {
+    int64_t flags[3] = {StopSignals::Requested() ? 1 : 0, checkpoints_.LocalWriteDone() ? 1 : 0,
+                        after.ok() ? 0 : 1};
+    run_.AbortIfFailed(run_.groups->world->Allreduce(flags, 3, ReduceOp::kSum));
+    if (!after.ok()) return after;
+    if (flags[2] > 0) {
+      return FailedPrecondition("another rank failed after step " + std::to_string(rec.step) +
+                                " (see its message)");
+    }
     if (checkpoints_.in_flight() && flags[1] == run_.groups->world->size())
       ST_RETURN_IF_ERROR(FinishCheckpoint());
     if (flags[0] == 0) return false;

@@ -40,6 +40,7 @@ while [ $# -gt 0 ]; do
 done
 RANDOM=$seed
 py=/usr/bin/python3
+. "$root/tests/cli/lib.sh"  # st_wait_records, st_rank_pid
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 work=$(mktemp -d)
 mounts=()
@@ -66,23 +67,13 @@ record() {  # record CASE TRIAL ok|FAIL DETAILS
   if [ "$3" = ok ]; then ok_count[$1]=$(( ${ok_count[$1]:-0} + 1 )); else fail_count[$1]=$(( ${fail_count[$1]:-0} + 1 )); fi
 }
 lines() { [ -f "$1/metrics.jsonl" ] && wc -l <"$1/metrics.jsonl" || echo 0; }
-wait_lines() {  # wait_lines RUN N PID
-  for _ in $(seq 1 1200); do
-    [ "$(lines "$1")" -ge "$2" ] && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.02
-  done
-  return 1
-}
-rank_pid() {  # rank_pid RUN R
-  for p in $(pgrep -f "scaletrain train.*$1"); do
-    grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$p/environ" 2>/dev/null && { echo "$p"; return; }
-  done
-}
+# The output of the job training in RUN: kept outside RUN's file system, which
+# some cases fill or make read-only.
+out_of() { echo "$work/$(basename "$(dirname "$1")")_$(basename "$1").out"; }
 launch() {  # launch RUN EXTRA... (background; sets $job)
   local run=$1
   shift
-  mpirun -np 2 "$bin" "${base[@]}" "${train_data[@]}" "$@" --run-dir "$run" >"$run.out" 2>&1 &
+  mpirun -np 2 "$bin" "${base[@]}" "${train_data[@]}" "$@" --run-dir "$run" >"$(out_of "$run")" 2>&1 &
   job=$!
 }
 can_mount() { [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=1m tmpfs "$work/probe" 2>/dev/null && umount "$work/probe"; }
@@ -117,19 +108,19 @@ PY
 case_kill_rank() {  # trial
   local run=$work/kill_rank_$1 victim=$((RANDOM % 2)) after=$((20 + RANDOM % 200))
   launch "$run" --set training.steps=100000 --set checkpoint.interval=0
-  if ! wait_lines "$run" "$after" $job; then record kill_rank "$1" FAIL "run did not get going: $(tail -3 "$run.out")"; return; fi
+  if ! st_wait_records "$run" "$after" $job; then record kill_rank "$1" FAIL "run did not get going: $(tail -3 "$(out_of "$run")")"; return; fi
   local t0 t1 rc
   t0=$(date +%s.%N)
-  kill -9 "$(rank_pid "$run" $victim)"
+  kill -9 "$(st_rank_pid "$run" $victim)"
   wait $job
   rc=$?
   t1=$(date +%s.%N)
   local took
   took=$(echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}')
-  if [ $rc -ne 0 ] && awk "BEGIN{exit !($took <= 15)}" && grep -q "rank $victim .*exited on signal 9" "$run.out"; then
+  if [ $rc -ne 0 ] && awk "BEGIN{exit !($took <= 15)}" && grep -q "rank $victim .*exited on signal 9" "$(out_of "$run")"; then
     record kill_rank "$1" ok "rank $victim killed at step ~$after; job ended in ${took} s (rc $rc), launcher names rank $victim"
   else
-    record kill_rank "$1" FAIL "rank $victim killed: rc $rc after ${took} s; output: $(grep -v '^step' "$run.out" | tail -4 | tr '\n' ' ')"
+    record kill_rank "$1" FAIL "rank $victim killed: rc $rc after ${took} s; output: $(grep -v '^step' "$(out_of "$run")" | tail -4 | tr '\n' ' ')"
   fi
 }
 
@@ -137,8 +128,8 @@ case_kill_mid_save() {
   reference || { record kill_mid_save "$1" FAIL "the reference run failed"; return; }
   local run=$work/kill_mid_save_$1 victim=$((RANDOM % 2)) after=$((5 + RANDOM % 120))
   launch "$run" --set training.steps=150 --set checkpoint.interval=1
-  if ! wait_lines "$run" "$after" $job; then record kill_mid_save "$1" FAIL "did not get going"; return; fi
-  kill -9 "$(rank_pid "$run" $victim)"
+  if ! st_wait_records "$run" "$after" $job; then record kill_mid_save "$1" FAIL "did not get going"; return; fi
+  kill -9 "$(st_rank_pid "$run" $victim)"
   wait $job
   # Every checkpoint directory under its real name has its manifest (the
   # temporaries are .tmp-*), and resuming finishes the run bitwise.
@@ -172,7 +163,7 @@ in_tmpfs() {  # in_tmpfs CASE TRIAL SIZE ACTION
   local first
   first=$run/checkpoints/$(printf 'step_%08d' $every)
   for _ in $(seq 1 1500); do [ -f "$first/manifest.json" ] && break; sleep 0.02; done
-  [ -f "$first/manifest.json" ] || { record "$1" "$2" FAIL "no first checkpoint: $(tail -3 "$run.out")"; kill -9 $job; return 1; }
+  [ -f "$first/manifest.json" ] || { record "$1" "$2" FAIL "no first checkpoint: $(tail -3 "$(out_of "$run")")"; kill -9 $job; return 1; }
   sleep "0.$((RANDOM % 10))"
   $4 "$mnt" "$run"
   wait $job
@@ -197,8 +188,8 @@ case_disk_full() {
   can_mount || { echo "disk_full: SKIP (needs root and mount)"; notes[disk_full]="skipped: no root/mount"; return; }
   in_tmpfs disk_full "$1" 4m fill || return
   local msg
-  msg=$(grep '^error:' "$tmpfs_run.out" | head -1)
-  if [ $rc -ne 0 ] && [ "$(grep -c '^error:' "$tmpfs_run.out")" -ge 1 ] && echo "$msg" | grep -qi "no space left\|disk full" \
+  msg=$(grep '^error:' "$(out_of "$tmpfs_run")" | head -1)
+  if [ $rc -ne 0 ] && [ "$(grep -c '^error:' "$(out_of "$tmpfs_run")")" -ge 1 ] && echo "$msg" | grep -qi "no space left\|disk full" \
       && previous_loads "$first_checkpoint"; then
     record disk_full "$1" ok "rc $rc, '$(echo "$msg" | cut -c1-110)...'; $(basename "$first_checkpoint") still loads"
   else
@@ -210,7 +201,7 @@ case_read_only() {
   can_mount || { echo "read_only: SKIP (needs root and mount)"; notes[read_only]="skipped: no root/mount"; return; }
   in_tmpfs read_only "$1" 64m make_read_only || return
   local msg
-  msg=$(grep '^error:' "$tmpfs_run.out" | head -1)
+  msg=$(grep '^error:' "$(out_of "$tmpfs_run")" | head -1)
   local ok_mid=0
   if [ $rc -ne 0 ] && echo "$msg" | grep -qi "read-only\|cannot"; then ok_mid=1; fi
   # A run started in the read-only directory.
@@ -232,9 +223,9 @@ case_shard_removed() {
   cp "$work/data/train.bin" "$work/data_$1/train.bin"
   local shard=(--set "data.train=\"$work/data_$1/train.bin\"")
   mpirun -np 2 "$bin" "${base[@]}" "${shard[@]}" --set training.steps=400 --set checkpoint.interval=100 \
-    --run-dir "$run" >"$run.out" 2>&1 &
+    --run-dir "$run" >"$(out_of "$run")" 2>&1 &
   job=$!
-  wait_lines "$run" "$after" $job || { record shard_removed "$1" FAIL "did not get going"; return; }
+  st_wait_records "$run" "$after" $job || { record shard_removed "$1" FAIL "did not get going"; return; }
   rm "$work/data_$1/train.bin"
   wait $job
   rc=$?

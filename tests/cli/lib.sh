@@ -40,3 +40,24 @@ expect_error() {
     pass=$((pass + 1))
   fi
 }
+
+# st_wait_records RUN N [PID]: waits (up to a minute) until RUN/metrics.jsonl
+# holds N records; fails sooner if process PID has ended.
+st_wait_records() {
+  local i
+  for i in $(seq 1 1200); do
+    [ -f "$1/metrics.jsonl" ] && [ "$(wc -l <"$1/metrics.jsonl")" -ge "$2" ] && return 0
+    [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null && return 1
+    sleep 0.05
+  done
+  return 1
+}
+
+# st_rank_pid RUN R: the process of world rank R of the job training in RUN
+# (found by OpenMPI's environment).
+st_rank_pid() {
+  local p
+  for p in $(pgrep -f "scaletrain train.*$1"); do
+    grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$p/environ" 2>/dev/null && { echo "$p"; return; }
+  done
+}

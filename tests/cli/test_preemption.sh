@@ -49,23 +49,6 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-# Waits until RUN has at least N metrics records (the run is under way).
-wait_steps() {  # wait_steps RUN N PID
-  for _ in $(seq 1 600); do
-    [ -f "$1/metrics.jsonl" ] && [ "$(wc -l <"$1/metrics.jsonl")" -ge "$2" ] && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
-
-# The world rank R process of a running job (by OpenMPI's environment).
-rank_pid() {  # rank_pid RUN R
-  for p in $(pgrep -f "scaletrain train.*$1"); do
-    grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$p/environ" 2>/dev/null && { echo "$p"; return; }
-  done
-}
-
 timeout 300 mpirun -np 2 "$bin" "${args[@]}" "${dp2[@]}" --run-dir "$work/ref" >"$work/out" 2>&1 \
   || { echo "FAIL: the uninterrupted run:"; cat "$work/out"; exit 1; }
 
@@ -73,9 +56,9 @@ preempt() {  # preempt NAME HOW: HOW is "rank1 TERM" or "launcher USR1"
   local run=$work/$1 who=$2 sig=$3
   timeout 300 mpirun -np 2 "$bin" "${args[@]}" "${dp2[@]}" --run-dir "$run" --resume auto >"$work/out1" 2>&1 &
   local launcher=$!
-  if ! wait_steps "$run" 150 $launcher; then fail "$1: the run did not get going"; cat "$work/out1"; return; fi
+  if ! st_wait_records "$run" 150 $launcher; then fail "$1: the run did not get going"; cat "$work/out1"; return; fi
   # $! is timeout's pid; mpirun is its child.
-  if [ "$who" = rank1 ]; then kill -"$sig" "$(rank_pid "$run" 1)"; else kill -"$sig" "$(pgrep -P $launcher mpirun)"; fi
+  if [ "$who" = rank1 ]; then kill -"$sig" "$(st_rank_pid "$run" 1)"; else kill -"$sig" "$(pgrep -P $launcher mpirun)"; fi
   wait $launcher
   local rc=$?
   local stopped
@@ -106,7 +89,7 @@ preempt usr1_launcher launcher USR1
 one=("$bin" "${args[@]}")
 "${one[@]}" --run-dir "$work/int1" >"$work/out" 2>&1 &
 pid=$!
-wait_steps "$work/int1" 100 $pid && kill -INT $pid
+st_wait_records "$work/int1" 100 $pid && kill -INT $pid
 wait $pid
 rc=$?
 n=$(wc -l <"$work/int1/metrics.jsonl")
@@ -118,7 +101,7 @@ n=$(wc -l <"$work/int1/metrics.jsonl")
 "${one[@]}" --set model.n_embd=384 --set model.n_head=4 --set model.block_size=256 --run-dir "$work/int2" \
   >"$work/out" 2>&1 &
 pid=$!
-wait_steps "$work/int2" 2 $pid && { kill -INT $pid; sleep 0.1; kill -INT $pid; }
+st_wait_records "$work/int2" 2 $pid && { kill -INT $pid; sleep 0.1; kill -INT $pid; }
 wait $pid
 rc=$?
 [ $rc -eq 130 ] && grep -q "interrupted twice" "$work/out" && pass=$((pass + 1)) \

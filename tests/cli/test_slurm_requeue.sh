@@ -78,14 +78,6 @@ wait_done() {  # wait_done JOB
   done
   return 1
 }
-wait_steps() {  # wait_steps RUN N
-  for _ in $(seq 1 600); do
-    [ -f "$1/metrics.jsonl" ] && [ "$(wc -l <"$1/metrics.jsonl")" -ge "$2" ] && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
 ref=$(submit ref)
 wait_done "$ref" || { echo "FAIL: the uninterrupted job: $(cat "$work/ref.out")"; exit 1; }
 
@@ -94,7 +86,7 @@ interrupt() {  # interrupt NAME HOW...
   shift
   local job
   job=$(submit "$name")
-  if ! wait_steps "$work/$name" 300; then fail "$name: the job did not get going: $(cat "$work/$name.out")"; return; fi
+  if ! st_wait_records "$work/$name" 300; then fail "$name: the job did not get going: $(cat "$work/$name.out")"; return; fi
   "$@" "$job"
   if ! wait_done "$job"; then fail "$name: the job did not finish: $(cat "$work/$name.out")"; return; fi
   if ! grep -q "exit code 75" "$work/$name.out" || ! grep -q "resuming from" "$work/$name.out"; then
