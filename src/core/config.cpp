@@ -376,12 +376,14 @@ std::string RunConfigToToml(const RunConfig& c) {
   });
   std::ostringstream os;
   for (const char* s : {"model", "data", "training", "parallel", "checkpoint"}) {
-    // No multi-line strings: TOML drops a newline right after the opening
-    // """, so a value starting with one would load back without it.
-    os << "[" << s << "]\n"
-       << toml::toml_formatter{sections[s], toml::toml_formatter::default_flags &
-                                                ~toml::format_flags::allow_multi_line_strings}
-       << "\n\n";
+    // Basic strings only, with escapes: TOML drops a newline right after a
+    // multi-line string's opening """, and a literal '...' string cannot
+    // hold a control character at all (the formatter would write one), so
+    // either would load back differently, or not at all.
+    constexpr auto kFlags = toml::toml_formatter::default_flags &
+                            ~toml::format_flags::allow_multi_line_strings &
+                            ~toml::format_flags::allow_literal_strings;
+    os << "[" << s << "]\n" << toml::toml_formatter{sections[s], kFlags} << "\n\n";
   }
   return os.str();
 }
