@@ -52,6 +52,12 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "comm_timeout_s", c.parallel.comm_timeout_s);
   f("checkpoint", "interval", c.checkpoint.interval);
   f("checkpoint", "keep_last", c.checkpoint.keep_last);
+  f("telemetry", "rank_interval", c.telemetry.rank_interval);
+  f("telemetry", "straggler_threshold", c.telemetry.straggler_threshold);
+  f("telemetry", "straggler_windows", c.telemetry.straggler_windows);
+  f("telemetry", "peak_tflops", c.telemetry.peak_tflops);
+  f("faults", "slow_rank", c.faults.slow_rank);
+  f("faults", "slow_ms", c.faults.slow_ms);
 }
 
 template <typename T>
@@ -357,6 +363,29 @@ Status ValidateCheckpointSection(const CheckpointConfig& k) {
   return Status::Ok();
 }
 
+Status ValidateTelemetrySection(const TelemetryConfig& t) {
+  if (t.rank_interval < 0) {
+    return InvalidArgument("telemetry.rank_interval must be >= 0 (0: no per-rank records)");
+  }
+  if (!(t.straggler_threshold > 0)) {
+    return InvalidArgument("telemetry.straggler_threshold must be > 0 (0.2: 20% over the median)");
+  }
+  if (t.straggler_windows < 1) return InvalidArgument("telemetry.straggler_windows must be >= 1");
+  if (!(t.peak_tflops >= 0))
+    return InvalidArgument("telemetry.peak_tflops must be >= 0 (0: unknown)");
+  return Status::Ok();
+}
+
+Status ValidateFaultsSection(const FaultsConfig& f, const ParallelConfig& p) {
+  const int64_t world = p.dp * p.tp * p.pp;
+  if (f.slow_rank < -1 || f.slow_rank >= world) {
+    return InvalidArgument("faults.slow_rank must be -1 (none) or a rank below dp x tp x pp = " +
+                           std::to_string(world) + ", got " + std::to_string(f.slow_rank));
+  }
+  if (!(f.slow_ms >= 0)) return InvalidArgument("faults.slow_ms must be >= 0");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateRunConfig(const RunConfig& c) {
@@ -366,7 +395,9 @@ Status ValidateRunConfig(const RunConfig& c) {
   ST_RETURN_IF_ERROR(ValidateDeviceAndPrecision(c.training));
   ST_RETURN_IF_ERROR(ValidateParallelSection(c.parallel));
   ST_RETURN_IF_ERROR(ValidateBatchDivision(c.training, c.parallel));
-  return ValidateCheckpointSection(c.checkpoint);
+  ST_RETURN_IF_ERROR(ValidateCheckpointSection(c.checkpoint));
+  ST_RETURN_IF_ERROR(ValidateTelemetrySection(c.telemetry));
+  return ValidateFaultsSection(c.faults, c.parallel);
 }
 
 std::string RunConfigToToml(const RunConfig& c) {
@@ -375,7 +406,8 @@ std::string RunConfigToToml(const RunConfig& c) {
     sections[s].insert(k, field);
   });
   std::ostringstream os;
-  for (const char* s : {"model", "data", "training", "parallel", "checkpoint"}) {
+  for (const char* s :
+       {"model", "data", "training", "parallel", "checkpoint", "telemetry", "faults"}) {
     // Basic strings only, with escapes: TOML drops a newline right after a
     // multi-line string's opening """, and a literal '...' string cannot
     // hold a control character at all (the formatter would write one), so

@@ -69,12 +69,30 @@ struct CheckpointConfig {
   int64_t keep_last = 2;
 };
 
+struct TelemetryConfig {
+  int64_t rank_interval = 10;  // steps per window of per-rank records (ranks.jsonl); 0: none
+  // A rank whose compute per step exceeds its pipeline stage's median by
+  // this fraction for straggler_windows windows in a row is a straggler.
+  double straggler_threshold = 0.2;
+  int64_t straggler_windows = 2;
+  // A rank's peak matrix rate (TFLOP/s), for MFU in the summary; 0: unknown.
+  double peak_tflops = 0;
+};
+
+// Fault injection, for tests and benchmarks of the failure handling.
+struct FaultsConfig {
+  int64_t slow_rank = -1;  // this world rank computes slower; -1: none
+  double slow_ms = 0;      // extra milliseconds of compute per micro-batch on it
+};
+
 struct RunConfig {
   ModelConfig model;
   DataConfig data;
   TrainingConfig training;
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
+  TelemetryConfig telemetry;
+  FaultsConfig faults;
 };
 
 // Parses `path`, then applies `overrides` ("section.key=value", the value in

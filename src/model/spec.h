@@ -52,6 +52,14 @@ inline int64_t PaddedVocabSize(int64_t vocab_size, int64_t multiple, int64_t tp)
 // at least that. The embedding is padded to a multiple of `vocab_multiple`.
 Result<ModelSpec> ModelSpecFromConfig(const ModelConfig& cfg, int64_t data_vocab_size,
                                       int64_t vocab_multiple = 1);
+// Model FLOPs of one sequence, forward + backward (3x forward), attention
+// counted over the full s x s scores as Narayanan et al. and MosaicML do:
+// the numerator of MFU, in the planner and the trainer alike.
+double ModelFlopsPerSequence(const ModelSpec& m);
+// Forward FLOPs of the transformer blocks of one sequence (what full
+// recomputation repeats).
+double BlockForwardFlopsPerSequence(const ModelSpec& m);
+
 // Checks the dimensions are positive and divide (heads, kv heads).
 Status ValidateModelSpec(const ModelSpec& spec);
 

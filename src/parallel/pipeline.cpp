@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace scaletrain {
 
@@ -151,6 +152,8 @@ Result<float> PipelineExecutor::Forward(const PipeAction& a, const MicroBatchSou
       float loss, model_->ForwardChunk(a.chunk, slot, tokens_.data(),
                                        last ? targets_.data() : nullptr, input, mb_, T_, on_layer));
   if (!first) inbox_.activations.erase({a.micro_batch, a.chunk});
+  if (extra_forward_s_ > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(extra_forward_s_));
   times_.data_s += Seconds(t0, t1);
   times_.forward_s += Seconds(t1, Clock::now());
   return loss;

@@ -82,6 +82,9 @@ class PipelineExecutor {
   // embedding's gradients. Nothing elsewhere.
   Status SumTiedEmbeddingGrads();
   const PipelineStepTimes& last_times() const { return times_; }
+  // Fault injection (tests of the straggler detection): every forward of a
+  // micro-batch also sleeps this long, counted as forward compute.
+  void set_extra_forward_s(double s) { extra_forward_s_ = s; }
 
   // Forward only (evaluation) of one micro-batch through every virtual
   // stage in turn. Returns its mean loss on the last stage, 0 elsewhere.
@@ -124,6 +127,7 @@ class PipelineExecutor {
   Inbox inbox_;
   std::list<PendingSend> sends_;  // the step's sends in flight
   PipelineStepTimes times_;
+  double extra_forward_s_ = 0;
 };
 
 }  // namespace scaletrain

@@ -104,22 +104,6 @@ double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t
   return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
 }
 
-double BlockForwardFlopsPerSequence(const ModelSpec& m) {
-  const double s = m.block_size, h = m.n_embd, F = m.ffn_hidden;
-  const double kvd = static_cast<double>(m.n_kv_head * m.head_dim());
-  const double mlp_mats = m.arch == Arch::kLlama ? 3.0 : 2.0;
-  const double per_token = 2.0 * h * (h + 2.0 * kvd)  // QKV
-                           + 2.0 * h * h              // attention output projection
-                           + 2.0 * mlp_mats * h * F   // MLP
-                           + 4.0 * s * h;             // QK^T and AV over all s keys
-  return per_token * s * static_cast<double>(m.n_layer);
-}
-
-double ModelFlopsPerSequence(const ModelSpec& m) {
-  const double logits = 2.0 * m.n_embd * static_cast<double>(m.padded_vocab_size) * m.block_size;
-  return 3.0 * (BlockForwardFlopsPerSequence(m) + logits);
-}
-
 double RecomputeFlopsPerSequence(const ModelSpec& m, Recompute rc) {
   if (rc == Recompute::kFull) return BlockForwardFlopsPerSequence(m);
   if (rc != Recompute::kSelective) return 0;

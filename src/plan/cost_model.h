@@ -89,12 +89,8 @@ struct Prediction {
 double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t hidden,
                              int64_t vocab);
 
-// Model FLOPs of one sequence, forward + backward (3x forward), attention
-// counted over the full s x s scores as Narayanan et al. and MosaicML do.
-double ModelFlopsPerSequence(const ModelSpec& m);
-// Forward FLOPs of the transformer blocks of one sequence (what full
-// recomputation repeats).
-double BlockForwardFlopsPerSequence(const ModelSpec& m);
+// ModelFlopsPerSequence, BlockForwardFlopsPerSequence: model/spec.h (the
+// trainer's MFU uses them too).
 
 // Forward FLOPs of one sequence that recomputation repeats: the blocks'
 // forward under full recomputation, the attention scores (QK^T and AV,

@@ -71,6 +71,18 @@ std::string StepRecordJson(const StepRecord& r) {
   if (r.pipeline_wait_s) line["pipeline_wait_s"] = *r.pipeline_wait_s;
   if (r.val_loss) line["val_loss"] = *r.val_loss;
   AddTraffic(r, line);
+  if (!r.stragglers.empty()) {
+    line["stragglers"] = nlohmann::json::array();
+    for (const Straggler& s : r.stragglers) {
+      line["stragglers"].push_back({{"rank", s.rank},
+                                    {"host", s.host},
+                                    {"phase", RankPhaseName(s.phase)},
+                                    {"seconds", s.seconds},
+                                    {"median_s", s.median_seconds},
+                                    {"compute_ratio", s.compute_ratio},
+                                    {"windows", s.windows}});
+    }
+  }
   return line.dump();
 }
 

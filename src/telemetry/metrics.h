@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "telemetry/rank_records.h"
 
 namespace scaletrain {
 
@@ -50,6 +51,8 @@ struct StepRecord {
   std::array<bool, kNumCommGroups> groups_used{};
   // With pipeline parallelism: the traffic of one rank of every stage.
   std::vector<StepTraffic> traffic_by_stage;
+  // At the end of a window of per-rank records: the ranks flagged slow.
+  std::vector<Straggler> stragglers;
 };
 
 // metrics.jsonl's line for a record: step, loss, lr, grad_norm,
@@ -57,7 +60,9 @@ struct StepRecord {
 // grad_sync_wait_s, exposed_comm_s, optimizer_s; tp_comm_wait_s,
 // pipeline_wait_s and val_loss where set; comm_bytes / comm_calls (objects
 // by group name) when any group has more than one rank; comm_bytes_by_stage
-// / comm_calls_by_stage (arrays per group) with pipeline parallelism.
+// / comm_calls_by_stage (arrays per group) with pipeline parallelism;
+// stragglers ([{rank, host, phase, seconds, median_s, compute_ratio,
+// windows}]) when the detector flags any.
 std::string StepRecordJson(const StepRecord& record);
 
 // RUN_DIR/metrics.jsonl, appended a line per step and flushed.

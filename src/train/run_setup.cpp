@@ -128,6 +128,9 @@ Status BuildRankModel(TrainingRun& run) {
   run.pipeline =
       std::make_unique<PipelineExecutor>(run.model.get(), g.pp.get(), run.dp.get(), run.schedule,
                                          tc.micro_batch_size, run.spec.block_size);
+  // Fault injection (faults.slow_rank): this rank computes slower.
+  if (run.cfg.faults.slow_rank == g.rank)
+    run.pipeline->set_extra_forward_s(run.cfg.faults.slow_ms * 1e-3);
   return Status::Ok();
 }
 
@@ -180,6 +183,12 @@ Status WriteRunDir(TrainingRun& run) {
           run.run_dir, run.continuing ? std::optional<int64_t>(run.start_step) : std::nullopt);
       if (log.ok()) run.metrics.emplace(std::move(log).value());
       st = log.status();
+    }
+    if (st.ok() && run.cfg.telemetry.rank_interval > 0) {
+      auto ranks = RankLog::Open(
+          run.run_dir, run.continuing ? std::optional<int64_t>(run.start_step) : std::nullopt);
+      if (ranks.ok()) run.rank_log.emplace(std::move(ranks).value());
+      st = ranks.status();
     }
   }
   return AgreeAcrossRanks(*run.groups->world, st, "during start-up");

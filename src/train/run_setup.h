@@ -17,6 +17,7 @@
 #include "parallel/process_groups.h"
 #include "parallel/schedule.h"
 #include "telemetry/metrics.h"
+#include "telemetry/rank_records.h"
 #include "train/data.h"
 #include "train/optimizer.h"
 #include "train/tokenizer.h"
@@ -49,6 +50,7 @@ struct TrainingRun {
   std::string run_dir;
   bool continuing = false;  // resuming a run directory in place: metrics.jsonl is appended to
   std::optional<MetricsLog> metrics;  // the lead's metrics.jsonl
+  std::optional<RankLog> rank_log;    // the lead's ranks.jsonl (telemetry.rank_interval > 0)
 
   int64_t rank() const { return groups->rank; }
   bool lead() const { return groups->rank == 0; }  // writes logs, metrics and checkpoints

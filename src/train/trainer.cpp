@@ -15,9 +15,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "telemetry/metrics.h"
 #include "train/checkpointing.h"
+#include "train/rank_telemetry.h"
 #include "train/run_setup.h"
 #include "train/step_trace.h"
 #include "train/stop_signals.h"
@@ -38,6 +40,7 @@ class Trainer {
         tc_(run.cfg.training),
         quiet_(opts.quiet || !run.lead()),
         checkpoints_(&run),
+        ranks_(&run),
         loss_scale_(1.0f / static_cast<float>(run.micro_batches * run.cfg.parallel.dp)),
         first_sequence_(run.groups->coord.dp * (tc_.global_batch_size / run.cfg.parallel.dp)) {
     if (!opts.trace.empty()) {
@@ -137,7 +140,7 @@ class Trainer {
   // happen on every rank alike and are returned at once.
   Status AfterStep(StepRecord& rec) {
     const int64_t done = rec.step;
-    TakeTraffic(rec);
+    TakeStepTraffic(run_, rec);
     StepTimes(rec);
     if (!std::isfinite(rec.loss)) {
       if (run_.metrics) (void)run_.metrics->Append(rec);
@@ -145,6 +148,9 @@ class Trainer {
           "loss became " + std::to_string(rec.loss) + " at step " + std::to_string(done) +
           "; lower training.lr or set training.grad_clip (the last checkpoint is intact)");
     }
+    ranks_.AddStep(rec, std::exchange(checkpoint_s_, 0.0), std::exchange(boundary_wait_s_, 0.0));
+    ST_ASSIGN_OR_RETURN(rec.stragglers, ranks_.EndOfWindow(done));
+    for (const Straggler& s : rec.stragglers) std::printf("%s\n", StragglerLine(s).c_str());
     if (!quiet_) std::printf("%s\n", StepLine(rec, tc_.steps, EtaSeconds(done)).c_str());
     const bool last = done == tc_.steps;
     if ((tc_.eval_interval > 0 && done % tc_.eval_interval == 0) || last) {
@@ -163,13 +169,17 @@ class Trainer {
 
   // A checkpoint of step `done`, written in the background (checkpointing.h).
   Status StartCheckpoint(int64_t done, double lr) {
+    const auto t0 = Clock::now();
     ST_ASSIGN_OR_RETURN(std::optional<std::string> finished, checkpoints_.Start(done, lr));
+    checkpoint_s_ += Seconds(t0, Clock::now());
     if (finished) CheckpointFinished(*finished);
     last_checkpoint_step_ = done;
     return Status::Ok();
   }
   Status FinishCheckpoint() {
+    const auto t0 = Clock::now();
     ST_ASSIGN_OR_RETURN(const std::string dir, checkpoints_.Finish());
+    checkpoint_s_ += Seconds(t0, Clock::now());
     CheckpointFinished(dir);
     return Status::Ok();
   }
@@ -186,7 +196,9 @@ class Trainer {
   Result<bool> AtStepBoundary(const StepRecord& rec, const Status& after) {
     int64_t flags[3] = {StopSignals::Requested() ? 1 : 0, checkpoints_.LocalWriteDone() ? 1 : 0,
                         after.ok() ? 0 : 1};
+    const auto t0 = Clock::now();  // waiting here is waiting for the slowest rank
     run_.AbortIfFailed(run_.groups->world->Allreduce(flags, 3, ReduceOp::kSum));
+    boundary_wait_s_ += Seconds(t0, Clock::now());
     if (!after.ok()) return after;
     if (flags[2] > 0) {
       return FailedPrecondition("another rank failed after step " + std::to_string(rec.step) +
@@ -221,33 +233,6 @@ class Trainer {
     return sum / static_cast<double>(tc_.eval_steps);
   }
 
-  // The bytes and calls this rank's groups moved since the last call, and
-  // the time blocked on them; with pipeline parallelism, one rank's of every
-  // stage (collective).
-  void TakeTraffic(StepRecord& rec) {
-    ProcessGroups& g = *run_.groups;
-    const CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(),
-                                             g.pp->TakeStats()};
-    const int64_t sizes[kNumCommGroups] = {g.dp->size(), g.tp->size(), g.pp->size()};
-    std::vector<int64_t> mine;
-    for (int i = 0; i < kNumCommGroups; ++i) {
-      rec.traffic[i] = {stats[i].payload_bytes(), stats[i].calls()};
-      rec.groups_used[i] = sizes[i] > 1;
-      mine.insert(mine.end(), {rec.traffic[i].payload_bytes, rec.traffic[i].calls});
-    }
-    rec.exposed_comm_s = stats[static_cast<int>(CommGroup::kDp)].wait_s;
-    if (sizes[static_cast<int>(CommGroup::kTp)] > 1)
-      rec.tp_comm_wait_s = stats[static_cast<int>(CommGroup::kTp)].wait_s;
-    if (run_.cfg.parallel.pp > 1) {
-      rec.traffic_by_stage.clear();
-      for (const std::vector<int64_t>& s : GatherByStage(run_, mine)) {
-        StepTraffic t{};
-        for (int i = 0; i < kNumCommGroups; ++i) t[i] = {s[2 * i], s[2 * i + 1]};
-        rec.traffic_by_stage.push_back(t);
-      }
-    }
-  }
-
   // The mean step time for tokens/s and the ETA; the first step (warming
   // caches) counts only when it is the only one.
   void StepTimes(const StepRecord& rec) {
@@ -276,6 +261,7 @@ class Trainer {
     const double tokens_per_step =
         static_cast<double>(tc_.global_batch_size * run_.spec.block_size);
     summary_.tokens_per_s = timed_steps_ ? tokens_per_step / MeanStepSeconds() : 0.0;
+    if (!quiet_) std::printf("%s\n", ranks_.Summary(summary_.tokens_per_s).c_str());
     if (!quiet_ && tc_.sample_tokens > 0 && !summary_.preempted) {
       ST_RETURN_IF_ERROR(PrintSample(run_, tc_.sample_tokens, summary_.last_checkpoint));
     }
@@ -286,6 +272,10 @@ class Trainer {
   const TrainingConfig& tc_;
   const bool quiet_;
   CheckpointWriter checkpoints_;
+  RankTelemetry ranks_;
+  // Time on checkpoints and at the step boundary since the last step's
+  // record: they count toward the next one's.
+  double checkpoint_s_ = 0, boundary_wait_s_ = 0;
   const float loss_scale_;  // 1 / (micro-batches x dp): the DP reduction's sum is then the mean
   const int64_t first_sequence_;  // this DP rank's first sequence of each batch
   std::unique_ptr<StepTrace> trace_;

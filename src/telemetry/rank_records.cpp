@@ -1,0 +1,156 @@
+#include "telemetry/rank_records.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/file_io.h"
+
+namespace scaletrain {
+
+namespace fs = std::filesystem;
+
+const char* RankPhaseName(RankPhase p) {
+  switch (p) {
+    case RankPhase::kData:
+      return "data_s";
+    case RankPhase::kForward:
+      return "forward_s";
+    case RankPhase::kBackward:
+      return "backward_s";
+    case RankPhase::kTpComm:
+      return "tp_comm_s";
+    case RankPhase::kPpComm:
+      return "pp_comm_s";
+    case RankPhase::kDpComm:
+      return "dp_comm_s";
+    case RankPhase::kOptimizer:
+      return "optimizer_s";
+    case RankPhase::kCheckpoint:
+      return "checkpoint_s";
+    case RankPhase::kWait:
+      return "wait_s";
+    case RankPhase::kStep:
+      return "step_s";
+  }
+  return "?";
+}
+
+std::string RankWindowJson(const RankWindow& w) {
+  nlohmann::json phases = nlohmann::json::object();
+  for (int i = 0; i < kNumRankPhases; ++i)
+    phases[RankPhaseName(static_cast<RankPhase>(i))] = w.mean[i];
+  const nlohmann::json line = {{"step", w.step},   {"rank", w.rank},   {"host", w.host},
+                               {"stage", w.stage}, {"steps", w.steps}, {"phases", phases}};
+  return line.dump();
+}
+
+Result<RankLog> RankLog::Open(const std::string& run_dir, std::optional<int64_t> resume_step) {
+  RankLog log;
+  log.path_ = (fs::path(run_dir) / "ranks.jsonl").string();
+  if (resume_step) {
+    std::ifstream in(log.path_);
+    std::string kept, line;
+    while (std::getline(in, line)) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+          j["step"].get<int64_t>() <= *resume_step) {
+        kept += line + "\n";
+      }
+    }
+    ST_RETURN_IF_ERROR(WriteFileAtomically(log.path_, kept));
+  }
+  log.out_.open(log.path_, resume_step ? std::ios::app : std::ios::trunc);
+  if (!log.out_) return IoError("cannot write " + log.path_ + " (disk full? permissions?)");
+  return log;
+}
+
+Status RankLog::Append(const std::vector<RankWindow>& windows) {
+  for (const RankWindow& w : windows) out_ << RankWindowJson(w) << "\n";
+  out_.flush();
+  if (!out_) return IoError("cannot append to " + path_ + " (disk full?)");
+  return Status::Ok();
+}
+
+namespace {
+
+constexpr RankPhase kComputePhases[] = {RankPhase::kData, RankPhase::kForward, RankPhase::kBackward,
+                                        RankPhase::kOptimizer};
+
+double Compute(const RankWindow& w) {
+  double s = 0;
+  for (RankPhase p : kComputePhases) s += w.mean[static_cast<int>(p)];
+  return s;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>& windows) {
+  std::map<int64_t, std::vector<const RankWindow*>> by_stage;
+  for (const RankWindow& w : windows) {
+    by_stage[w.stage].push_back(&w);
+    if (w.rank >= static_cast<int64_t>(slow_in_a_row_.size())) slow_in_a_row_.resize(w.rank + 1, 0);
+  }
+  std::vector<Straggler> flagged;
+  for (const auto& [stage, ranks] : by_stage) {
+    if (ranks.size() < 2) continue;  // nothing to compare with
+    std::vector<double> compute;
+    for (const RankWindow* w : ranks) compute.push_back(Compute(*w));
+    const double median = Median(compute);
+    for (const RankWindow* w : ranks) {
+      int64_t& in_a_row = slow_in_a_row_[w->rank];
+      const bool slow = median > 0 && Compute(*w) > (1.0 + options_.threshold) * median;
+      in_a_row = slow ? in_a_row + 1 : 0;
+      if (in_a_row < options_.windows) continue;
+      Straggler s;
+      s.rank = w->rank;
+      s.host = w->host;
+      s.windows = in_a_row;
+      s.compute_ratio = Compute(*w) / median;
+      double worst = -1;
+      for (RankPhase p : kComputePhases) {
+        std::vector<double> phase;
+        for (const RankWindow* o : ranks) phase.push_back(o->mean[static_cast<int>(p)]);
+        const double m = Median(phase), excess = w->mean[static_cast<int>(p)] - m;
+        if (excess > worst) {
+          worst = excess;
+          s.phase = p;
+          s.seconds = w->mean[static_cast<int>(p)];
+          s.median_seconds = m;
+        }
+      }
+      flagged.push_back(s);
+      auto h = std::find_if(history_.begin(), history_.end(),
+                            [&](const auto& e) { return e.first == s.rank; });
+      if (h == history_.end()) {
+        history_.push_back({s.rank, 1});
+      } else {
+        ++h->second;
+      }
+    }
+  }
+  return flagged;
+}
+
+std::string StragglerLine(const Straggler& s) {
+  std::string phase = RankPhaseName(s.phase);
+  phase.resize(phase.size() - 2);  // "forward_s" -> "forward"
+  char buf[320];
+  std::snprintf(
+      buf, sizeof buf,
+      "straggler: rank %lld on %s is slow in %s: %.1f ms per step against the median %.1f ms "
+      "(compute %.2fx the median), %lld windows in a row",
+      static_cast<long long>(s.rank), s.host.c_str(), phase.c_str(), s.seconds * 1e3,
+      s.median_seconds * 1e3, s.compute_ratio, static_cast<long long>(s.windows));
+  return buf;
+}
+
+}  // namespace scaletrain

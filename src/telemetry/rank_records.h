@@ -1,0 +1,97 @@
+// Per-rank step records and the straggler detector. Every rank times its
+// phases each step (RankPhases); every telemetry.rank_interval steps the lead
+// gathers each rank's means over that window (one small collective in the
+// trainer) and hands them here: RankLog appends them to RUN_DIR/ranks.jsonl
+// and StragglerDetector compares the ranks.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace scaletrain {
+
+// Where a rank's step goes. Compute phases (data, forward, backward,
+// optimizer) are what the straggler detector compares; forward and backward
+// include the tensor-parallel collectives inside them (also given alone as
+// tp_comm). `wait` is the step boundary's all-reduce: time spent waiting for
+// the slowest rank.
+enum class RankPhase {
+  kData,
+  kForward,
+  kBackward,
+  kTpComm,
+  kPpComm,
+  kDpComm,
+  kOptimizer,
+  kCheckpoint,
+  kWait,
+  kStep,
+};
+inline constexpr int kNumRankPhases = 10;
+const char* RankPhaseName(RankPhase phase);  // "data_s", "forward_s", ...
+using RankPhases = std::array<double, kNumRankPhases>;
+
+// One rank's window of steps: mean seconds per step of each phase.
+struct RankWindow {
+  int64_t rank = 0;
+  std::string host;
+  int64_t stage = 0;  // its pipeline stage: ranks are compared within a stage
+  int64_t step = 0;   // the window's last step
+  int64_t steps = 0;  // steps in the window
+  RankPhases mean{};
+};
+std::string RankWindowJson(const RankWindow& w);
+
+// RUN_DIR/ranks.jsonl: one line per rank per window.
+class RankLog {
+ public:
+  // With `resume_step`, keeps the records up to that step of a resumed run.
+  static Result<RankLog> Open(const std::string& run_dir, std::optional<int64_t> resume_step);
+  Status Append(const std::vector<RankWindow>& windows);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+struct StragglerOptions {
+  double threshold = 0.2;  // compute more than (1 + threshold) x the stage's median...
+  int64_t windows = 2;     // ...this many windows in a row
+};
+
+struct Straggler {
+  int64_t rank = 0;
+  std::string host;
+  RankPhase phase = RankPhase::kForward;   // the compute phase furthest above its median
+  double seconds = 0, median_seconds = 0;  // that phase, per step
+  double compute_ratio = 0;                // the rank's compute over the stage's median
+  int64_t windows = 0;                     // slow windows in a row so far
+};
+
+class StragglerDetector {
+ public:
+  explicit StragglerDetector(StragglerOptions options) : options_(options) {}
+  // One window of every rank. Returns the ranks flagged now (slow for at
+  // least options.windows windows in a row, counting this one); a rank that
+  // is no longer slow is cleared.
+  std::vector<Straggler> Observe(const std::vector<RankWindow>& windows);
+  // Every rank ever flagged in this run, with the windows it was flagged in.
+  const std::vector<std::pair<int64_t, int64_t>>& history() const { return history_; }
+
+ private:
+  StragglerOptions options_;
+  std::vector<int64_t> slow_in_a_row_;                // by rank
+  std::vector<std::pair<int64_t, int64_t>> history_;  // (rank, flagged windows)
+};
+
+// "straggler: rank 1 on vm is slow in forward: 52.1 ms per step against the
+// stage's median 12.0 ms (compute 3.4x the median), 2 windows in a row"
+std::string StragglerLine(const Straggler& s);
+
+}  // namespace scaletrain

@@ -1,0 +1,166 @@
+#include "train/rank_telemetry.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "telemetry/metrics.h"
+
+namespace scaletrain {
+
+namespace {
+
+constexpr int64_t kHostBytes = 64;
+
+std::string ThisHost() {
+  char name[kHostBytes] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+}  // namespace
+
+// The bytes and calls this rank's groups moved since the last call, and
+// the time blocked on them; with pipeline parallelism, one rank's of every
+// stage (collective).
+void TakeStepTraffic(TrainingRun& run, StepRecord& rec) {
+  ProcessGroups& g = *run.groups;
+  const CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(), g.pp->TakeStats()};
+  const int64_t sizes[kNumCommGroups] = {g.dp->size(), g.tp->size(), g.pp->size()};
+  std::vector<int64_t> mine;
+  for (int i = 0; i < kNumCommGroups; ++i) {
+    rec.traffic[i] = {stats[i].payload_bytes(), stats[i].calls()};
+    rec.groups_used[i] = sizes[i] > 1;
+    mine.insert(mine.end(), {rec.traffic[i].payload_bytes, rec.traffic[i].calls});
+  }
+  rec.exposed_comm_s = stats[static_cast<int>(CommGroup::kDp)].wait_s;
+  if (sizes[static_cast<int>(CommGroup::kTp)] > 1)
+    rec.tp_comm_wait_s = stats[static_cast<int>(CommGroup::kTp)].wait_s;
+  if (run.cfg.parallel.pp > 1) {
+    rec.traffic_by_stage.clear();
+    for (const std::vector<int64_t>& s : GatherByStage(run, mine)) {
+      StepTraffic t{};
+      for (int i = 0; i < kNumCommGroups; ++i) t[i] = {s[2 * i], s[2 * i + 1]};
+      rec.traffic_by_stage.push_back(t);
+    }
+  }
+}
+
+RankTelemetry::RankTelemetry(TrainingRun* run)
+    : run_(run),
+      detector_({run->cfg.telemetry.straggler_threshold, run->cfg.telemetry.straggler_windows}) {
+  Communicator& world = *run->groups->world;
+  std::vector<uint8_t> mine(kHostBytes, 0), all(static_cast<size_t>(kHostBytes * world.size()));
+  const std::string host = ThisHost();
+  std::memcpy(mine.data(), host.data(), std::min<size_t>(host.size(), kHostBytes - 1));
+  run->AbortIfFailed(world.Allgather(mine.data(), all.data(), kHostBytes));
+  for (int64_t r = 0; r < world.size(); ++r) {
+    hosts_.emplace_back(reinterpret_cast<const char*>(all.data() + r * kHostBytes));
+  }
+}
+
+void RankTelemetry::AddStep(const StepRecord& rec, double checkpoint_s, double wait_s) {
+  RankPhases p{};
+  p[static_cast<int>(RankPhase::kData)] = rec.data_s;
+  p[static_cast<int>(RankPhase::kForward)] = rec.forward_s;
+  p[static_cast<int>(RankPhase::kBackward)] = rec.backward_s;
+  p[static_cast<int>(RankPhase::kTpComm)] = rec.tp_comm_wait_s.value_or(0);
+  p[static_cast<int>(RankPhase::kPpComm)] = rec.pipeline_wait_s.value_or(0);
+  p[static_cast<int>(RankPhase::kDpComm)] = rec.grad_sync_wait_s;
+  p[static_cast<int>(RankPhase::kOptimizer)] = rec.optimizer_s;
+  p[static_cast<int>(RankPhase::kCheckpoint)] = checkpoint_s;
+  p[static_cast<int>(RankPhase::kWait)] = wait_s;
+  p[static_cast<int>(RankPhase::kStep)] = rec.step_time_s + checkpoint_s + wait_s;
+  for (int i = 0; i < kNumRankPhases; ++i) {
+    window_[i] += p[i];
+    run_total_[i] += p[i];
+  }
+  ++window_steps_;
+  ++run_steps_;
+}
+
+Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
+  const int64_t interval = run_->cfg.telemetry.rank_interval;
+  if (interval <= 0 || step % interval != 0 || window_steps_ == 0) return std::vector<Straggler>();
+  Communicator& world = *run_->groups->world;
+  // One record per rank: its window's sums and its step count.
+  constexpr int64_t kRecord = kNumRankPhases + 1;
+  std::vector<double> mine(window_.begin(), window_.end()),
+      all(static_cast<size_t>(kRecord * world.size()));
+  mine.push_back(static_cast<double>(window_steps_));
+  run_->AbortIfFailed(world.Allgather(mine.data(), all.data(), kRecord));
+  window_ = {};
+  window_steps_ = 0;
+  if (!run_->lead()) return std::vector<Straggler>();
+  std::vector<RankWindow> windows;
+  for (int64_t r = 0; r < world.size(); ++r) {
+    const double* rec = all.data() + r * kRecord;
+    RankWindow w;
+    w.rank = r;
+    w.host = hosts_[static_cast<size_t>(r)];
+    w.stage = run_->groups->mesh.Coord(r).pp;
+    w.step = step;
+    w.steps = static_cast<int64_t>(rec[kNumRankPhases]);
+    for (int i = 0; i < kNumRankPhases; ++i) w.mean[i] = rec[i] / static_cast<double>(w.steps);
+    windows.push_back(std::move(w));
+  }
+  if (run_->rank_log) ST_RETURN_IF_ERROR(run_->rank_log->Append(windows));
+  return detector_.Observe(windows);
+}
+
+std::string RankTelemetry::Summary(double tokens_per_s) const {
+  if (run_steps_ == 0) return "";
+  const double n = static_cast<double>(run_steps_);
+  const double step = run_total_[static_cast<int>(RankPhase::kStep)] / n;
+  char buf[512];
+  std::string out;
+  std::snprintf(buf, sizeof buf, "summary (rank 0): %lld steps, %.1f ms per step: ",
+                static_cast<long long>(run_steps_), step * 1e3);
+  out += buf;
+  const RankPhase shown[] = {RankPhase::kData,      RankPhase::kForward,    RankPhase::kBackward,
+                             RankPhase::kTpComm,    RankPhase::kPpComm,     RankPhase::kDpComm,
+                             RankPhase::kOptimizer, RankPhase::kCheckpoint, RankPhase::kWait};
+  bool first = true;
+  for (RankPhase p : shown) {
+    const double share = run_total_[static_cast<int>(p)] / n / step;
+    if (share < 0.0005 && p != RankPhase::kForward && p != RankPhase::kBackward) continue;
+    std::string name = RankPhaseName(p);
+    name.resize(name.size() - 2);
+    std::snprintf(buf, sizeof buf, "%s%s %.1f%%", first ? "" : ", ", name.c_str(), 100.0 * share);
+    out += buf;
+    first = false;
+  }
+  std::snprintf(buf, sizeof buf, "\nsummary: %.0f tokens/s", tokens_per_s);
+  out += buf;
+  const double peak = run_->cfg.telemetry.peak_tflops;
+  const double flops_per_token =
+      ModelFlopsPerSequence(run_->spec) / static_cast<double>(run_->spec.block_size);
+  const double world = static_cast<double>(run_->groups->world->size());
+  std::snprintf(buf, sizeof buf, ", %.3f model TFLOP/s per rank",
+                tokens_per_s * flops_per_token / world / 1e12);
+  out += buf;
+  if (peak > 0) {
+    std::snprintf(buf, sizeof buf, ", MFU %.1f%% (of telemetry.peak_tflops = %g)",
+                  100.0 * tokens_per_s * flops_per_token / world / (peak * 1e12), peak);
+    out += buf;
+  }
+  out += "\nsummary: stragglers: ";
+  if (detector_.history().empty()) {
+    out += run_->cfg.telemetry.rank_interval > 0 ? "none"
+                                                 : "not watched (telemetry.rank_interval = 0)";
+  } else {
+    first = true;
+    for (const auto& [rank, windows] : detector_.history()) {
+      std::snprintf(buf, sizeof buf, "%srank %lld on %s (flagged in %lld window%s)",
+                    first ? "" : ", ", static_cast<long long>(rank),
+                    hosts_[static_cast<size_t>(rank)].c_str(), static_cast<long long>(windows),
+                    windows == 1 ? "" : "s");
+      out += buf;
+      first = false;
+    }
+  }
+  return out;
+}
+
+}  // namespace scaletrain

@@ -1,0 +1,51 @@
+// The trainer's side of per-rank telemetry (telemetry/rank_records.h): each
+// rank adds up its phases step by step; every telemetry.rank_interval steps
+// one world all-gather brings every rank's window to the lead, which appends
+// them to ranks.jsonl and asks the straggler detector. Also the run's totals
+// for the end-of-run summary.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "telemetry/metrics.h"
+#include "telemetry/rank_records.h"
+#include "train/run_setup.h"
+
+namespace scaletrain {
+
+// The bytes and calls this rank's groups moved since the last call, and the
+// time blocked on them, into `rec`; with pipeline parallelism one rank's of
+// every stage (collective).
+void TakeStepTraffic(TrainingRun& run, StepRecord& rec);
+
+class RankTelemetry {
+ public:
+  // Collective (the ranks' host names are gathered once).
+  explicit RankTelemetry(TrainingRun* run);
+
+  // This rank's phases of step `rec`, with the time it spent on checkpoints
+  // and waiting at the step boundary since the last call.
+  void AddStep(const StepRecord& rec, double checkpoint_s, double wait_s);
+  // At the end of a window (every telemetry.rank_interval steps): gathers
+  // every rank's window (collective), and on the lead writes ranks.jsonl and
+  // returns the stragglers flagged now; nothing otherwise.
+  Result<std::vector<Straggler>> EndOfWindow(int64_t step);
+
+  // The end-of-run summary (lead): mean time split of a step, tokens/s, MFU
+  // when telemetry.peak_tflops is given, the stragglers seen.
+  std::string Summary(double tokens_per_s) const;
+  const std::vector<std::string>& hosts() const { return hosts_; }
+
+ private:
+  TrainingRun* run_;
+  std::vector<std::string> hosts_;  // by world rank
+  RankPhases window_{};             // sums over the current window
+  int64_t window_steps_ = 0;
+  RankPhases run_total_{};  // sums over the run (this rank)
+  int64_t run_steps_ = 0;
+  StragglerDetector detector_;
+};
+
+}  // namespace scaletrain

@@ -1,0 +1,99 @@
+// The straggler detector and the per-rank records (telemetry/rank_records.h)
+// on made-up windows: who is flagged, when, in which phase, and who is not.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "telemetry/rank_records.h"
+
+namespace scaletrain {
+namespace {
+
+RankWindow Window(int64_t rank, int64_t stage, double forward_s, double backward_s = 0.020) {
+  RankWindow w;
+  w.rank = rank;
+  w.host = "host" + std::to_string(rank);
+  w.stage = stage;
+  w.step = 10;
+  w.steps = 5;
+  w.mean[static_cast<int>(RankPhase::kData)] = 0.001;
+  w.mean[static_cast<int>(RankPhase::kForward)] = forward_s;
+  w.mean[static_cast<int>(RankPhase::kBackward)] = backward_s;
+  w.mean[static_cast<int>(RankPhase::kOptimizer)] = 0.002;
+  // Waiting for the slowest rank is not compute: a fast rank waits a lot.
+  w.mean[static_cast<int>(RankPhase::kWait)] = 0.050;
+  return w;
+}
+
+TEST(StragglerDetector, FlagsASlowRankAfterTheConfiguredWindowsAndNamesThePhase) {
+  StragglerDetector d({0.2, 2});
+  const std::vector<RankWindow> slow1 = {Window(0, 0, 0.010), Window(1, 0, 0.050),
+                                         Window(2, 0, 0.011), Window(3, 0, 0.010)};
+  EXPECT_TRUE(d.Observe(slow1).empty()) << "one window is not enough";
+  const std::vector<Straggler> s = d.Observe(slow1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].rank, 1);
+  EXPECT_EQ(s[0].host, "host1");
+  EXPECT_EQ(s[0].phase, RankPhase::kForward);
+  EXPECT_DOUBLE_EQ(s[0].seconds, 0.050);
+  EXPECT_DOUBLE_EQ(s[0].median_seconds, 0.0105);  // median of 0.010, 0.010, 0.011, 0.050
+  // compute = data + forward + backward + optimizer: 0.073 against the median 0.0335
+  EXPECT_NEAR(s[0].compute_ratio, 0.073 / 0.0335, 1e-12);
+  EXPECT_EQ(s[0].windows, 2);
+  const std::string line = StragglerLine(s[0]);
+  EXPECT_NE(line.find("straggler"), std::string::npos);
+  EXPECT_NE(line.find("rank 1"), std::string::npos);
+  EXPECT_NE(line.find("host1"), std::string::npos);
+  EXPECT_NE(line.find("forward"), std::string::npos);
+  // Back to normal: cleared; slow again: it takes two windows again.
+  const std::vector<RankWindow> even = {Window(0, 0, 0.010), Window(1, 0, 0.010),
+                                        Window(2, 0, 0.010), Window(3, 0, 0.010)};
+  EXPECT_TRUE(d.Observe(even).empty());
+  EXPECT_TRUE(d.Observe(slow1).empty());
+  EXPECT_EQ(d.Observe(slow1).size(), 1u);
+  ASSERT_EQ(d.history().size(), 1u);
+  EXPECT_EQ(d.history()[0], (std::pair<int64_t, int64_t>{1, 2}));
+}
+
+TEST(StragglerDetector, ThresholdAndStagesDecide) {
+  // Compute 19% over the median: under the 20% threshold; 21%: over it.
+  StragglerDetector strict({0.2, 1});
+  const double median_compute = 0.001 + 0.010 + 0.020 + 0.002;
+  const double just_under = 0.010 + 0.19 * median_compute,
+               just_over = 0.010 + 0.21 * median_compute;
+  EXPECT_TRUE(
+      strict.Observe({Window(0, 0, 0.010), Window(1, 0, 0.010), Window(2, 0, just_under)}).empty());
+  EXPECT_EQ(
+      strict.Observe({Window(0, 0, 0.010), Window(1, 0, 0.010), Window(2, 0, just_over)}).size(),
+      1u);
+  // A pipeline's stages differ by design (the last runs the head): ranks are
+  // compared within their stage only, and a stage of one rank not at all.
+  StragglerDetector staged({0.2, 1});
+  EXPECT_TRUE(staged.Observe({Window(0, 0, 0.010), Window(1, 1, 0.090)}).empty());
+  EXPECT_TRUE(staged
+                  .Observe({Window(0, 0, 0.010), Window(1, 0, 0.010), Window(2, 1, 0.09),
+                            Window(3, 1, 0.09)})
+                  .empty());
+  // The slow phase is the one furthest above its median: here backward.
+  StragglerDetector phase({0.2, 1});
+  const auto s = phase.Observe(
+      {Window(0, 0, 0.010, 0.020), Window(1, 0, 0.012, 0.090), Window(2, 0, 0.010, 0.020)});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].phase, RankPhase::kBackward);
+}
+
+TEST(RankRecords, JsonLineHasEveryPhase) {
+  const nlohmann::json j = nlohmann::json::parse(RankWindowJson(Window(3, 1, 0.01)));
+  EXPECT_EQ(j["rank"], 3);
+  EXPECT_EQ(j["host"], "host3");
+  EXPECT_EQ(j["stage"], 1);
+  EXPECT_EQ(j["step"], 10);
+  EXPECT_EQ(j["steps"], 5);
+  for (int i = 0; i < kNumRankPhases; ++i) {
+    EXPECT_TRUE(j["phases"].contains(RankPhaseName(static_cast<RankPhase>(i)))) << i;
+  }
+  EXPECT_DOUBLE_EQ(j["phases"]["forward_s"].get<double>(), 0.01);
+}
+
+}  // namespace
+}  // namespace scaletrain
