@@ -6,11 +6,12 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(
   build-essential cmake pkg-config git
   libopenblas-openmp-dev libdnnl-dev
-  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
-  # the Slurm requeue test runs a real one-node cluster (scripts/slurm/local-cluster.sh)
-  slurm-wlm munge
+  # the Slurm requeue test runs a real one-node cluster (scripts/slurm/local-cluster.sh),
+  # the Prometheus test a real server scraping a training run
+  slurm-wlm munge prometheus
   # reference checks (PyTorch on the CPU) and the benchmarks
   python3 python3-numpy python3-torch
 )

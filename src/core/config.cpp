@@ -56,6 +56,8 @@ void VisitFields(Cfg& c, F&& f) {
   f("telemetry", "straggler_threshold", c.telemetry.straggler_threshold);
   f("telemetry", "straggler_windows", c.telemetry.straggler_windows);
   f("telemetry", "peak_tflops", c.telemetry.peak_tflops);
+  f("telemetry", "metrics_port", c.telemetry.metrics_port);
+  f("telemetry", "metrics_address", c.telemetry.metrics_address);
   f("faults", "slow_rank", c.faults.slow_rank);
   f("faults", "slow_ms", c.faults.slow_ms);
 }
@@ -373,6 +375,10 @@ Status ValidateTelemetrySection(const TelemetryConfig& t) {
   if (t.straggler_windows < 1) return InvalidArgument("telemetry.straggler_windows must be >= 1");
   if (!(t.peak_tflops >= 0))
     return InvalidArgument("telemetry.peak_tflops must be >= 0 (0: unknown)");
+  if (t.metrics_port < 0 || t.metrics_port > 65535) {
+    return InvalidArgument("telemetry.metrics_port must be a TCP port, 1 to 65535, or 0 (off); got " +
+                           std::to_string(t.metrics_port));
+  }
   return Status::Ok();
 }
 

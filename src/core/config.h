@@ -77,6 +77,9 @@ struct TelemetryConfig {
   int64_t straggler_windows = 2;
   // A rank's peak matrix rate (TFLOP/s), for MFU in the summary; 0: unknown.
   double peak_tflops = 0;
+  // Rank 0 serves Prometheus metrics on http://metrics_address:metrics_port/metrics; 0: off.
+  int64_t metrics_port = 0;
+  std::string metrics_address = "0.0.0.0";
 };
 
 // Fault injection, for tests and benchmarks of the failure handling.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 #include "telemetry/metrics.h"
@@ -58,6 +59,11 @@ RankTelemetry::RankTelemetry(TrainingRun* run)
   for (int64_t r = 0; r < world.size(); ++r) {
     hosts_.emplace_back(reinterpret_cast<const char*>(all.data() + r * kHostBytes));
   }
+  const MemoryRecord m = RankMemory(*run);
+  const int64_t total = m.params_bytes + m.grads_bytes + m.optimizer_bytes + m.activations_bytes;
+  memory_bytes_.assign(static_cast<size_t>(world.size()), 0);
+  run->AbortIfFailed(world.Allgather(&total, memory_bytes_.data(), 1));
+  last_step_s_.assign(static_cast<size_t>(world.size()), 0.0);
 }
 
 void RankTelemetry::AddStep(const StepRecord& rec, double checkpoint_s, double wait_s) {
@@ -106,7 +112,36 @@ Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
     windows.push_back(std::move(w));
   }
   if (run_->rank_log) ST_RETURN_IF_ERROR(run_->rank_log->Append(windows));
-  return detector_.Observe(windows);
+  for (const RankWindow& w : windows) {
+    last_step_s_[static_cast<size_t>(w.rank)] = w.mean[static_cast<int>(RankPhase::kStep)];
+  }
+  std::vector<Straggler> flagged = detector_.Observe(windows);
+  flagged_.clear();
+  for (const Straggler& f : flagged) flagged_.push_back(f.rank);
+  return flagged;
+}
+
+PrometheusSnapshot RankTelemetry::Snapshot(const StepRecord& rec) const {
+  PrometheusSnapshot s;
+  s.step = rec.step;
+  s.step_seconds = rec.step_time_s;
+  s.tokens_per_second = rec.tokens_per_s;
+  s.loss = rec.loss;
+  s.grad_norm = rec.grad_norm;
+  s.dp_exposed_s = rec.exposed_comm_s;
+  s.tp_exposed_s = rec.tp_comm_wait_s.value_or(0);
+  s.pp_exposed_s = rec.pipeline_wait_s.value_or(0);
+  const double peak = run_->cfg.telemetry.peak_tflops;
+  if (peak > 0) {
+    const double flops_per_token =
+        ModelFlopsPerSequence(run_->spec) / static_cast<double>(run_->spec.block_size);
+    s.mfu = rec.tokens_per_s * flops_per_token / static_cast<double>(hosts_.size()) / (peak * 1e12);
+  }
+  for (size_t r = 0; r < hosts_.size(); ++r) {
+    const bool slow = std::find(flagged_.begin(), flagged_.end(), static_cast<int64_t>(r)) != flagged_.end();
+    s.ranks.push_back({static_cast<int64_t>(r), hosts_[r], last_step_s_[r], memory_bytes_[r], slow});
+  }
+  return s;
 }
 
 std::string RankTelemetry::Summary(double tokens_per_s) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "telemetry/metrics.h"
+#include "telemetry/prometheus.h"
 #include "telemetry/rank_records.h"
 #include "train/run_setup.h"
 
@@ -36,11 +37,16 @@ class RankTelemetry {
   // The end-of-run summary (lead): mean time split of a step, tokens/s, MFU
   // when telemetry.peak_tflops is given, the stragglers seen.
   std::string Summary(double tokens_per_s) const;
+  // What rank 0's Prometheus endpoint serves after step `rec` (lead).
+  PrometheusSnapshot Snapshot(const StepRecord& rec) const;
   const std::vector<std::string>& hosts() const { return hosts_; }
 
  private:
   TrainingRun* run_;
   std::vector<std::string> hosts_;  // by world rank
+  std::vector<int64_t> memory_bytes_;        // by world rank
+  std::vector<double> last_step_s_;          // by world rank: mean step time of the last window
+  std::vector<int64_t> flagged_;             // ranks the last window flagged
   RankPhases window_{};             // sums over the current window
   int64_t window_steps_ = 0;
   RankPhases run_total_{};  // sums over the run (this rank)

@@ -190,6 +190,12 @@ Status WriteRunDir(TrainingRun& run) {
       if (ranks.ok()) run.rank_log.emplace(std::move(ranks).value());
       st = ranks.status();
     }
+    const TelemetryConfig& t = run.cfg.telemetry;
+    if (st.ok() && t.metrics_port > 0) {
+      auto server = MetricsServer::Start(t.metrics_address, t.metrics_port);
+      if (server.ok()) run.metrics_server = std::move(server).value();
+      st = server.status();
+    }
   }
   return AgreeAcrossRanks(*run.groups->world, st, "during start-up");
 }

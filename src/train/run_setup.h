@@ -17,6 +17,7 @@
 #include "parallel/process_groups.h"
 #include "parallel/schedule.h"
 #include "telemetry/metrics.h"
+#include "telemetry/prometheus.h"
 #include "telemetry/rank_records.h"
 #include "train/data.h"
 #include "train/optimizer.h"
@@ -51,6 +52,7 @@ struct TrainingRun {
   bool continuing = false;  // resuming a run directory in place: metrics.jsonl is appended to
   std::optional<MetricsLog> metrics;  // the lead's metrics.jsonl
   std::optional<RankLog> rank_log;    // the lead's ranks.jsonl (telemetry.rank_interval > 0)
+  std::unique_ptr<MetricsServer> metrics_server;  // the lead's /metrics (telemetry.metrics_port > 0)
 
   int64_t rank() const { return groups->rank; }
   bool lead() const { return groups->rank == 0; }  // writes logs, metrics and checkpoints

@@ -151,6 +151,7 @@ class Trainer {
     ranks_.AddStep(rec, std::exchange(checkpoint_s_, 0.0), std::exchange(boundary_wait_s_, 0.0));
     ST_ASSIGN_OR_RETURN(rec.stragglers, ranks_.EndOfWindow(done));
     for (const Straggler& s : rec.stragglers) std::printf("%s\n", StragglerLine(s).c_str());
+    if (run_.metrics_server) run_.metrics_server->Update(ranks_.Snapshot(rec));
     if (!quiet_) std::printf("%s\n", StepLine(rec, tc_.steps, EtaSeconds(done)).c_str());
     const bool last = done == tc_.steps;
     if ((tc_.eval_interval > 0 && done % tc_.eval_interval == 0) || last) {
