@@ -13,5 +13,6 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code);   // train_cmd.cpp
 void RegisterSampleCommand(CLI::App& app, int* exit_code);  // sample_cmd.cpp
 void RegisterPlanCommand(CLI::App& app, int* exit_code);    // plan_cmd.cpp
 void RegisterBenchCommand(CLI::App& app, int* exit_code);   // bench_cmd.cpp
+void RegisterReportCommand(CLI::App& app, int* exit_code);  // report_cmd.cpp
 
 }  // namespace scaletrain::cli

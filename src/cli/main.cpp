@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   scaletrain::cli::RegisterSampleCommand(app, &exit_code);
   scaletrain::cli::RegisterPlanCommand(app, &exit_code);
   scaletrain::cli::RegisterBenchCommand(app, &exit_code);
+  scaletrain::cli::RegisterReportCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

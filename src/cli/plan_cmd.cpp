@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/plan_training.h"
 #include "cli/train_config_model.h"
 #include "core/config.h"
 #include "plan/cost_model.h"
@@ -340,6 +341,25 @@ Status RunValidate(const PlanOptions& o) {
 }
 
 }  // namespace
+
+Result<Prediction> PredictTrainingConfig(const std::string& config_path, const std::string& cluster,
+                                         const std::vector<std::string>& hardware_files,
+                                         std::optional<int64_t> vocab) {
+  PlanOptions o;
+  o.train_config = config_path;
+  o.cluster = cluster;
+  o.hardware_files = hardware_files;
+  o.vocab = vocab;
+  PlanInputs in;
+  ST_RETURN_IF_ERROR(LoadPlanInputs(o, &in));
+  CostModel model(in.preset.spec, in.cluster, in.sw);
+  ST_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsFor(o, in, in.preset.global_batch));
+  ST_ASSIGN_OR_RETURN(const LayoutFlags f, LayoutFlagsFor(o, in.run_cfg));
+  ApplyLayoutFlags(f, &search);
+  ST_ASSIGN_OR_RETURN(const Layout l, SingleLayout(f, search));
+  ST_RETURN_IF_ERROR(CheckProfileCovers(in.cluster, l.num_gpus()));
+  return model.Predict(l);
+}
 
 void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<PlanOptions>();

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/flight_recorder.h"
 #include "core/status.h"
 
 namespace scaletrain::internal {
@@ -46,6 +47,7 @@ struct CommState {
   double timeout_s = 0;
   std::shared_ptr<CommCounters> counters;
   std::shared_ptr<CommProgress> progress;
+  int64_t flight_id = -1;  // the flight recorder's record of this operation (-1: none)
 
   std::mutex mu;
   std::condition_variable cv;
@@ -56,11 +58,15 @@ struct CommState {
   Clock::time_point end_time = issue_time;
 
   void MarkStarted() {
-    std::lock_guard<std::mutex> lock(mu);
-    start_time = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      start_time = Clock::now();
+    }
+    FlightRecorder::Get().MarkStarted(flight_id);
   }
   // The status, on failure, is prefixed with `what` and the step.
   void Complete(Status result) {
+    const bool ok = result.ok();
     {
       std::lock_guard<std::mutex> lock(mu);
       end_time = Clock::now();
@@ -68,6 +74,7 @@ struct CommState {
                            : result.WithContext(what + " at step " + std::to_string(step));
       done.store(true, std::memory_order_release);
     }
+    FlightRecorder::Get().MarkEnded(flight_id, ok);
     cv.notify_all();
   }
 };

@@ -156,6 +156,8 @@ Status CommHandle::Wait(double timeout_s) {
                  std::to_string(s.step) +
                  ": a rank of the group died or hangs; ending the job (raise the limit if a "
                  "step legitimately takes longer)");
+    // Each rank's last operations, for `scaletrain report` to find where the job stuck.
+    if (FlightRecorder::Get().enabled()) (void)FlightRecorder::Get().Dump(timed_out.message());
     if (s.progress) s.progress->WaitTimedOut(timed_out);
     return timed_out;
   }
@@ -345,6 +347,7 @@ CommHandle Communicator::Issue(const OpDesc& op) {
     return CommHandle(std::move(state));
   }
   const int index = static_cast<int>(op.op);
+  state->flight_id = FlightRecorder::Get().Record(name_, seq_++, op, payload, step_, rank(), size());
   counters_->calls[index].fetch_add(1, std::memory_order_relaxed);
   counters_->payload_bytes[index].fetch_add(payload, std::memory_order_relaxed);
   Start(op, state);

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -285,6 +286,7 @@ class Communicator {
   Status Validate(const OpDesc& op) const;
 
   std::string name_;
+  std::atomic<int64_t> seq_{0};  // operations issued on this group: the flight recorder's sequence number
   int64_t step_ = -1;
   double timeout_s_ = kDefaultTimeoutS;
   std::shared_ptr<internal::CommCounters> counters_;

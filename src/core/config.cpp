@@ -58,6 +58,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("telemetry", "peak_tflops", c.telemetry.peak_tflops);
   f("telemetry", "metrics_port", c.telemetry.metrics_port);
   f("telemetry", "metrics_address", c.telemetry.metrics_address);
+  f("telemetry", "flight_records", c.telemetry.flight_records);
   f("faults", "slow_rank", c.faults.slow_rank);
   f("faults", "slow_ms", c.faults.slow_ms);
 }
@@ -375,6 +376,10 @@ Status ValidateTelemetrySection(const TelemetryConfig& t) {
   if (t.straggler_windows < 1) return InvalidArgument("telemetry.straggler_windows must be >= 1");
   if (!(t.peak_tflops >= 0))
     return InvalidArgument("telemetry.peak_tflops must be >= 0 (0: unknown)");
+  if (t.flight_records < 0 || t.flight_records > 1000000) {
+    return InvalidArgument("telemetry.flight_records must be 0 (off) to 1000000; got " +
+                           std::to_string(t.flight_records));
+  }
   if (t.metrics_port < 0 || t.metrics_port > 65535) {
     return InvalidArgument("telemetry.metrics_port must be a TCP port, 1 to 65535, or 0 (off); got " +
                            std::to_string(t.metrics_port));

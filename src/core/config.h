@@ -80,6 +80,10 @@ struct TelemetryConfig {
   // Rank 0 serves Prometheus metrics on http://metrics_address:metrics_port/metrics; 0: off.
   int64_t metrics_port = 0;
   std::string metrics_address = "0.0.0.0";
+  // Each rank keeps its last flight_records collectives and writes them to
+  // RUN_DIR/flight/rank-R.json when the watchdog fires, on a fatal signal or
+  // on SIGTERM; 0: off.
+  int64_t flight_records = 256;
 };
 
 // Fault injection, for tests and benchmarks of the failure handling.

@@ -1,6 +1,7 @@
 #include "plan/report.h"
 
 #include "core/strings.h"
+#include "core/svg.h"
 
 #include <algorithm>
 #include <cmath>
@@ -324,13 +325,16 @@ std::string SweepToSvg(const PlanContext& ctx, const std::vector<SweepPoint>& pt
     if (p.found) ok.push_back(&p);
   }
   const double W = 1000, H = 440, pad = 60, panel = (W - 3 * pad) / 2, ph = H - 2 * pad - 30;
-  std::string s = Fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-                      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-                      W, H);
-  s += Fmt("<text x=\"%.0f\" y=\"24\" font-size=\"15\">%s on %s: best layout at each GPU count (global batch %lld)</text>\n",
-           pad, ctx.model->spec().name.c_str(), ctx.model->cluster().name.c_str(),
-           static_cast<long long>(ok.empty() ? 0 : ok[0]->best.layout.global_batch));
-  if (ok.empty()) return s + "<text x=\"60\" y=\"80\">no GPU count had a layout that fits</text>\n</svg>\n";
+  Svg svg(W, H);
+  svg.Text(pad, 24,
+           Fmt("%s on %s: best layout at each GPU count (global batch %lld)", ctx.model->spec().name.c_str(),
+               ctx.model->cluster().name.c_str(),
+               static_cast<long long>(ok.empty() ? 0 : ok[0]->best.layout.global_batch)),
+           15);
+  if (ok.empty()) {
+    svg.Text(60, 80, "no GPU count had a layout that fits");
+    return svg.Finish();
+  }
   // Left panel: tokens/s against GPUs, log2 both ways, with the ideal line.
   const double x0 = pad, y0 = pad + ph;
   const double gmin = std::log2(static_cast<double>(ok.front()->gpus));
@@ -341,28 +345,24 @@ std::string SweepToSvg(const PlanContext& ctx, const std::vector<SweepPoint>& pt
   const double lmin = std::log2(tmin), lmax = std::max(lmin + 1, std::log2(tmax));
   auto X = [&](double g) { return x0 + (std::log2(g) - gmin) / (gmax - gmin) * panel; };
   auto Y = [&](double tps) { return y0 - (std::log2(tps) - lmin) / (lmax - lmin) * ph; };
-  s += Fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n", x0, y0 - ph,
-           panel, ph);
-  s += Fmt("<text x=\"%.1f\" y=\"%.1f\">tokens/s (log) vs GPUs (log); dashed: perfect scaling</text>\n", x0, y0 - ph - 8);
-  s += Fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-dasharray=\"5,4\"/>\n",
-           X(static_cast<double>(ok.front()->gpus)), Y(ok.front()->best.tokens_per_s), X(std::pow(2.0, gmax)),
-           Y(ok.front()->best.tokens_per_s * std::pow(2.0, gmax - gmin)));
-  std::string poly;
-  for (auto* p : ok) poly += Fmt("%.1f,%.1f ", X(static_cast<double>(p->gpus)), Y(p->best.tokens_per_s));
-  s += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"" + poly + "\"/>\n";
+  svg.Rect(x0, y0 - ph, panel, ph, "none", "#888");
+  svg.Text(x0, y0 - ph - 8, "tokens/s (log) vs GPUs (log); dashed: perfect scaling");
+  svg.Line(X(static_cast<double>(ok.front()->gpus)), Y(ok.front()->best.tokens_per_s), X(std::pow(2.0, gmax)),
+           Y(ok.front()->best.tokens_per_s * std::pow(2.0, gmax - gmin)), "#999", 1, "5,4");
+  std::vector<std::pair<double, double>> line;
+  for (auto* p : ok) line.emplace_back(X(static_cast<double>(p->gpus)), Y(p->best.tokens_per_s));
+  svg.Polyline(line, "#1f77b4");
   for (auto* p : ok) {
     const double x = X(static_cast<double>(p->gpus)), y = Y(p->best.tokens_per_s);
     const bool bad = !p->note.empty();
-    s += Fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"/>\n", x, y, bad ? 6 : 4, bad ? "#d62728" : "#1f77b4");
-    s += Fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x, y0 + 16,
-             static_cast<long long>(p->gpus));
-    s += Fmt("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">%.2fx</text>\n", x + 6, y - 6, p->speedup);
+    svg.Circle(x, y, bad ? 6 : 4, bad ? "#d62728" : "#1f77b4");
+    svg.Text(x, y0 + 16, std::to_string(p->gpus), 12, "middle");
+    svg.Text(x + 6, y - 6, Fmt("%.2fx", p->speedup), 10);
   }
-  s += Fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">GPUs (red: doubling barely helps)</text>\n",
-           x0 + panel / 2, y0 + 34);
+  svg.Text(x0 + panel / 2, y0 + 34, "GPUs (red: doubling barely helps)", 12, "middle");
   // Right panel: stacked shares of the step.
   const double x1 = 2 * pad + panel;
-  s += Fmt("<text x=\"%.1f\" y=\"%.1f\">share of step time</text>\n", x1, y0 - ph - 8);
+  svg.Text(x1, y0 - ph - 8, "share of step time");
   static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#7f7f7f", "#2ca02c"};
   static const char* kNames[] = {"compute+recompute", "TP comm", "PP comm", "DP comm (exposed)", "bubble", "optimizer"};
   const double bw = panel / static_cast<double>(ok.size());
@@ -372,20 +372,16 @@ std::string SweepToSvg(const PlanContext& ctx, const std::vector<SweepPoint>& pt
     double y = y0;
     for (int k = 0; k < 6; ++k) {
       const double hgt = parts[k] / ok[i]->best.step_time_s * ph;
-      s += Fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x1 + i * bw + 4, y - hgt,
-               bw - 8, hgt, kColors[k]);
+      svg.Rect(x1 + i * bw + 4, y - hgt, bw - 8, hgt, kColors[k]);
       y -= hgt;
     }
-    s += Fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x1 + (i + 0.5) * bw, y0 + 16,
-             static_cast<long long>(ok[i]->gpus));
+    svg.Text(x1 + (i + 0.5) * bw, y0 + 16, std::to_string(ok[i]->gpus), 12, "middle");
   }
   for (int k = 0; k < 6; ++k) {
-    s += Fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-             x1 + (k % 3) * 150, y0 + 30 + (k / 3) * 16, kColors[k], x1 + (k % 3) * 150 + 14, y0 + 39 + (k / 3) * 16,
-             kNames[k]);
+    svg.Rect(x1 + (k % 3) * 150, y0 + 30 + (k / 3) * 16, 10, 10, kColors[k]);
+    svg.Text(x1 + (k % 3) * 150 + 14, y0 + 39 + (k / 3) * 16, kNames[k]);
   }
-  s += "</svg>\n";
-  return s;
+  return svg.Finish();
 }
 
 }  // namespace scaletrain::plan

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
+#include "comm/flight_recorder.h"
 #include "kernels/cpu/ops.h"
 #include "train/checkpointing.h"
 #include "train/generate.h"
@@ -200,6 +203,22 @@ Status WriteRunDir(TrainingRun& run) {
   return AgreeAcrossRanks(*run.groups->world, st, "during start-up");
 }
 
+// Every rank records its last collectives for RUN_DIR/flight/rank-R.json
+// (comm/flight_recorder.h), with its groups' members for the report.
+void EnableFlightRecorder(const TrainingRun& run) {
+  const int64_t n = run.cfg.telemetry.flight_records;
+  if (n <= 0) return;
+  const Mesh& mesh = run.groups->mesh;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> groups;
+  std::vector<int64_t> world(static_cast<size_t>(mesh.world_size()));
+  for (int64_t r = 0; r < mesh.world_size(); ++r) world[static_cast<size_t>(r)] = r;
+  groups.emplace_back("world", world);
+  for (MeshAxis axis : kMeshAxes) groups.emplace_back(MeshAxisName(axis), mesh.GroupMembers(axis, run.rank()));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  FlightRecorder::Get().Enable((fs::path(run.run_dir) / "flight").string(), run.rank(), host, n, groups);
+}
+
 }  // namespace
 
 Status AgreeAcrossRanks(Communicator& world, const Status& local, const std::string& during) {
@@ -231,6 +250,7 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
   ChooseRunDir(*run, opts, checkpoint_dir);
   if (run->run_dir.empty()) return InvalidArgument("no run directory given; pass --run-dir DIR");
   ST_RETURN_IF_ERROR(WriteRunDir(*run));
+  EnableFlightRecorder(*run);
   return run;
 }
 

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "comm/flight_recorder.h"
+
 namespace scaletrain {
 
 namespace {
@@ -37,6 +39,10 @@ void WaitForSignals() {
       std::fflush(stderr);
       ::_exit(kExitInterrupted);
     }
+    // SIGTERM is also what mpirun sends every rank when another rank ended
+    // the job (a watchdog): each writes its last collectives (a thread, not
+    // a handler: safe to write a file).
+    if (sig == SIGTERM && FlightRecorder::Get().enabled()) (void)FlightRecorder::Get().Dump("SIGTERM");
     int none = 0;
     g_signal.compare_exchange_strong(none, sig);
   }

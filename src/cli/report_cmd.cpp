@@ -1,0 +1,122 @@
+// `scaletrain report RUN_DIR`: the run as one self-contained HTML page with SVG
+// plots (RUN_DIR/report/index.html), measured against the planner when given
+// a cluster (and a `scaletrain bench` profile), and where the job stuck when
+// ranks left flight records.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/plan_training.h"
+#include "cli/train_config_model.h"
+#include "model/spec.h"
+#include "report/flight.h"
+#include "report/page.h"
+#include "report/run_data.h"
+
+namespace fs = std::filesystem;
+
+namespace scaletrain::cli {
+
+namespace {
+
+struct ReportOptions {
+  std::string run_dir, output, cluster;
+  std::vector<std::string> hardware_files;
+  std::optional<int64_t> vocab;
+};
+
+report::Prediction FromPlanner(const plan::Prediction& p, const std::string& source) {
+  const plan::TimeBreakdown& t = p.time_s;
+  report::Prediction r;
+  r.source = source;
+  r.step_time_s = p.step_time_s;
+  const double parts[] = {t.compute + t.recompute, t.tp_comm, t.pp_comm + t.bubble, t.dp_comm, t.optimizer, 0.0};
+  for (int k = 0; k < 6; ++k) r.parts.emplace_back(report::kBreakdownNames[k], parts[k]);
+  return r;
+}
+
+// MFU needs the model's FLOPs; the prediction needs a cluster. Either may
+// be missing: the page says why.
+void AddModelFigures(const ReportOptions& o, const report::RunData& run, const std::string& config_path,
+                     report::PageOptions* page) {
+  auto spec = TrainConfigModel(run.config, config_path, o.vocab, run.config.parallel.tp);
+  if (spec.ok()) {
+    page->flops_per_token = ModelFlopsPerSequence(*spec) / static_cast<double>(spec->block_size);
+  }
+  if (o.cluster.empty()) {
+    page->prediction_note =
+        "No prediction: pass --cluster NAME (and --hardware PROFILE, e.g. from `scaletrain bench` on the "
+        "machine that trained) to compare the measured step with the planner's.";
+    return;
+  }
+  auto p = PredictTrainingConfig(config_path, o.cluster, o.hardware_files, o.vocab);
+  if (!p.ok()) {
+    page->prediction_note = "The planner cannot model this run: " + p.status().message();
+    return;
+  }
+  std::string source = "cluster " + o.cluster;
+  for (const std::string& f : o.hardware_files) source += ", hardware " + f;
+  page->prediction = FromPlanner(*p, source);
+}
+
+Status WriteAtomically(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (ec) return IoError("cannot create " + fs::path(path).parent_path().string() + ": " + ec.message());
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) return IoError("cannot write " + tmp + " (disk full or read-only?)");
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) return IoError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status RunReport(const ReportOptions& o) {
+  ST_ASSIGN_OR_RETURN(const report::RunData run, report::ReadRunDir(o.run_dir));
+  report::PageOptions page;
+  AddModelFigures(o, run, (fs::path(o.run_dir) / "config.resolved.toml").string(), &page);
+  const std::string html = report::ReportHtml(run, page);
+  const std::string out = o.output.empty() ? (fs::path(o.run_dir) / "report" / "index.html").string() : o.output;
+  ST_RETURN_IF_ERROR(WriteAtomically(out, html));
+  std::printf("report: %s (%d plots; %zu steps%s)\n", out.c_str(), report::CountSvgs(html), run.steps.size(),
+              run.finished() ? "" : ", run not finished");
+  if (page.prediction) {
+    const report::MeasuredStep m = report::MeasureStep(run);
+    std::printf("step time: measured %.1f ms, predicted %.1f ms (%+.1f%%)\n", m.step_time_s * 1e3,
+                page.prediction->step_time_s * 1e3,
+                m.step_time_s > 0 ? (page.prediction->step_time_s - m.step_time_s) / m.step_time_s * 100 : 0.0);
+  }
+  const report::HangDiagnosis d = report::DiagnoseHang(run.flight);
+  if (!d.summary.empty()) std::printf("flight records: %s\n", d.summary.c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterReportCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ReportOptions>();
+  auto* cmd = app.add_subcommand(
+      "report", "write RUN_DIR/report/index.html: plots of a training run (finished or in progress), "
+                "measured against the planner, and where a hung job stuck");
+  cmd->add_option("run_dir", o->run_dir, "the run directory of `scaletrain train`")->required();
+  cmd->add_option("--output", o->output, "the HTML file to write (default RUN_DIR/report/index.html)");
+  cmd->add_option("--cluster", o->cluster,
+                  "predict the run on this cluster (a preset, or the name in a --hardware profile)");
+  cmd->add_option("--hardware", o->hardware_files,
+                  "a hardware TOML added to the catalog, e.g. a profile from `scaletrain bench` (repeatable)");
+  cmd->add_option("--vocab", o->vocab, "vocabulary size when the run's vocab.json cannot be found");
+  cmd->callback([o, exit_code] {
+    Status st = RunReport(*o);
+    if (!st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace scaletrain::cli

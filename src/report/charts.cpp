@@ -1,0 +1,172 @@
+#include "report/charts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "core/strings.h"
+#include "core/svg.h"
+
+namespace scaletrain::report {
+
+namespace {
+
+constexpr double kWidth = 720, kHeight = 300;
+constexpr double kLeft = 70, kRight = 170, kTop = 46, kBottom = 46;
+
+// The plot area of a chart: a frame, a title and the axis labels.
+struct Frame {
+  double x0 = kLeft, y0 = kHeight - kBottom;  // bottom-left corner
+  double w = kWidth - kLeft - kRight, h = kHeight - kTop - kBottom;
+};
+
+Frame DrawFrame(Svg& svg, const std::string& title, const std::string& x_label, const std::string& y_label) {
+  Frame f;
+  svg.Text(kLeft, 18, title, 14);
+  svg.Rect(f.x0, f.y0 - f.h, f.w, f.h, "none", "#999");
+  svg.Text(f.x0 + f.w / 2, kHeight - 8, x_label, 12, "middle");
+  svg.Text(14, f.y0 - f.h - 8, y_label, 11, "start", "#555");
+  return f;
+}
+
+void Legend(Svg& svg, const Frame& f, size_t i, const std::string& name, const std::string& color) {
+  const double x = f.x0 + f.w + 12, y = f.y0 - f.h + 8 + 18 * static_cast<double>(i);
+  svg.Rect(x, y - 9, 12, 10, color);
+  svg.Text(x + 17, y, name, 11);
+}
+
+// The y range of values, with a little room; a flat range is widened.
+std::pair<double, double> Range(double lo, double hi, bool from_zero) {
+  if (from_zero) lo = std::min(0.0, lo);
+  if (!(hi > lo)) {
+    const double d = std::max(std::abs(hi) * 0.1, 1e-12);
+    return {lo - d, hi + d};
+  }
+  return {lo, hi + (hi - lo) * 0.05};
+}
+
+}  // namespace
+
+std::string LineChart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                      const std::vector<Series>& series) {
+  Svg svg(kWidth, kHeight);
+  const Frame f = DrawFrame(svg, title, x_label, y_label);
+  double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
+  for (const Series& s : series) {
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      xlo = std::min(xlo, x), xhi = std::max(xhi, x), ylo = std::min(ylo, y), yhi = std::max(yhi, y);
+    }
+  }
+  if (!std::isfinite(xlo)) {
+    svg.Text(f.x0 + f.w / 2, f.y0 - f.h / 2, "no data yet", 13, "middle", "#777");
+    return svg.Finish();
+  }
+  if (!(xhi > xlo)) xlo -= 1, xhi += 1;
+  std::tie(ylo, yhi) = Range(ylo, yhi, false);
+  auto X = [&](double x) { return f.x0 + (x - xlo) / (xhi - xlo) * f.w; };
+  auto Y = [&](double y) { return f.y0 - (y - ylo) / (yhi - ylo) * f.h; };
+  for (double t : NiceTicks(ylo, yhi, 5)) {
+    svg.Line(f.x0, Y(t), f.x0 + f.w, Y(t), "#eee");
+    svg.Text(f.x0 - 6, Y(t) + 4, TickLabel(t), 11, "end");
+  }
+  for (double t : NiceTicks(xlo, xhi, 8)) svg.Text(X(t), f.y0 + 16, TickLabel(t), 11, "middle");
+  size_t shown = 0;
+  for (const Series& s : series) {
+    std::vector<std::pair<double, double>> pts;
+    for (const auto& [x, y] : s.points) {
+      if (std::isfinite(x) && std::isfinite(y)) pts.emplace_back(X(x), Y(y));
+    }
+    if (pts.empty()) continue;
+    svg.Polyline(pts, s.color, 1.8, s.dashed ? "6,4" : "");
+    if (s.markers || pts.size() == 1) {
+      for (const auto& [x, y] : pts) svg.Circle(x, y, 3, s.color);
+    }
+    Legend(svg, f, shown++, s.name, s.color);
+  }
+  return svg.Finish();
+}
+
+std::string StackedBars(const std::string& title, const std::string& x_label, const std::string& y_label,
+                        const std::vector<std::string>& bar_labels, const std::vector<Stack>& stacks) {
+  Svg svg(kWidth, kHeight);
+  const Frame f = DrawFrame(svg, title, x_label, y_label);
+  const size_t n = bar_labels.size();
+  if (n == 0 || stacks.empty()) {
+    svg.Text(f.x0 + f.w / 2, f.y0 - f.h / 2, "no data yet", 13, "middle", "#777");
+    return svg.Finish();
+  }
+  double top = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (const Stack& s : stacks) sum += i < s.values.size() ? std::max(0.0, s.values[i]) : 0.0;
+    top = std::max(top, sum);
+  }
+  top = Range(0, top, true).second;
+  auto Y = [&](double v) { return f.y0 - v / top * f.h; };
+  for (double t : NiceTicks(0, top, 5)) {
+    svg.Line(f.x0, Y(t), f.x0 + f.w, Y(t), "#eee");
+    svg.Text(f.x0 - 6, Y(t) + 4, TickLabel(t), 11, "end");
+  }
+  const double slot = f.w / static_cast<double>(n), gap = n > 40 ? 0 : slot * 0.2;
+  const size_t label_every = std::max<size_t>(1, n / 10);
+  for (size_t i = 0; i < n; ++i) {
+    double base = 0;
+    const double x = f.x0 + slot * static_cast<double>(i) + gap / 2;
+    for (const Stack& s : stacks) {
+      const double v = i < s.values.size() ? std::max(0.0, s.values[i]) : 0.0;
+      svg.Rect(x, Y(base + v), slot - gap, Y(base) - Y(base + v), s.color, "none",
+               bar_labels[i] + ": " + s.name + " " + Fmt("%.4g", v));
+      base += v;
+    }
+    if (i % label_every == 0) svg.Text(x + (slot - gap) / 2, f.y0 + 16, bar_labels[i], 11, "middle");
+  }
+  for (size_t k = 0; k < stacks.size(); ++k) Legend(svg, f, k, stacks[k].name, stacks[k].color);
+  return svg.Finish();
+}
+
+std::string Heatmap(const std::string& title, const std::string& x_label, const std::string& y_label,
+                    const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                    const std::vector<std::vector<double>>& values, const std::string& unit) {
+  Svg svg(kWidth, kHeight);
+  const Frame f = DrawFrame(svg, title, x_label, y_label);
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (const auto& row : values) {
+    for (double v : row) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  if (row_labels.empty() || col_labels.empty() || !std::isfinite(lo)) {
+    svg.Text(f.x0 + f.w / 2, f.y0 - f.h / 2, "no data yet", 13, "middle", "#777");
+    return svg.Finish();
+  }
+  auto Color = [&](double v) {
+    const double t = hi > lo ? (v - lo) / (hi - lo) : 0.0;  // 0: white, 1: dark red
+    const int r = static_cast<int>(255 - t * 75), g = static_cast<int>(255 - t * 235), b = static_cast<int>(255 - t * 225);
+    return Fmt("#%02x%02x%02x", r, g, b);
+  };
+  const double cw = f.w / static_cast<double>(col_labels.size());
+  const double ch = f.h / static_cast<double>(row_labels.size());
+  const size_t col_every = std::max<size_t>(1, col_labels.size() / 10);
+  const size_t row_every = std::max<size_t>(1, row_labels.size() / 16);
+  for (size_t r = 0; r < row_labels.size(); ++r) {
+    const double y = f.y0 - f.h + ch * static_cast<double>(r);
+    for (size_t c = 0; c < col_labels.size() && c < values[r].size(); ++c) {
+      svg.Rect(f.x0 + cw * static_cast<double>(c), y, cw, ch, Color(values[r][c]), "none",
+               row_labels[r] + ", " + col_labels[c] + ": " + Fmt("%.4g", values[r][c]) + " " + unit);
+    }
+    if (r % row_every == 0) svg.Text(f.x0 - 6, y + ch / 2 + 4, row_labels[r], 11, "end");
+  }
+  for (size_t c = 0; c < col_labels.size(); c += col_every) {
+    svg.Text(f.x0 + cw * (static_cast<double>(c) + 0.5), f.y0 + 16, col_labels[c], 11, "middle");
+  }
+  // The scale.
+  const double sx = f.x0 + f.w + 12, sy = f.y0 - f.h + 4;
+  for (int i = 0; i < 10; ++i) {
+    svg.Rect(sx, sy + 12 * i, 14, 12, Color(hi - (hi - lo) * i / 9.0));
+  }
+  svg.Text(sx + 20, sy + 10, Fmt("%.3g %s", hi, unit.c_str()), 11);
+  svg.Text(sx + 20, sy + 118, Fmt("%.3g %s", lo, unit.c_str()), 11);
+  return svg.Finish();
+}
+
+}  // namespace scaletrain::report
