@@ -50,6 +50,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "schedule", c.parallel.schedule);
   f("parallel", "bucket_mb", c.parallel.bucket_mb);
   f("parallel", "comm_timeout_s", c.parallel.comm_timeout_s);
+  f("parallel", "rebalance", c.parallel.rebalance);
   f("checkpoint", "interval", c.checkpoint.interval);
   f("checkpoint", "keep_last", c.checkpoint.keep_last);
   f("telemetry", "rank_interval", c.telemetry.rank_interval);
@@ -328,6 +329,11 @@ Status ValidateParallelSection(const ParallelConfig& p) {
   }
   if (!(p.comm_timeout_s > 0)) {
     return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
+  }
+  if (p.rebalance && (p.pp > 1 || p.zero > 1)) {
+    return InvalidArgument("parallel.rebalance needs parallel.pp = 1 and parallel.zero <= 1 (a pipeline's "
+                           "activation slots and ZeRO-2's per-micro-batch reductions assume every DP rank "
+                           "runs the same micro-batches); turn it off or change the layout");
   }
   return Status::Ok();
 }

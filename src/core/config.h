@@ -60,6 +60,10 @@ struct ParallelConfig {
   std::string schedule = "1f1b";
   double bucket_mb = 25.0;        // gradient bucket size (MiB) for DP reduction
   double comm_timeout_s = 300.0;  // watchdog: a collective taking longer ends the job
+  // Each DP rank's share of a step's micro-batches follows its measured
+  // speed (every telemetry.rank_interval steps); the update stays the
+  // uniform one. Needs pp = 1 and ZeRO <= 1.
+  bool rebalance = false;
 };
 
 struct CheckpointConfig {

@@ -46,6 +46,22 @@ std::vector<int64_t> PipelineExecutor::SlotsPerChunk(const PipelineSchedule& s, 
   return peak;
 }
 
+Status PipelineExecutor::SetSchedule(const PipelineSchedule& schedule) {
+  if (schedule.pp != schedule_.pp || schedule.vpp != schedule_.vpp) {
+    return InvalidArgument("a new pipeline schedule must keep the stages and chunks of the old one");
+  }
+  const std::vector<int64_t> slots = SlotsPerChunk(schedule, stage_);
+  for (int64_t c = 0; c < schedule.vpp; ++c) {
+    if (slots[static_cast<size_t>(c)] > model_->num_slots(c)) {
+      return InvalidArgument("the new schedule needs " + std::to_string(slots[static_cast<size_t>(c)]) +
+                             " activation slots for chunk " + std::to_string(c) + "; the model holds " +
+                             std::to_string(model_->num_slots(c)));
+    }
+  }
+  schedule_ = schedule;
+  return Status::Ok();
+}
+
 int64_t PipelineExecutor::Tag(PipeOp op, int64_t micro_batch, int64_t virtual_stage) const {
   return (micro_batch * schedule_.num_virtual_stages() + virtual_stage) * kKinds +
          (IsActivation(op) ? 0 : 1);

@@ -82,6 +82,10 @@ class PipelineExecutor {
   // embedding's gradients. Nothing elsewhere.
   Status SumTiedEmbeddingGrads();
   const PipelineStepTimes& last_times() const { return times_; }
+  // Runs the next steps by `schedule` (rebalancing changes a rank's
+  // micro-batches): the same stages and chunks, and no more activation
+  // slots per chunk than the model holds.
+  Status SetSchedule(const PipelineSchedule& schedule);
   // Fault injection (tests of the straggler detection): every forward of a
   // micro-batch also sleeps this long, counted as forward compute.
   void set_extra_forward_s(double s) { extra_forward_s_ = s; }

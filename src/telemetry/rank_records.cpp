@@ -79,11 +79,15 @@ namespace {
 constexpr RankPhase kComputePhases[] = {RankPhase::kData, RankPhase::kForward, RankPhase::kBackward,
                                         RankPhase::kOptimizer};
 
-double Compute(const RankWindow& w) {
+}  // namespace
+
+double RankCompute(const RankWindow& w) {
   double s = 0;
   for (RankPhase p : kComputePhases) s += w.mean[static_cast<int>(p)];
   return s;
 }
+
+namespace {
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -103,18 +107,18 @@ std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>&
   for (const auto& [stage, ranks] : by_stage) {
     if (ranks.size() < 2) continue;  // nothing to compare with
     std::vector<double> compute;
-    for (const RankWindow* w : ranks) compute.push_back(Compute(*w));
+    for (const RankWindow* w : ranks) compute.push_back(RankCompute(*w));
     const double median = Median(compute);
     for (const RankWindow* w : ranks) {
       int64_t& in_a_row = slow_in_a_row_[w->rank];
-      const bool slow = median > 0 && Compute(*w) > (1.0 + options_.threshold) * median;
+      const bool slow = median > 0 && RankCompute(*w) > (1.0 + options_.threshold) * median;
       in_a_row = slow ? in_a_row + 1 : 0;
       if (in_a_row < options_.windows) continue;
       Straggler s;
       s.rank = w->rank;
       s.host = w->host;
       s.windows = in_a_row;
-      s.compute_ratio = Compute(*w) / median;
+      s.compute_ratio = RankCompute(*w) / median;
       double worst = -1;
       for (RankPhase p : kComputePhases) {
         std::vector<double> phase;

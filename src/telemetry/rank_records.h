@@ -74,6 +74,10 @@ struct Straggler {
   int64_t windows = 0;                     // slow windows in a row so far
 };
 
+// A window's compute per step: data + forward + backward + optimizer (not
+// communication or waiting), what the detector and rebalancing compare.
+double RankCompute(const RankWindow& w);
+
 class StragglerDetector {
  public:
   explicit StragglerDetector(StragglerOptions options) : options_(options) {}

@@ -98,7 +98,6 @@ Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
   run_->AbortIfFailed(world.Allgather(mine.data(), all.data(), kRecord));
   window_ = {};
   window_steps_ = 0;
-  if (!run_->lead()) return std::vector<Straggler>();
   std::vector<RankWindow> windows;
   for (int64_t r = 0; r < world.size(); ++r) {
     const double* rec = all.data() + r * kRecord;
@@ -111,6 +110,10 @@ Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
     for (int i = 0; i < kNumRankPhases; ++i) w.mean[i] = rec[i] / static_cast<double>(w.steps);
     windows.push_back(std::move(w));
   }
+  window_compute_.clear();
+  for (const RankWindow& w : windows) window_compute_.push_back(RankCompute(w));
+  last_window_step_ = step;
+  if (!run_->lead()) return std::vector<Straggler>();
   if (run_->rank_log) ST_RETURN_IF_ERROR(run_->rank_log->Append(windows));
   for (const RankWindow& w : windows) {
     last_step_s_[static_cast<size_t>(w.rank)] = w.mean[static_cast<int>(RankPhase::kStep)];

@@ -40,6 +40,10 @@ class RankTelemetry {
   // What rank 0's Prometheus endpoint serves after step `rec` (lead).
   PrometheusSnapshot Snapshot(const StepRecord& rec) const;
   const std::vector<std::string>& hosts() const { return hosts_; }
+  // Every rank: each rank's compute per step (RankCompute) in the last
+  // window, by world rank, and the step that window ended at (0: none yet).
+  const std::vector<double>& window_compute() const { return window_compute_; }
+  int64_t last_window_step() const { return last_window_step_; }
 
  private:
   TrainingRun* run_;
@@ -47,6 +51,8 @@ class RankTelemetry {
   std::vector<int64_t> memory_bytes_;        // by world rank
   std::vector<double> last_step_s_;          // by world rank: mean step time of the last window
   std::vector<int64_t> flagged_;             // ranks the last window flagged
+  std::vector<double> window_compute_;       // by world rank, every rank
+  int64_t last_window_step_ = 0;
   RankPhases window_{};             // sums over the current window
   int64_t window_steps_ = 0;
   RankPhases run_total_{};  // sums over the run (this rank)

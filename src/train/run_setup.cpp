@@ -97,6 +97,9 @@ Status PlanMicroBatches(TrainingRun& run) {
   const int64_t T = run.spec.block_size, mb = tc.micro_batch_size;
   run.micro_batches = tc.global_batch_size / (mb * par.dp);
   ST_ASSIGN_OR_RETURN(run.schedule, PipelineScheduleFromConfig(par, run.micro_batches));
+  if (par.rebalance && run.cfg.telemetry.rank_interval == 0) {
+    return InvalidArgument("parallel.rebalance follows the per-rank records: set telemetry.rank_interval > 0");
+  }
   if (par.sp && par.tp > 1 && (mb * T) % par.tp != 0) {
     return InvalidArgument("parallel.sp splits each micro-batch's " + std::to_string(mb * T) +
                            " token rows over tp = " + std::to_string(par.tp) +

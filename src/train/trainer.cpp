@@ -12,14 +12,20 @@
 // whether the checkpoint in flight is written everywhere.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <utility>
+
+#include "core/strings.h"
+#include "parallel/schedule.h"
 
 #include "telemetry/metrics.h"
 #include "train/checkpointing.h"
 #include "train/rank_telemetry.h"
+#include "train/rebalance.h"
 #include "train/run_setup.h"
 #include "train/step_trace.h"
 #include "train/stop_signals.h"
@@ -42,6 +48,7 @@ class Trainer {
         checkpoints_(&run),
         ranks_(&run),
         loss_scale_(1.0f / static_cast<float>(run.micro_batches * run.cfg.parallel.dp)),
+        shares_(static_cast<size_t>(run.cfg.parallel.dp), run.micro_batches),
         first_sequence_(run.groups->coord.dp * (tc_.global_batch_size / run.cfg.parallel.dp)) {
     if (!opts.trace.empty()) {
       trace_ = std::make_unique<StepTrace>(opts.trace, run.rank(), run.groups->world->size(),
@@ -125,7 +132,10 @@ class Trainer {
   // pipeline stage) and the DP ranks.
   Result<double> MeanLoss(double loss_sum) {
     const ParallelConfig& par = run_.cfg.parallel;
-    double loss = loss_sum / static_cast<double>(run_.micro_batches);
+    // Rebalanced, a rank's micro-batches are its share of the step's: their
+    // sum over the DP average is the step's mean (dp / all micro-batches).
+    double loss = par.rebalance ? loss_sum * static_cast<double>(par.dp) / static_cast<double>(TotalMicroBatches())
+                                : loss_sum / static_cast<double>(run_.micro_batches);
     if (par.pp > 1) {
       if (run_.groups->coord.pp != par.pp - 1) loss = 0.0;
       ST_RETURN_IF_ERROR(run_.groups->pp->Allreduce(&loss, 1, ReduceOp::kSum));
@@ -151,6 +161,7 @@ class Trainer {
     ranks_.AddStep(rec, std::exchange(checkpoint_s_, 0.0), std::exchange(boundary_wait_s_, 0.0));
     ST_ASSIGN_OR_RETURN(rec.stragglers, ranks_.EndOfWindow(done));
     for (const Straggler& s : rec.stragglers) std::printf("%s\n", StragglerLine(s).c_str());
+    if (run_.cfg.parallel.rebalance && ranks_.last_window_step() == done) ST_RETURN_IF_ERROR(Rebalance());
     if (run_.metrics_server) run_.metrics_server->Update(ranks_.Snapshot(rec));
     if (!quiet_) std::printf("%s\n", StepLine(rec, tc_.steps, EtaSeconds(done)).c_str());
     const bool last = done == tc_.steps;
@@ -166,6 +177,38 @@ class Trainer {
     summary_.final_loss = rec.loss;
     summary_.steps_run++;
     return written;
+  }
+
+  // The step's micro-batches over every DP replica.
+  int64_t TotalMicroBatches() const { return std::accumulate(shares_.begin(), shares_.end(), int64_t{0}); }
+
+  // parallel.rebalance, after a window of per-rank records: every rank
+  // derives the same new shares from the same gathered figures (a replica
+  // is as fast as its slowest member) and runs its share from the next step.
+  Status Rebalance() {
+    const Mesh& mesh = run_.groups->mesh;
+    std::vector<double> compute(shares_.size(), 0.0);
+    const std::vector<double>& by_rank = ranks_.window_compute();
+    for (int64_t r = 0; r < static_cast<int64_t>(by_rank.size()); ++r) {
+      double& c = compute[static_cast<size_t>(mesh.Coord(r).dp)];
+      c = std::max(c, by_rank[static_cast<size_t>(r)]);
+    }
+    const std::vector<int64_t> next = RebalanceShares(shares_, compute, TotalMicroBatches());
+    if (next == shares_) return Status::Ok();
+    shares_ = next;
+    const int64_t d = run_.groups->coord.dp, mine = shares_[static_cast<size_t>(d)];
+    first_sequence_ = FirstMicroBatch(shares_, d) * tc_.micro_batch_size;
+    ST_ASSIGN_OR_RETURN(const PipelineSchedule schedule, PipelineScheduleFromConfig(run_.cfg.parallel, mine));
+    ST_RETURN_IF_ERROR(run_.pipeline->SetSchedule(schedule));
+    run_.micro_batches = mine;
+    if (run_.lead()) {  // also with --quiet, as the straggler lines
+      std::string line = "rebalance: micro-batches per DP rank now";
+      for (size_t i = 0; i < shares_.size(); ++i) {
+        line += Fmt("%s %lld (%.1f ms compute)", i ? "," : "", static_cast<long long>(shares_[i]), compute[i] * 1e3);
+      }
+      std::printf("%s\n", line.c_str());
+    }
+    return Status::Ok();
   }
 
   // A checkpoint of step `done`, written in the background (checkpointing.h).
@@ -278,7 +321,8 @@ class Trainer {
   // record: they count toward the next one's.
   double checkpoint_s_ = 0, boundary_wait_s_ = 0;
   const float loss_scale_;  // 1 / (micro-batches x dp): the DP reduction's sum is then the mean
-  const int64_t first_sequence_;  // this DP rank's first sequence of each batch
+  std::vector<int64_t> shares_;   // micro-batches per DP replica (rebalancing moves them)
+  int64_t first_sequence_;        // this DP rank's first sequence of each batch
   std::unique_ptr<StepTrace> trace_;
   TrainSummary summary_;
   int64_t last_checkpoint_step_ = -1;
