@@ -4,12 +4,12 @@
 // ranks left flight records.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "cli/commands.h"
 #include "cli/plan_training.h"
 #include "cli/train_config_model.h"
+#include "core/file_io.h"
 #include "model/spec.h"
 #include "report/flight.h"
 #include "report/page.h"
@@ -61,28 +61,17 @@ void AddModelFigures(const ReportOptions& o, const report::RunData& run, const s
   page->prediction = FromPlanner(*p, source);
 }
 
-Status WriteAtomically(const std::string& path, const std::string& text) {
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  if (ec) return IoError("cannot create " + fs::path(path).parent_path().string() + ": " + ec.message());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out) return IoError("cannot write " + tmp + " (disk full or read-only?)");
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return IoError("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  return Status::Ok();
-}
-
 Status RunReport(const ReportOptions& o) {
   ST_ASSIGN_OR_RETURN(const report::RunData run, report::ReadRunDir(o.run_dir));
   report::PageOptions page;
   AddModelFigures(o, run, (fs::path(o.run_dir) / "config.resolved.toml").string(), &page);
   const std::string html = report::ReportHtml(run, page);
   const std::string out = o.output.empty() ? (fs::path(o.run_dir) / "report" / "index.html").string() : o.output;
-  ST_RETURN_IF_ERROR(WriteAtomically(out, html));
+  const fs::path parent = fs::path(out).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec) return IoError("cannot create " + parent.string() + ": " + ec.message());
+  ST_RETURN_IF_ERROR(WriteFileAtomically(out, html));
   std::printf("report: %s (%d plots; %zu steps%s)\n", out.c_str(), report::CountSvgs(html), run.steps.size(),
               run.finished() ? "" : ", run not finished");
   if (page.prediction) {
