@@ -12,6 +12,8 @@ pkgs=(
   # the Slurm requeue test runs a real one-node cluster (scripts/slurm/local-cluster.sh),
   # the Prometheus test a real server scraping a training run
   slurm-wlm munge prometheus
+  # the emulated cluster (scripts/cluster.sh: network namespaces, a bridge, tc)
+  iproute2
   # reference checks (PyTorch on the CPU) and the benchmarks
   python3 python3-numpy python3-torch
 )

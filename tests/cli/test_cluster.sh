@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Training across (emulated) hosts (issue 17): scripts/cluster.sh makes two
+# hosts as network namespaces on a bridge; mpirun launches one rank in each,
+# TCP only on the cluster's subnet. The 2-rank data-parallel run there equals
+# the same run on one host (shared memory) bit for bit, and each rank reports
+# its own host in ranks.jsonl. `up` twice is safe, a rate limit shows as a tbf
+# qdisc, `down` leaves no namespace, bridge or /etc/hosts line behind (also
+# when this test fails: the trap takes the cluster down).
+# Skips with one line where the machine cannot (not root, no iproute2, no
+# network namespaces).
+# Usage: test_cluster.sh PATH/TO/scaletrain REPO_ROOT
+. "$(dirname "$0")/lib.sh"
+st_cli_init "$@"
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; }
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: the emulated cluster needs root"; exit 0; }
+command -v ip >/dev/null || { echo "SKIP: ip not found (apt-get install iproute2)"; exit 0; }
+command -v unshare >/dev/null || { echo "SKIP: unshare not found (apt-get install util-linux)"; exit 0; }
+if ! ip netns add st-probe 2>/dev/null; then
+  echo "SKIP: this machine cannot create network namespaces"
+  exit 0
+fi
+ip netns delete st-probe
+
+cluster="$root/scripts/cluster.sh"
+export ST_CLUSTER_DIR="$work/cluster"
+trap '"$cluster" down >/dev/null 2>&1; rm -rf "$work"' EXIT
+
+st_small_data 100000
+args=(train --config "$root/configs/shakespeare_char.toml" --quiet
+  --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=32
+  --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1
+  --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
+  --set checkpoint.interval=0 --set training.steps=12 --set parallel.dp=2 --set telemetry.rank_interval=4
+  --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
+
+hosts() { ip netns list | awk '{print $1}' | grep '^st-h' | sort | tr '\n' ' '; }
+
+"$cluster" up 2 >"$work/up1.out" 2>&1 && "$cluster" up 2 >"$work/up2.out" 2>&1 ||
+  fail "cluster up: $(cat "$work/up1.out" "$work/up2.out")"
+[ "$(hosts)" = "st-h0 st-h1 " ] && [ "$(grep -c scaletrain-cluster /etc/hosts)" -eq 2 ] && pass=$((pass + 1)) ||
+  fail "after up twice: namespaces '$(hosts)', $(grep -c scaletrain-cluster /etc/hosts) /etc/hosts lines"
+
+mapfile -t cluster_args <"$ST_CLUSTER_DIR/mpirun.args"
+if timeout 300 mpirun "${cluster_args[@]}" -np 2 "$bin" "${args[@]}" --run-dir "$work/hosts" \
+    >"$work/hosts.out" 2>&1 && timeout 300 mpirun -np 2 "$bin" "${args[@]}" --run-dir "$work/local" \
+    >"$work/local.out" 2>&1; then
+  if out=$($py - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+a = [json.loads(l)["loss"] for l in open(w + "/hosts/metrics.jsonl")]
+b = [json.loads(l)["loss"] for l in open(w + "/local/metrics.jsonl")]
+assert len(a) == len(b) == 12, (len(a), len(b))
+assert a == b, "losses differ: %s vs %s" % (a[:3], b[:3])
+hosts = sorted({(json.loads(l)["rank"], json.loads(l)["host"]) for l in open(w + "/hosts/ranks.jsonl")})
+assert hosts == [(0, "st-h0"), (1, "st-h1")], hosts
+print("12 losses bitwise equal; ranks on %s" % hosts)
+PY
+  ); then
+    echo "ok across hosts: $out"; pass=$((pass + 1))
+  else
+    fail "across hosts: $out"
+  fi
+else
+  fail "training across hosts failed: $(tail -5 "$work/hosts.out") $(tail -3 "$work/local.out")"
+fi
+
+# A rate limit per host link, and the run still trains over it.
+"$cluster" up 2 --rate 100mbit >/dev/null 2>&1 || fail "cluster up --rate"
+ip netns exec st-h1 tc qdisc show dev eth0 | grep -q "tbf.*rate 100Mbit" && pass=$((pass + 1)) ||
+  fail "no 100 Mbit/s tbf qdisc: $(ip netns exec st-h1 tc qdisc show dev eth0)"
+timeout 300 mpirun "${cluster_args[@]}" -np 2 "$bin" "${args[@]}" --set training.steps=3 --run-dir "$work/slow" \
+  >"$work/slow.out" 2>&1 && pass=$((pass + 1)) || fail "training at 100 Mbit/s: $(tail -3 "$work/slow.out")"
+
+# Bad input: an unknown rate.
+if "$cluster" up 2 --rate fast >"$work/bad.out" 2>&1; then
+  fail "--rate fast was accepted"
+else
+  grep -q "not a rate tc understands" "$work/bad.out" && pass=$((pass + 1)) || fail "bad rate: $(cat "$work/bad.out")"
+fi
+
+"$cluster" down >/dev/null 2>&1 || fail "cluster down"
+[ -z "$(hosts)" ] && ! ip link show st-br0 >/dev/null 2>&1 && ! grep -q scaletrain-cluster /etc/hosts &&
+  [ ! -d "$ST_CLUSTER_DIR" ] && pass=$((pass + 1)) || fail "down left: '$(hosts)' $(ip -o link | grep -c st-)"
+
+echo "$pass passed, $fails failed"
+[ $fails -eq 0 ]
