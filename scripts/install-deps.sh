@@ -25,3 +25,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# The Kubernetes manifest's check (tests/cli/test_k8s_manifest.sh): PyPI's kubernetes-validate.
+if ! command -v kubernetes-validate >/dev/null; then
+  python3 -m pip install -q kubernetes-validate 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages kubernetes-validate ||
+    echo "warning: could not install kubernetes-validate from PyPI; its test will skip" >&2
+fi
