@@ -2,10 +2,12 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"scaletrain: train GPT-style models with data, tensor and pipeline parallelism, "
                "and plan how to scale them"};
+  app.set_version_flag("--version", std::string("scaletrain ") + scaletrain::ScaletrainVersion());
   app.require_subcommand(1);
   int exit_code = 0;
   scaletrain::cli::RegisterDataCommand(app, &exit_code);

@@ -4,8 +4,9 @@
 # TCP only on the cluster's subnet. The 2-rank data-parallel run there equals
 # the same run on one host (shared memory) bit for bit, and each rank reports
 # its own host in ranks.jsonl. `up` twice is safe, a rate limit shows as a tbf
-# qdisc, `down` leaves no namespace, bridge or /etc/hosts line behind (also
-# when this test fails: the trap takes the cluster down).
+# qdisc, a host whose link is down fails the launch in seconds naming it,
+# `down` leaves no namespace, bridge or /etc/hosts line behind (also when
+# this test fails: the trap takes the cluster down).
 # Skips with one line where the machine cannot (not root, no iproute2, no
 # network namespaces).
 # Usage: test_cluster.sh PATH/TO/scaletrain REPO_ROOT
@@ -70,6 +71,21 @@ ip netns exec st-h1 tc qdisc show dev eth0 | grep -q "tbf.*rate 100Mbit" && pass
   fail "no 100 Mbit/s tbf qdisc: $(ip netns exec st-h1 tc qdisc show dev eth0)"
 timeout 300 mpirun "${cluster_args[@]}" -np 2 "$bin" "${args[@]}" --set training.steps=3 --run-dir "$work/slow" \
   >"$work/slow.out" 2>&1 && pass=$((pass + 1)) || fail "training at 100 Mbit/s: $(tail -3 "$work/slow.out")"
+
+# A host that cannot be reached (its link down): the launch fails within
+# seconds, naming the host (OpenMPI's own message: its daemon there cannot
+# call back), instead of hanging.
+ip link set vst-h1 down
+start=$SECONDS
+if timeout 120 mpirun "${cluster_args[@]}" -np 2 "$bin" "${args[@]}" --run-dir "$work/unreachable" \
+    >"$work/unreachable.out" 2>&1; then
+  fail "a launch onto an unreachable host succeeded"
+elif [ $((SECONDS - start)) -lt 60 ] && grep -q "st-h1" "$work/unreachable.out"; then
+  pass=$((pass + 1))
+else
+  fail "unreachable host: $((SECONDS - start)) s, $(head -8 "$work/unreachable.out")"
+fi
+ip link set vst-h1 up
 
 # Bad input: an unknown rate.
 if "$cluster" up 2 --rate fast >"$work/bad.out" 2>&1; then
