@@ -12,14 +12,6 @@ namespace scaletrain {
 
 namespace {
 
-constexpr int64_t kHostBytes = 64;
-
-std::string ThisHost() {
-  char name[kHostBytes] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
-  return name;
-}
-
 }  // namespace
 
 // The bytes and calls this rank's groups moved since the last call, and
@@ -52,13 +44,7 @@ RankTelemetry::RankTelemetry(TrainingRun* run)
     : run_(run),
       detector_({run->cfg.telemetry.straggler_threshold, run->cfg.telemetry.straggler_windows}) {
   Communicator& world = *run->groups->world;
-  std::vector<uint8_t> mine(kHostBytes, 0), all(static_cast<size_t>(kHostBytes * world.size()));
-  const std::string host = ThisHost();
-  std::memcpy(mine.data(), host.data(), std::min<size_t>(host.size(), kHostBytes - 1));
-  run->AbortIfFailed(world.Allgather(mine.data(), all.data(), kHostBytes));
-  for (int64_t r = 0; r < world.size(); ++r) {
-    hosts_.emplace_back(reinterpret_cast<const char*>(all.data() + r * kHostBytes));
-  }
+  hosts_ = run->hosts;  // gathered at start-up (run_setup.cpp)
   const MemoryRecord m = RankMemory(*run);
   const int64_t total = m.params_bytes + m.grads_bytes + m.optimizer_bytes + m.activations_bytes;
   memory_bytes_.assign(static_cast<size_t>(world.size()), 0);

@@ -257,11 +257,12 @@ RankIdentity IdentityOf(const RunConfig& cfg) {
 // disagree would fail later in obscure ways, or train something else than
 // asked. Collective; every rank reaches the same verdict, naming the first
 // rank (and its host) that differs from rank 0 and how.
-Status CheckRanksAgree(Communicator& world, const RunConfig& cfg) {
+Status CheckRanksAgree(Communicator& world, const RunConfig& cfg, std::vector<std::string>* hosts) {
   const RankIdentity mine = IdentityOf(cfg);
   std::vector<RankIdentity> all(static_cast<size_t>(world.size()));
   ST_RETURN_IF_ERROR(world.Allgather(reinterpret_cast<const uint8_t*>(&mine), reinterpret_cast<uint8_t*>(all.data()),
                                      static_cast<int64_t>(sizeof(RankIdentity))));
+  for (const RankIdentity& o : all) hosts->emplace_back(o.host);
   const RankIdentity& lead = all[0];
   for (size_t r = 1; r < all.size(); ++r) {
     const RankIdentity& o = all[r];
@@ -278,6 +279,27 @@ Status CheckRanksAgree(Communicator& world, const RunConfig& cfg) {
     }
   }
   return Status::Ok();
+}
+
+// Tensor parallelism moves activations every layer: across hosts it is slow.
+// Ranks are numbered tp fastest (parallel/mesh.h), so a launcher that fills
+// each host's slots in order keeps a TP group on one host when the ranks
+// per host are a multiple of parallel.tp.
+void WarnIfTensorParallelSpansHosts(const TrainingRun& run) {
+  const Mesh& mesh = run.groups->mesh;
+  if (mesh.tp_size() < 2) return;
+  for (const std::vector<int64_t>& group : mesh.AllGroups(MeshAxis::kTp)) {
+    for (int64_t r : group) {
+      if (run.hosts[static_cast<size_t>(r)] == run.hosts[static_cast<size_t>(group.front())]) continue;
+      std::printf("warning: the tensor-parallel group of ranks %lld..%lld spans hosts %s and %s; TP across hosts "
+                  "is slow: launch a multiple of parallel.tp = %lld ranks per host, filled in order "
+                  "(mpirun --map-by slot)\n",
+                  static_cast<long long>(group.front()), static_cast<long long>(group.back()),
+                  run.hosts[static_cast<size_t>(group.front())].c_str(), run.hosts[static_cast<size_t>(r)].c_str(),
+                  static_cast<long long>(mesh.tp_size()));
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -301,7 +323,8 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
   if (backend == "auto") backend = (LaunchedByMpi() || run->cfg.parallel.dp > 1) ? "mpi" : "self";
   ST_ASSIGN_OR_RETURN(run->groups, CreateCommunicators(run->cfg.parallel, backend,
                                                        run->cfg.parallel.comm_timeout_s));
-  ST_RETURN_IF_ERROR(CheckRanksAgree(*run->groups->world, run->cfg));
+  ST_RETURN_IF_ERROR(CheckRanksAgree(*run->groups->world, run->cfg, &run->hosts));
+  if (run->lead()) WarnIfTensorParallelSpansHosts(*run);
   ST_RETURN_IF_ERROR(BuildRankModel(*run));
   ST_ASSIGN_OR_RETURN(const std::string checkpoint_dir, ChooseCheckpoint(*run, opts));
   if (checkpoint_dir.empty()) {

@@ -53,6 +53,7 @@ struct TrainingRun {
   std::optional<MetricsLog> metrics;  // the lead's metrics.jsonl
   std::optional<RankLog> rank_log;    // the lead's ranks.jsonl (telemetry.rank_interval > 0)
   std::unique_ptr<MetricsServer> metrics_server;  // the lead's /metrics (telemetry.metrics_port > 0)
+  std::vector<std::string> hosts;  // every rank's host name, by world rank
 
   int64_t rank() const { return groups->rank; }
   bool lead() const { return groups->rank == 0; }  // writes logs, metrics and checkpoints

@@ -65,6 +65,13 @@ else
   fail "training across hosts failed: $(tail -5 "$work/hosts.out") $(tail -3 "$work/local.out")"
 fi
 
+# Tensor parallelism across the two hosts: it trains, with a warning that TP
+# belongs inside a host.
+timeout 300 mpirun "${cluster_args[@]}" -np 2 "$bin" "${args[@]}" --set parallel.dp=1 --set parallel.tp=2 \
+  --set training.steps=2 --run-dir "$work/tp" >"$work/tp.out" 2>&1 &&
+  grep -q "warning: the tensor-parallel group of ranks 0..1 spans hosts st-h0 and st-h1" "$work/tp.out" &&
+  pass=$((pass + 1)) || fail "TP across hosts: $(head -5 "$work/tp.out")"
+
 # A rate limit per host link, and the run still trains over it.
 "$cluster" up 2 --rate 100mbit >/dev/null 2>&1 || fail "cluster up --rate"
 ip netns exec st-h1 tc qdisc show dev eth0 | grep -q "tbf.*rate 100Mbit" && pass=$((pass + 1)) ||
