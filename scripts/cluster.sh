@@ -4,14 +4,14 @@
 # hostfile and a launcher agent for mpirun (see docs/training.md, "Across
 # hosts"; the recipe is ../shared/recipes/netns-cluster.md).
 #
-#   scripts/cluster.sh up N [--rate RATE] [--dir DIR]   # RATE as tc takes it: 100mbit, 1gbit
+#   scripts/cluster.sh up N [--rate RATE] [--slots K] [--dir DIR]   # RATE as tc takes it: 100mbit, 1gbit
 #   scripts/cluster.sh down [--dir DIR]
 #   scripts/cluster.sh status
 #
 # Hosts are named st-h0 .. st-h(N-1) at 10.200.0.1 .. 10.200.0.N on bridge
 # st-br0 (10.200.0.254); /etc/hosts gets one line per host, marked
 # "# scaletrain-cluster". DIR (default /tmp/scaletrain-cluster) gets:
-#   hostfile     "st-hI slots=1" per host
+#   hostfile     "st-hI slots=K" per host (K ranks per host; default 1)
 #   nsexec.sh    the launcher's agent (mpirun --mca plm_rsh_agent DIR/nsexec.sh):
 #                runs a command inside the namespace named like the host
 #   mpirun.args  the mpirun options for this cluster, one per line
@@ -55,8 +55,9 @@ down() {
 }
 
 up() {
-  local n=$1 rate=$2
+  local n=$1 rate=$2 slots=$3
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up N: N must be 1 to 200, got '$n'"
+  [[ "$slots" =~ ^[0-9]+$ ]] && [ "$slots" -ge 1 ] || die "--slots must be a positive number, got '$slots'"
   if [ -n "$rate" ] && ! [[ "$rate" =~ ^[0-9.]+(bit|kbit|mbit|gbit)$ ]]; then
     die "--rate '$rate' is not a rate tc understands; use e.g. 100mbit or 1gbit"
   fi
@@ -79,7 +80,7 @@ up() {
       ip netns exec "$host" tc qdisc add dev eth0 root tbf rate "$rate" burst 32kbit latency 400ms
     fi
     echo "$subnet.$((i + 1)) $host $marker" >>/etc/hosts
-    echo "$host slots=1" >>"$dir/hostfile"
+    echo "$host slots=$slots" >>"$dir/hostfile"
   done
   cat >"$dir/nsexec.sh" <<'SH'
 #!/bin/sh
@@ -117,7 +118,7 @@ oob_tcp_if_include
 $subnet.0/24
 EOF
   echo "cluster up: $n host(s) (${prefix}0..$prefix$((n - 1))) on $bridge${rate:+, $rate per host link}; hostfile $dir/hostfile"
-  echo "run: mpirun \$(cat $dir/mpirun.args) -np $n ..."
+  echo "run: mpirun \$(cat $dir/mpirun.args) -np $((n * slots)) ..."
 }
 
 status() {
@@ -132,16 +133,18 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 n=""
 rate=""
+slots=1
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=${2:-}; shift 2 ;;
+    --slots) slots=${2:-}; shift 2 ;;
     --dir) dir=${2:-}; shift 2 ;;
     *) [ -z "$n" ] && [ "$cmd" = up ] && n=$1 && shift && continue; die "unknown argument '$1'" ;;
   esac
 done
 case $cmd in
-  up) need_root; up "${n:-}" "$rate" ;;
+  up) need_root; up "${n:-}" "$rate" "$slots" ;;
   down) need_root; down; echo "cluster down" ;;
   status) need_root; status ;;
-  *) echo "usage: scripts/cluster.sh up N [--rate RATE] [--dir DIR] | down [--dir DIR] | status" >&2; exit 2 ;;
+  *) echo "usage: scripts/cluster.sh up N [--rate RATE] [--slots K] [--dir DIR] | down [--dir DIR] | status" >&2; exit 2 ;;
 esac

@@ -366,6 +366,13 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key,
   return child;
 }
 
+Result<std::unique_ptr<Communicator>> Communicator::SplitByHost(const std::string& name) {
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> child, SplitByHostImpl(name));
+  child->set_step(step_);
+  child->set_timeout_s(timeout_s_);
+  return child;
+}
+
 Result<std::unique_ptr<Communicator>> CreateWorldCommunicator(const std::string& backend) {
   if (backend == "self") return CreateSelfCommunicator("world");
   if (backend == "mpi") return CreateMpiWorldCommunicator();

@@ -249,6 +249,9 @@ class Communicator {
   // Every member must call it, in the same order relative to other
   // operations. The new group starts with this one's step and timeout.
   Result<std::unique_ptr<Communicator>> Split(int color, int key, const std::string& name);
+  // The members of this group on this rank's host (MPI_Comm_split_type with
+  // MPI_COMM_TYPE_SHARED), ranked as here. Collective, like Split.
+  Result<std::unique_ptr<Communicator>> SplitByHost(const std::string& name);
 
   // Ends the whole job, every rank of every group, with this exit code; for
   // a watchdog error after it has been reported.
@@ -275,6 +278,7 @@ class Communicator {
 
   virtual Result<std::unique_ptr<Communicator>> SplitImpl(int color, int key,
                                                           const std::string& name) = 0;
+  virtual Result<std::unique_ptr<Communicator>> SplitByHostImpl(const std::string& name) = 0;
   // Starts a validated operation; the state is already counted and carries
   // the description watchdog errors use. Must eventually complete `state`.
   virtual void Start(const OpDesc& op, const std::shared_ptr<internal::CommState>& state) = 0;

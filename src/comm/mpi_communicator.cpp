@@ -602,6 +602,21 @@ class MpiCommunicator final : public Communicator {
 
   Result<std::unique_ptr<Communicator>> SplitImpl(int color, int key,
                                                   const std::string& name) override {
+    return SplitWith("MPI_Comm_split of group '" + this->name() + "' into '" + name + "'", name,
+                     [color, key](MPI_Comm parent, MPI_Comm* out) { return MPI_Comm_split(parent, color, key, out); });
+  }
+
+  Result<std::unique_ptr<Communicator>> SplitByHostImpl(const std::string& name) override {
+    const int key = rank();
+    return SplitWith("MPI_Comm_split_type (shared) of group '" + this->name() + "' into '" + name + "'", name,
+                     [key](MPI_Comm parent, MPI_Comm* out) {
+                       return MPI_Comm_split_type(parent, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, out);
+                     });
+  }
+
+  // A new communicator from `split` (run on the comm thread) of this one.
+  template <typename F>
+  Result<std::unique_ptr<Communicator>> SplitWith(const std::string& what, const std::string& name, F split) {
     // Owned jointly with the call: should the wait time out, the comm
     // thread may still finish the split later and must write somewhere valid.
     struct SplitResult {
@@ -611,14 +626,12 @@ class MpiCommunicator final : public Communicator {
     };
     auto result = std::make_shared<SplitResult>();
     MPI_Comm parent = comm_;
-    ST_RETURN_IF_ERROR(
-        engine_->RunSync("MPI_Comm_split of group '" + this->name() + "' into '" + name + "'",
-                         step(), timeout_s(), [parent, color, key, result]() {
-                           int rc = MPI_Comm_split(parent, color, key, &result->comm);
-                           if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(result->comm, &result->rank);
-                           if (rc == MPI_SUCCESS) rc = MPI_Comm_size(result->comm, &result->size);
-                           return rc;
-                         }));
+    ST_RETURN_IF_ERROR(engine_->RunSync(what, step(), timeout_s(), [parent, split, result]() {
+      int rc = split(parent, &result->comm);
+      if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(result->comm, &result->rank);
+      if (rc == MPI_SUCCESS) rc = MPI_Comm_size(result->comm, &result->size);
+      return rc;
+    }));
     auto comm = std::make_unique<MpiCommunicator>(engine_, result->comm, result->rank, result->size,
                                                   name, /*is_world=*/false);
     return std::unique_ptr<Communicator>(std::move(comm));

@@ -22,6 +22,10 @@ class SelfCommunicator final : public Communicator {
     return CreateSelfCommunicator(name);
   }
 
+  Result<std::unique_ptr<Communicator>> SplitByHostImpl(const std::string& name) override {
+    return CreateSelfCommunicator(name);
+  }
+
   [[noreturn]] void Abort(int exit_code) override {
     std::fflush(nullptr);
     std::_Exit(exit_code);

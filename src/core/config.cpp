@@ -51,6 +51,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "bucket_mb", c.parallel.bucket_mb);
   f("parallel", "comm_timeout_s", c.parallel.comm_timeout_s);
   f("parallel", "rebalance", c.parallel.rebalance);
+  f("parallel", "dp_reduce", c.parallel.dp_reduce);
   f("checkpoint", "interval", c.checkpoint.interval);
   f("checkpoint", "keep_last", c.checkpoint.keep_last);
   f("telemetry", "rank_interval", c.telemetry.rank_interval);
@@ -329,6 +330,14 @@ Status ValidateParallelSection(const ParallelConfig& p) {
   }
   if (!(p.comm_timeout_s > 0)) {
     return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
+  }
+  if (p.dp_reduce != "auto" && p.dp_reduce != "flat" && p.dp_reduce != "hierarchical") {
+    return InvalidArgument("parallel.dp_reduce = '" + p.dp_reduce +
+                           "' is unknown; use \"auto\", \"flat\" or \"hierarchical\"");
+  }
+  if (p.dp_reduce == "hierarchical" && p.zero > 0) {
+    return InvalidArgument("parallel.dp_reduce = \"hierarchical\" reduces ZeRO-0's all-reduce; with parallel.zero = " +
+                           std::to_string(p.zero) + " use \"flat\" or \"auto\"");
   }
   if (p.rebalance && (p.pp > 1 || p.zero > 1)) {
     return InvalidArgument("parallel.rebalance needs parallel.pp = 1 and parallel.zero <= 1 (a pipeline's "

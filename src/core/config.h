@@ -64,6 +64,12 @@ struct ParallelConfig {
   // speed (every telemetry.rank_interval steps); the update stays the
   // uniform one. Needs pp = 1 and ZeRO <= 1.
   bool rebalance = false;
+  // The DP gradient all-reduce: "flat" (one all-reduce over the DP group),
+  // "hierarchical" (reduce-scatter inside each host, all-reduce across hosts,
+  // all-gather inside each host) or "auto" (hierarchical where it applies:
+  // ZeRO-0, the DP group on several hosts with the same number of ranks >= 2
+  // on each).
+  std::string dp_reduce = "auto";
 };
 
 struct CheckpointConfig {

@@ -12,6 +12,8 @@ DataParallel::DataParallel(const ParamLayout& layout, Communicator* comm,
                            const DataParallelOptions& opt)
     : layout_(layout),
       comm_(comm),
+      host_(opt.host_group),
+      cross_(opt.cross_group),
       dp_(comm->size()),
       rank_(comm->rank()),
       zero_(opt.zero),
@@ -60,7 +62,10 @@ void DataParallel::Launch(size_t i) {
     if (zero_ == 2) in_flight_.push_back({i, CommHandle()});
     return;
   }
-  if (zero_ == 0) {
+  if (zero_ == 0 && host_ != nullptr) {
+    in_flight_.push_back(
+        {i, host_->IReduceScatterInPlace(grads_ + b.begin, b.size() / host_->size(), ReduceOp::kSum)});
+  } else if (zero_ == 0) {
     in_flight_.push_back({i, comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kSum)});
   } else {
     in_flight_.push_back(
@@ -97,8 +102,26 @@ Status DataParallel::FinishGradReduction() {
   return Complete();
 }
 
+Status DataParallel::FinishHierarchical() {
+  const int64_t local = host_->size(), me = host_->rank();
+  std::vector<CommHandle> across, gathers;
+  for (const BucketCollective& c : in_flight_) {
+    const GradBucket& b = buckets_[c.bucket];
+    const int64_t blk = b.size() / local;
+    across.push_back(cross_->IAllreduce(grads_ + b.begin + me * blk, blk, ReduceOp::kSum));
+  }
+  for (CommHandle& h : across) ST_RETURN_IF_ERROR(h.Wait());
+  for (const BucketCollective& c : in_flight_) {
+    const GradBucket& b = buckets_[c.bucket];
+    gathers.push_back(host_->IAllgatherInPlace(grads_ + b.begin, b.size() / local));
+  }
+  for (CommHandle& h : gathers) ST_RETURN_IF_ERROR(h.Wait());
+  return Status::Ok();
+}
+
 Status DataParallel::Complete() {
   for (BucketCollective& c : in_flight_) ST_RETURN_IF_ERROR(c.handle.Wait());
+  if (host_ != nullptr && zero_ == 0) ST_RETURN_IF_ERROR(FinishHierarchical());
   if (zero_ == 2) {
     // This rank's block of each bucket, into its place in the accumulator
     // (OwnedRanges order: the buckets in flat order).

@@ -51,6 +51,12 @@ struct DataParallelOptions {
   // Pipeline parallelism: the embedding's gradients (kEmbeddingLayer) are
   // final only after the tied copies' sum between the first and last stage.
   bool embedding_waits_for_tied_sum = false;
+  // Hierarchical reduction (ZeRO-0; ProcessGroups::dp_host / dp_cross): each
+  // bucket is reduce-scattered inside the host while backward runs, its
+  // block all-reduced across hosts and all-gathered inside the host when the
+  // step's gradients are finished. Both null: one flat all-reduce.
+  Communicator* host_group = nullptr;
+  Communicator* cross_group = nullptr;
 };
 
 class DataParallel {
@@ -135,9 +141,14 @@ class DataParallel {
   // Waits for the reductions in flight; under ZeRO-2 moves their blocks into
   // the shard accumulator and zeroes the buckets.
   Status Complete();
+  // Hierarchical: after the in-host reduce-scatters, the across-host
+  // all-reduce of this rank's block of each bucket, then the in-host all-gather.
+  Status FinishHierarchical();
 
   const ParamLayout& layout_;
   Communicator* comm_;
+  Communicator* host_ = nullptr;   // hierarchical only
+  Communicator* cross_ = nullptr;  // hierarchical only
   int64_t dp_, rank_, zero_, padded_;
   int64_t tied_front_numel_;  // DpTiedFrontNumel, or 0: nothing waits for a tied sum
   std::vector<GradBucket> buckets_;

@@ -15,13 +15,19 @@ Communicator& ProcessGroups::group(MeshAxis axis) {
 }
 
 void ProcessGroups::SetStep(int64_t step) {
-  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get()}) {
+  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), dp_host.get(), dp_cross.get()}) {
     if (c != nullptr) c->set_step(step);
   }
 }
 
+void ProcessGroups::ClearStats() {
+  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), dp_host.get(), dp_cross.get()}) {
+    if (c != nullptr) (void)c->TakeStats();
+  }
+}
+
 void ProcessGroups::SetTimeout(double timeout_s) {
-  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get()}) {
+  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), dp_host.get(), dp_cross.get()}) {
     if (c != nullptr) c->set_timeout_s(timeout_s);
   }
 }
@@ -63,6 +69,34 @@ Result<std::unique_ptr<ProcessGroups>> CreateCommunicators(const ParallelConfig&
   }
   groups->world = std::move(world);
   return groups;
+}
+
+Status CreateHierarchicalDpGroups(ProcessGroups& groups, const std::string& mode, int64_t zero) {
+  Communicator& dp = *groups.dp;
+  if (mode == "flat" || dp.size() == 1) return Status::Ok();
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> host, dp.SplitByHost("dp_host"));
+  // The same verdict on every member: the fewest and most DP ranks per host.
+  int64_t range[2] = {-host->size(), host->size()};
+  ST_RETURN_IF_ERROR(dp.Allreduce(range, 2, ReduceOp::kMax));
+  const int64_t fewest = -range[0], most = range[1];
+  std::string why;
+  if (zero > 0) why = "it reduces ZeRO-0's all-reduce (parallel.zero = " + std::to_string(zero) + ")";
+  if (why.empty() && most == dp.size()) why = "the DP group's " + std::to_string(dp.size()) + " ranks are on one host";
+  if (why.empty() && fewest < 2) why = "a host holds only one of the DP group's ranks";
+  if (why.empty() && fewest != most) {
+    why = "the hosts hold different numbers of the DP group's ranks (" + std::to_string(fewest) + " to " +
+          std::to_string(most) + ")";
+  }
+  if (!why.empty()) {
+    if (mode == "hierarchical") {
+      return FailedPrecondition("parallel.dp_reduce = \"hierarchical\" cannot apply: " + why +
+                                "; use \"auto\" or \"flat\"");
+    }
+    return Status::Ok();
+  }
+  ST_ASSIGN_OR_RETURN(groups.dp_cross, dp.Split(host->rank(), dp.rank(), "dp_cross"));
+  groups.dp_host = std::move(host);
+  return Status::Ok();
 }
 
 }  // namespace scaletrain

@@ -24,11 +24,17 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> dp;
   std::unique_ptr<Communicator> tp;
   std::unique_ptr<Communicator> pp;
+  // The hierarchical DP reduction's groups (CreateHierarchicalDpGroups): the
+  // DP group's members on this host, and those at the same position on every
+  // host. Null where the reduction is flat.
+  std::unique_ptr<Communicator> dp_host, dp_cross;
 
   Communicator& group(MeshAxis axis);
   // On every group: the step watchdog errors name, and the watchdog limit.
   void SetStep(int64_t step);
   void SetTimeout(double timeout_s);
+  // Forgets every group's counts so far (CommStats): a step counts from here.
+  void ClearStats();
 };
 
 // Creates the world communicator of `backend` ("self" or "mpi"), checks that
@@ -38,5 +44,12 @@ struct ProcessGroups {
 Result<std::unique_ptr<ProcessGroups>> CreateCommunicators(
     const ParallelConfig& parallel, const std::string& backend,
     double timeout_s = Communicator::kDefaultTimeoutS);
+
+// parallel.dp_reduce: makes dp_host and dp_cross when the reduction is
+// hierarchical ("hierarchical", or "auto" where it applies: ZeRO-0, and the
+// DP group spread over several hosts with the same number, at least 2, on
+// each). "hierarchical" where it cannot apply is an error saying why.
+// Collective over the DP group.
+Status CreateHierarchicalDpGroups(ProcessGroups& groups, const std::string& mode, int64_t zero);
 
 }  // namespace scaletrain

@@ -19,7 +19,18 @@ namespace {
 // stage (collective).
 void TakeStepTraffic(TrainingRun& run, StepRecord& rec) {
   ProcessGroups& g = *run.groups;
-  const CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(), g.pp->TakeStats()};
+  CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(), g.pp->TakeStats()};
+  // The hierarchical DP reduction's traffic is the DP group's.
+  for (Communicator* sub : {g.dp_host.get(), g.dp_cross.get()}) {
+    if (sub == nullptr) continue;
+    const CommStats s = sub->TakeStats();
+    CommStats& dp = stats[static_cast<int>(CommGroup::kDp)];
+    for (int op = 0; op < kNumCommOps; ++op) {
+      dp.ops[op].calls += s.ops[op].calls;
+      dp.ops[op].payload_bytes += s.ops[op].payload_bytes;
+    }
+    dp.wait_s += s.wait_s;
+  }
   const int64_t sizes[kNumCommGroups] = {g.dp->size(), g.tp->size(), g.pp->size()};
   std::vector<int64_t> mine;
   for (int i = 0; i < kNumCommGroups; ++i) {

@@ -130,7 +130,8 @@ Status BuildRankModel(TrainingRun& run) {
       run.model, GPT::CreateShard(run_spec, shard, g.tp.get(), tc.micro_batch_size, par.dp, slots));
   run.dp = std::make_unique<DataParallel>(
       run.model->layout(), g.dp.get(),
-      DataParallelOptions{par.zero, static_cast<int64_t>(par.bucket_mb * 1048576.0), par.pp > 1});
+      DataParallelOptions{par.zero, static_cast<int64_t>(par.bucket_mb * 1048576.0), par.pp > 1,
+                          run.groups->dp_host.get(), run.groups->dp_cross.get()});
   run.optimizer = std::make_unique<AdamW>(&run.model->layout(),
                                           AdamWOptions{tc.beta1, tc.beta2, tc.eps, tc.weight_decay},
                                           run.dp->OwnedRanges());
@@ -325,6 +326,7 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
                                                        run->cfg.parallel.comm_timeout_s));
   ST_RETURN_IF_ERROR(CheckRanksAgree(*run->groups->world, run->cfg, &run->hosts));
   if (run->lead()) WarnIfTensorParallelSpansHosts(*run);
+  ST_RETURN_IF_ERROR(CreateHierarchicalDpGroups(*run->groups, run->cfg.parallel.dp_reduce, run->cfg.parallel.zero));
   ST_RETURN_IF_ERROR(BuildRankModel(*run));
   ST_ASSIGN_OR_RETURN(const std::string checkpoint_dir, ChooseCheckpoint(*run, opts));
   if (checkpoint_dir.empty()) {
@@ -407,6 +409,12 @@ void PrintRunSummary(const TrainingRun& run) {
         "grads %.2f MiB, optimizer %.2f MiB\n",
         ll(par.dp), ll(par.zero), run.dp->buckets().size(), m.params_bytes / 1048576.0,
         m.grads_bytes / 1048576.0, m.optimizer_bytes / 1048576.0);
+    const ProcessGroups& g = *run.groups;
+    if (g.dp_host) {
+      std::printf("gradient all-reduce: hierarchical, %d hosts x %d ranks (reduce-scatter in host, all-reduce "
+                  "across, all-gather in host)\n",
+                  g.dp_cross->size(), g.dp_host->size());
+    }
   }
   std::printf("train: %lld tokens, val: %lld tokens; run dir %s\n",
               ll(run.train_data->num_tokens()), ll(run.val_data->num_tokens()),

@@ -75,9 +75,7 @@ class Trainer {
     StepRecord rec;
     rec.step = step + 1;
     run_.groups->SetStep(rec.step);  // the watchdog names it
-    for (MeshAxis axis : {MeshAxis::kDp, MeshAxis::kTp, MeshAxis::kPp}) {
-      (void)run_.groups->group(axis).TakeStats();  // the step's traffic counts from here
-    }
+    run_.groups->ClearStats();  // the step's traffic counts from here
     if (trace_) trace_->BeginStep(rec.step);
     const auto t0 = Clock::now();
 

@@ -3,7 +3,8 @@
 # configs (an MPMD launch with one --set apart) or from different builds (a
 # copy of the binary whose version string is patched), the job ends at
 # start-up, well within the watchdog time, with one error naming the rank,
-# its host and what differs. Agreeing ranks train as before.
+# its host and what differs. A hierarchical all-reduce where it cannot apply
+# is one error too. Agreeing ranks train as before.
 # Usage: test_rank_agreement.sh PATH/TO/scaletrain REPO_ROOT
 . "$(dirname "$0")/lib.sh"
 st_cli_init "$@"
@@ -51,6 +52,17 @@ timeout 120 mpirun -np 1 "$bin" "${args[@]}" --run-dir "$work/ver" : \
   -np 1 "$work/other" "${args[@]}" --run-dir "$work/ver" >"$work/ver.out" 2>&1
 check ver "rank 1 (host $host) runs scaletrain ZZZ.*, rank 0 (host $host) runs $version; install the same build" $? \
   $((SECONDS - start))
+
+# A hierarchical all-reduce asked for where it cannot apply (both ranks on one host).
+start=$SECONDS
+timeout 120 mpirun -np 2 "$bin" "${args[@]}" --set 'parallel.dp_reduce="hierarchical"' --run-dir "$work/hier" \
+  >"$work/hier.out" 2>&1
+check hier "parallel.dp_reduce = \"hierarchical\" cannot apply: the DP group's 2 ranks are on one host" $? \
+  $((SECONDS - start))
+expect_error 'parallel.dp_reduce = "hierarchical" reduces ZeRO-0' "${args[@]}" --set parallel.dp=1 \
+  --set 'parallel.dp_reduce="hierarchical"' --set parallel.zero=1 --run-dir "$work/hier1"
+expect_error "parallel.dp_reduce = 'ring' is unknown" "${args[@]}" --set parallel.dp=1 \
+  --set 'parallel.dp_reduce="ring"' --run-dir "$work/hier2"
 
 mpirun -np 2 "$bin" "${args[@]}" --run-dir "$work/ok" >"$work/ok.out" 2>&1 && pass=$((pass + 1)) ||
   fail "agreeing ranks: $(tail -3 "$work/ok.out")"
