@@ -294,6 +294,32 @@ Result<std::vector<AllreduceMeasurement>> MeasureAllreduce(Communicator& world,
   return allreduce;
 }
 
+// The all-reduce inside a host and, when the ranks span several hosts,
+// across them: the node and fabric entries of the profile.
+Status MeasureLinks(Communicator& world, const BenchOptions& opt, BenchResult* r) {
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> host, world.SplitByHost("bench_host"));
+  int64_t counts[3] = {host->rank() == 0 ? 1 : 0, -host->size(), host->size()};
+  ST_RETURN_IF_ERROR(world.Allreduce(counts, 1, ReduceOp::kSum));
+  ST_RETURN_IF_ERROR(world.Allreduce(counts + 1, 2, ReduceOp::kMax));
+  r->hosts = counts[0];
+  r->ranks_per_host = counts[2];
+  if (-counts[1] != counts[2]) {
+    return FailedPrecondition("the bench needs the same number of ranks on every host; this launch has " +
+                              std::to_string(-counts[1]) + " to " + std::to_string(counts[2]) +
+                              " (launch a whole number of ranks per host)");
+  }
+  if (r->hosts == 1) {
+    ST_ASSIGN_OR_RETURN(r->allreduce, MeasureAllreduce(world, opt));
+    return Status::Ok();
+  }
+  if (host->size() > 1) {
+    ST_ASSIGN_OR_RETURN(r->allreduce, MeasureAllreduce(*host, opt));
+  }
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> cross, world.Split(host->rank(), world.rank(), "bench_cross"));
+  ST_ASSIGN_OR_RETURN(r->cross_allreduce, MeasureAllreduce(*cross, opt));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<BenchResult> RunBench(Communicator& world, const BenchOptions& opt, const ModelSpec* model,
@@ -305,9 +331,7 @@ Result<BenchResult> RunBench(Communicator& world, const BenchOptions& opt, const
     ST_RETURN_IF_ERROR(MeasureModelKernels(world, opt, *model, micro_batch, &r));
   }
   ST_ASSIGN_OR_RETURN(r.bandwidth, MeasureBandwidth(world, opt));
-  if (r.ranks > 1) {
-    ST_ASSIGN_OR_RETURN(r.allreduce, MeasureAllreduce(world, opt));
-  }
+  if (r.ranks > 1) ST_RETURN_IF_ERROR(MeasureLinks(world, opt, &r));
   return r;
 }
 
@@ -434,11 +458,14 @@ std::string UnusedMeasurementsComments(const BenchResult& r) {
 std::string NodeTable(const BenchResult& r) {
   const BandwidthMeasurement& dram = r.bandwidth.at(0);
   std::string o = "\n[node." + r.options.name + "]\n";
-  o += Fmt("gpus_per_node = %lld   # ranks that ran the bench\n", static_cast<long long>(r.ranks));
+  o += r.hosts > 1 ? Fmt("gpus_per_node = %lld   # ranks per host (%lld hosts)\n",
+                        static_cast<long long>(r.ranks_per_host), static_cast<long long>(r.hosts))
+                   : Fmt("gpus_per_node = %lld   # ranks that ran the bench\n", static_cast<long long>(r.ranks));
   if (!r.allreduce.empty()) {
     const AllreduceMeasurement& big = r.allreduce.back();
     const AllreduceMeasurement& small = r.allreduce.front();
-    const double lat_us = small.seconds * 1e6 / (2.0 * std::log2(static_cast<double>(r.ranks)));
+    const double lat_us =
+        small.seconds * 1e6 / (2.0 * std::log2(static_cast<double>(r.hosts > 1 ? r.ranks_per_host : r.ranks)));
     o += "intra_kind = \"mpi\"\n";
     o += Fmt(
         "intra_gbps = %.6g   # all-reduce bus bandwidth at %lld MiB (2(n-1)/n x bytes / time)\n",
@@ -455,18 +482,43 @@ std::string NodeTable(const BenchResult& r) {
     o += "\n";
   } else {
     o += "intra_kind = \"none\"\n";
-    o += Fmt(
-        "intra_gbps = %.6g   # one rank: no collective measured; the memory bandwidth stands in.\n"
-        "# Plans with more than one device need a profile from `mpirun -np N scaletrain bench`.\n",
-        dram.Gbps());
+    o += Fmt(r.hosts > 1 ? "intra_gbps = %.6g   # one rank per host: no collective inside a host measured; the "
+                           "memory bandwidth stands in.\n"
+                         : "intra_gbps = %.6g   # one rank: no collective measured; the memory bandwidth stands in.\n"
+                           "# Plans with more than one device need a profile from `mpirun -np N scaletrain bench`.\n",
+             dram.Gbps());
     o += "intra_efficiency = 1.0\nintra_latency_us = 0.0\n";
   }
   o += "max_power_kw = 0.0   # not measured\n";
   return o;
 }
 
-// [fabric.NAME]: not measured; it repeats the node's figures.
+// [fabric.NAME]: measured across hosts: one NIC per host carrying the
+// cross-host all-reduces of all the host's ranks at once.
+std::string MeasuredFabricTable(const BenchResult& r) {
+  const AllreduceMeasurement& big = r.cross_allreduce.back();
+  const AllreduceMeasurement& small = r.cross_allreduce.front();
+  const double h = static_cast<double>(r.hosts), per_host = big.bus_gbps * static_cast<double>(r.ranks_per_host);
+  std::string o = "\n[fabric." + r.options.name + "]\n";
+  o += "kind = \"measured\"\n";
+  o += "nics_per_node = 1\n";
+  o += Fmt("nic_gbit = %.6g   # %lld ranks per host x all-reduce bus bandwidth across %lld hosts at %lld MiB "
+           "(%.4g GB/s each, all positions at once) x 8\n",
+           per_host * 8.0, static_cast<long long>(r.ranks_per_host), static_cast<long long>(r.hosts),
+           static_cast<long long>(big.bytes >> 20), big.bus_gbps);
+  o += "efficiency = 1.0   # nic_gbit is itself achieved\n";
+  o += Fmt("latency_us = %.4g   # 8-byte all-reduce across hosts %.4g us / (2 log2 hosts)\n",
+           small.seconds * 1e6 / (2.0 * std::max(1.0, std::log2(h))), small.seconds * 1e6);
+  o += "# all-reduce across hosts (bytes: us, bus GB/s):";
+  for (const auto& a : r.cross_allreduce) {
+    o += Fmt(" %lld: %.4g, %.3g;", static_cast<long long>(a.bytes), a.seconds * 1e6, a.bus_gbps);
+  }
+  return o + "\n";
+}
+
+// [fabric.NAME]: not measured (one host); it repeats the node's figures.
 std::string FabricTable(const BenchResult& r) {
+  if (!r.cross_allreduce.empty()) return MeasuredFabricTable(r);
   std::string o = "\n[fabric." + r.options.name + "]\n";
   o += "# Not measured: the bench ran on one node. This repeats the node's figures, "
        "so plans that span\n"
@@ -513,12 +565,15 @@ std::string BenchToText(const BenchResult& r) {
   for (const auto& b : r.bandwidth) {
     o += Fmt("  %8lld KiB arrays  %.4g GB/s\n", static_cast<long long>(b.bytes_per_array >> 10), b.Gbps());
   }
-  if (!r.allreduce.empty()) {
-    o += "all-reduce over the world\n";
-    for (const auto& a : r.allreduce) {
+  const auto list = [&o](const char* what, const std::vector<AllreduceMeasurement>& all) {
+    if (all.empty()) return;
+    o += what;
+    for (const auto& a : all) {
       o += Fmt("  %10lld bytes  %9.1f us  bus %.3g GB/s\n", static_cast<long long>(a.bytes), a.seconds * 1e6, a.bus_gbps);
     }
-  }
+  };
+  list(r.hosts > 1 ? "all-reduce inside a host\n" : "all-reduce over the world\n", r.allreduce);
+  list("all-reduce across hosts (every position at once)\n", r.cross_allreduce);
   return o;
 }
 

@@ -74,7 +74,14 @@ struct BenchResult {
   std::vector<KernelMeasurement> model_kernels;  // the model's other kernels (attention recorded, rest reported)
   std::array<int64_t, 4> attention_shape{};      // micro-batch, seq, hidden, heads
   std::vector<BandwidthMeasurement> bandwidth;  // [0]: DRAM-sized arrays (recorded), [1]: cache-sized
+  // On one host: the all-reduce over every rank. Across hosts (ranks learn
+  // their host with Communicator::SplitByHost): `allreduce` is among one
+  // host's ranks (empty with one rank per host) and `cross_allreduce` among
+  // the ranks at one position on every host, all positions at once (they
+  // share each host's link, as the hierarchical gradient reduce does).
   std::vector<AllreduceMeasurement> allreduce;
+  int64_t hosts = 1, ranks_per_host = 1;
+  std::vector<AllreduceMeasurement> cross_allreduce;
 };
 
 // The matmuls of one transformer block and of the logits of `spec` at

@@ -5,7 +5,8 @@
 # all-reduce goes hierarchical and equals the flat one within 1e-6. The 2-rank data-parallel run there equals
 # the same run on one host (shared memory) bit for bit, and each rank reports
 # its own host in ranks.jsonl. `up` twice is safe, a rate limit shows as a tbf
-# qdisc, a host whose link is down fails the launch in seconds naming it,
+# qdisc (and `scaletrain bench` measures it as the profile's fabric), a host
+# whose link is down fails the launch in seconds naming it,
 # `down` leaves no namespace, bridge or /etc/hosts line behind (also when
 # this test fails: the trap takes the cluster down).
 # Skips with one line where the machine cannot (not root, no iproute2, no
@@ -124,6 +125,24 @@ else
   fail "unreachable host: $((SECONDS - start)) s, $(head -8 "$work/unreachable.out")"
 fi
 ip link set vst-h1 up
+
+# `scaletrain bench` across the two hosts measures the link apart from the
+# host: a fabric entry near the 100 Mbit/s rate, which the planner takes for a
+# 2-host plan.
+if timeout 300 mpirun "${cluster_args[@]}" -np 2 "$bin" bench --output "$work/hw.toml" --name two-hosts --threads 1 \
+    --min-seconds 0.05 --max-allreduce-mb 1 --stream-mb 8 >"$work/bench.out" 2>&1; then
+  gbit=$(awk '/^\[fabric.two-hosts\]/{f=1} f && /^nic_gbit/{print $3; exit}' "$work/hw.toml")
+  if grep -q '^kind = "measured"' "$work/hw.toml" && awk "BEGIN{exit !($gbit > 0.03 && $gbit < 0.11)}"; then
+    pass=$((pass + 1))
+  else
+    fail "bench across hosts: fabric nic_gbit '$gbit': $(grep -A6 '^\[fabric' "$work/hw.toml")"
+  fi
+  "$bin" plan --train-config "$root/configs/shakespeare_char.toml" --vocab 65 --set parallel.dp=2 \
+    --hardware "$work/hw.toml" --cluster two-hosts >"$work/plan.out" 2>&1 && grep -q "^step" "$work/plan.out" &&
+    pass=$((pass + 1)) || fail "plan on the 2-host profile: $(head -3 "$work/plan.out")"
+else
+  fail "bench across hosts: $(tail -5 "$work/bench.out")"
+fi
 
 # Bad input: an unknown rate.
 if "$cluster" up 2 --rate fast >"$work/bad.out" 2>&1; then
