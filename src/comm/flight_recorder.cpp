@@ -161,13 +161,7 @@ FlightRecorder& FlightRecorder::Get() {
 
 void FlightRecorder::Enable(const std::string& dir, int64_t world_rank, const std::string& host,
                             int64_t capacity, const std::vector<std::pair<std::string, std::vector<int64_t>>>& groups) {
-  if (g_impl.load() != nullptr || capacity <= 0) return;
-  auto* impl = new Impl;  // lives as long as the process: the signal handler may read it
-  impl->dir = dir;
-  impl->host = host;
-  impl->rank = world_rank;
-  impl->capacity = capacity;
-  impl->slots.reset(new Slot[static_cast<size_t>(capacity)]);
+  if (capacity <= 0) return;
   std::string g = "{";
   for (size_t i = 0; i < groups.size(); ++i) {
     g += (i ? ", \"" : "\"") + groups[i].first + "\": [";
@@ -176,7 +170,21 @@ void FlightRecorder::Enable(const std::string& dir, int64_t world_rank, const st
     }
     g += "]";
   }
-  impl->groups_json = g + "}";
+  g += "}";
+  if (Impl* running = g_impl.load(); running != nullptr) {
+    // A later run in the same process (tests): its directory and groups; the
+    // ring and its capacity stay.
+    std::lock_guard<std::mutex> lock(running->dump_mu);
+    running->dir = dir, running->host = host, running->rank = world_rank, running->groups_json = g;
+    return;
+  }
+  auto* impl = new Impl;  // lives as long as the process: the signal handler may read it
+  impl->dir = dir;
+  impl->host = host;
+  impl->rank = world_rank;
+  impl->capacity = capacity;
+  impl->slots.reset(new Slot[static_cast<size_t>(capacity)]);
+  impl->groups_json = g;
   g_impl.store(impl);
   InstallFatalHandlers();
 }

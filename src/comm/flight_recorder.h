@@ -37,8 +37,9 @@ class FlightRecorder {
   // Starts recording the last `capacity` operations (> 0); dumps go to
   // dir/rank-<world_rank>.json (dir is created when a dump is written).
   // `groups`: this rank's groups by name, with their members' world ranks.
-  // Also installs the fatal-signal handler. Call once, before the
-  // operations to record; later calls are ignored.
+  // Also installs the fatal-signal handler. Call before the operations to
+  // record; a later call (another run in the same process) moves the dumps
+  // to its directory and groups, keeping the ring.
   void Enable(const std::string& dir, int64_t world_rank, const std::string& host, int64_t capacity,
               const std::vector<std::pair<std::string, std::vector<int64_t>>>& groups);
   bool enabled() const;
