@@ -54,6 +54,18 @@ void AddTraffic(const StepRecord& r, nlohmann::json& line) {
 
 }  // namespace
 
+void StepClock::Add(int64_t step, double seconds) {
+  if (step - 1 > start_step_ || steps_ - start_step_ == 1) {
+    sum_s_ += seconds;
+    ++timed_steps_;
+  }
+  last_s_ = seconds;
+}
+
+double StepClock::MeanSeconds() const {
+  return timed_steps_ ? sum_s_ / static_cast<double>(timed_steps_) : last_s_;
+}
+
 std::string StepRecordJson(const StepRecord& r) {
   nlohmann::json line = {{"step", r.step},
                          {"loss", r.loss},

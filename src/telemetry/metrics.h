@@ -55,6 +55,21 @@ struct StepRecord {
   std::vector<Straggler> stragglers;
 };
 
+// The run's mean step time, for tokens/s and the ETA. The first step of a
+// run (warming caches) counts only when it is the only one.
+class StepClock {
+ public:
+  StepClock(int64_t start_step, int64_t steps) : start_step_(start_step), steps_(steps) {}
+  void Add(int64_t step, double seconds);  // step: 1-based, as StepRecord::step
+  bool timed() const { return timed_steps_ > 0; }
+  double MeanSeconds() const;
+  double EtaSeconds(int64_t done) const { return MeanSeconds() * static_cast<double>(steps_ - done); }
+
+ private:
+  int64_t start_step_, steps_, timed_steps_ = 0;
+  double sum_s_ = 0, last_s_ = 0;
+};
+
 // metrics.jsonl's line for a record: step, loss, lr, grad_norm,
 // step_time_s, tokens_per_s, data_s, forward_s, backward_s,
 // grad_sync_wait_s, exposed_comm_s, optimizer_s; tp_comm_wait_s,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/strings.h"
+
 namespace scaletrain {
 
 namespace {
@@ -48,6 +50,31 @@ std::vector<int64_t> RebalanceShares(const std::vector<int64_t>& current, const 
 
 int64_t FirstMicroBatch(const std::vector<int64_t>& shares, int64_t d) {
   return std::accumulate(shares.begin(), shares.begin() + d, int64_t{0});
+}
+
+MicroBatchShares::MicroBatchShares(int64_t dp, int64_t per_replica, int64_t replica)
+    : shares_(static_cast<size_t>(dp), per_replica), compute_s_(static_cast<size_t>(dp), 0.0), replica_(replica) {}
+
+int64_t MicroBatchShares::total() const { return std::accumulate(shares_.begin(), shares_.end(), int64_t{0}); }
+
+bool MicroBatchShares::Update(const std::vector<double>& compute_s, const std::vector<int64_t>& replica_of) {
+  std::fill(compute_s_.begin(), compute_s_.end(), 0.0);
+  for (size_t r = 0; r < compute_s.size() && r < replica_of.size(); ++r) {
+    double& c = compute_s_[static_cast<size_t>(replica_of[r])];
+    c = std::max(c, compute_s[r]);
+  }
+  std::vector<int64_t> next = RebalanceShares(shares_, compute_s_, total());
+  if (next == shares_) return false;
+  shares_ = std::move(next);
+  return true;
+}
+
+std::string MicroBatchShares::Line() const {
+  std::string line = "rebalance: micro-batches per DP rank now";
+  for (size_t i = 0; i < shares_.size(); ++i) {
+    line += Fmt("%s %lld (%.1f ms compute)", i ? "," : "", static_cast<long long>(shares_[i]), compute_s_[i] * 1e3);
+  }
+  return line;
 }
 
 }  // namespace scaletrain

@@ -12,16 +12,12 @@
 // whether the checkpoint in flight is written everywhere.
 #include "train/trainer.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <numeric>
 #include <utility>
 
-#include "core/strings.h"
 #include "parallel/schedule.h"
-
 #include "telemetry/metrics.h"
 #include "train/checkpointing.h"
 #include "train/rank_telemetry.h"
@@ -48,8 +44,9 @@ class Trainer {
         checkpoints_(&run),
         ranks_(&run),
         loss_scale_(1.0f / static_cast<float>(run.micro_batches * run.cfg.parallel.dp)),
-        shares_(static_cast<size_t>(run.cfg.parallel.dp), run.micro_batches),
-        first_sequence_(run.groups->coord.dp * (tc_.global_batch_size / run.cfg.parallel.dp)) {
+        shares_(run.cfg.parallel.dp, run.micro_batches, run.groups->coord.dp),
+        first_sequence_(run.groups->coord.dp * (tc_.global_batch_size / run.cfg.parallel.dp)),
+        clock_(run.start_step, run.cfg.training.steps) {
     if (!opts.trace.empty()) {
       trace_ = std::make_unique<StepTrace>(opts.trace, run.rank(), run.groups->world->size(),
                                            run.spec.n_layer, run.cfg.parallel.zero);
@@ -132,7 +129,7 @@ class Trainer {
     const ParallelConfig& par = run_.cfg.parallel;
     // Rebalanced, a rank's micro-batches are its share of the step's: their
     // sum over the DP average is the step's mean (dp / all micro-batches).
-    double loss = par.rebalance ? loss_sum * static_cast<double>(par.dp) / static_cast<double>(TotalMicroBatches())
+    double loss = par.rebalance ? loss_sum * static_cast<double>(par.dp) / static_cast<double>(shares_.total())
                                 : loss_sum / static_cast<double>(run_.micro_batches);
     if (par.pp > 1) {
       if (run_.groups->coord.pp != par.pp - 1) loss = 0.0;
@@ -149,7 +146,7 @@ class Trainer {
   Status AfterStep(StepRecord& rec) {
     const int64_t done = rec.step;
     TakeStepTraffic(run_, rec);
-    StepTimes(rec);
+    clock_.Add(rec.step, rec.step_time_s);
     if (!std::isfinite(rec.loss)) {
       if (run_.metrics) (void)run_.metrics->Append(rec);
       return Internal(
@@ -161,7 +158,7 @@ class Trainer {
     for (const Straggler& s : rec.stragglers) std::printf("%s\n", StragglerLine(s).c_str());
     if (run_.cfg.parallel.rebalance && ranks_.last_window_step() == done) ST_RETURN_IF_ERROR(Rebalance());
     if (run_.metrics_server) run_.metrics_server->Update(ranks_.Snapshot(rec));
-    if (!quiet_) std::printf("%s\n", StepLine(rec, tc_.steps, EtaSeconds(done)).c_str());
+    if (!quiet_) std::printf("%s\n", StepLine(rec, tc_.steps, clock_.EtaSeconds(done)).c_str());
     const bool last = done == tc_.steps;
     if ((tc_.eval_interval > 0 && done % tc_.eval_interval == 0) || last) {
       rec.val_loss = summary_.final_val_loss = Evaluate();
@@ -177,35 +174,18 @@ class Trainer {
     return written;
   }
 
-  // The step's micro-batches over every DP replica.
-  int64_t TotalMicroBatches() const { return std::accumulate(shares_.begin(), shares_.end(), int64_t{0}); }
-
   // parallel.rebalance, after a window of per-rank records: every rank
-  // derives the same new shares from the same gathered figures (a replica
-  // is as fast as its slowest member) and runs its share from the next step.
+  // derives the same new shares from the same gathered figures and runs its
+  // share from the next step.
   Status Rebalance() {
-    const Mesh& mesh = run_.groups->mesh;
-    std::vector<double> compute(shares_.size(), 0.0);
-    const std::vector<double>& by_rank = ranks_.window_compute();
-    for (int64_t r = 0; r < static_cast<int64_t>(by_rank.size()); ++r) {
-      double& c = compute[static_cast<size_t>(mesh.Coord(r).dp)];
-      c = std::max(c, by_rank[static_cast<size_t>(r)]);
-    }
-    const std::vector<int64_t> next = RebalanceShares(shares_, compute, TotalMicroBatches());
-    if (next == shares_) return Status::Ok();
-    shares_ = next;
-    const int64_t d = run_.groups->coord.dp, mine = shares_[static_cast<size_t>(d)];
-    first_sequence_ = FirstMicroBatch(shares_, d) * tc_.micro_batch_size;
-    ST_ASSIGN_OR_RETURN(const PipelineSchedule schedule, PipelineScheduleFromConfig(run_.cfg.parallel, mine));
+    std::vector<int64_t> replica_of;
+    for (int64_t r = 0; r < run_.groups->mesh.world_size(); ++r) replica_of.push_back(run_.groups->mesh.Coord(r).dp);
+    if (!shares_.Update(ranks_.window_compute(), replica_of)) return Status::Ok();
+    first_sequence_ = shares_.first_micro_batch() * tc_.micro_batch_size;
+    ST_ASSIGN_OR_RETURN(const PipelineSchedule schedule, PipelineScheduleFromConfig(run_.cfg.parallel, shares_.mine()));
     ST_RETURN_IF_ERROR(run_.pipeline->SetSchedule(schedule));
-    run_.micro_batches = mine;
-    if (run_.lead()) {  // also with --quiet, as the straggler lines
-      std::string line = "rebalance: micro-batches per DP rank now";
-      for (size_t i = 0; i < shares_.size(); ++i) {
-        line += Fmt("%s %lld (%.1f ms compute)", i ? "," : "", static_cast<long long>(shares_[i]), compute[i] * 1e3);
-      }
-      std::printf("%s\n", line.c_str());
-    }
+    run_.micro_batches = shares_.mine();
+    if (run_.lead()) std::printf("%s\n", shares_.Line().c_str());  // also with --quiet, as the straggler lines
     return Status::Ok();
   }
 
@@ -275,22 +255,6 @@ class Trainer {
     return sum / static_cast<double>(tc_.eval_steps);
   }
 
-  // The mean step time for tokens/s and the ETA; the first step (warming
-  // caches) counts only when it is the only one.
-  void StepTimes(const StepRecord& rec) {
-    if (rec.step - 1 > run_.start_step || tc_.steps - run_.start_step == 1) {
-      time_sum_s_ += rec.step_time_s;
-      ++timed_steps_;
-    }
-    last_step_s_ = rec.step_time_s;
-  }
-  double MeanStepSeconds() const {
-    return timed_steps_ ? time_sum_s_ / static_cast<double>(timed_steps_) : last_step_s_;
-  }
-  double EtaSeconds(int64_t done) const {
-    return MeanStepSeconds() * static_cast<double>(tc_.steps - done);
-  }
-
   // After the last step: the checkpoint in flight, the trace, the
   // throughput, a text sample.
   Result<TrainSummary> Finish() {
@@ -302,7 +266,7 @@ class Trainer {
     }
     const double tokens_per_step =
         static_cast<double>(tc_.global_batch_size * run_.spec.block_size);
-    summary_.tokens_per_s = timed_steps_ ? tokens_per_step / MeanStepSeconds() : 0.0;
+    summary_.tokens_per_s = clock_.timed() ? tokens_per_step / clock_.MeanSeconds() : 0.0;
     if (!quiet_) std::printf("%s\n", ranks_.Summary(summary_.tokens_per_s).c_str());
     if (!quiet_ && tc_.sample_tokens > 0 && !summary_.preempted) {
       ST_RETURN_IF_ERROR(PrintSample(run_, tc_.sample_tokens, summary_.last_checkpoint));
@@ -319,13 +283,12 @@ class Trainer {
   // record: they count toward the next one's.
   double checkpoint_s_ = 0, boundary_wait_s_ = 0;
   const float loss_scale_;  // 1 / (micro-batches x dp): the DP reduction's sum is then the mean
-  std::vector<int64_t> shares_;   // micro-batches per DP replica (rebalancing moves them)
+  MicroBatchShares shares_;       // micro-batches per DP replica (rebalancing moves them)
   int64_t first_sequence_;        // this DP rank's first sequence of each batch
   std::unique_ptr<StepTrace> trace_;
   TrainSummary summary_;
   int64_t last_checkpoint_step_ = -1;
-  double time_sum_s_ = 0, last_step_s_ = 0;
-  int64_t timed_steps_ = 0;
+  StepClock clock_;
 };
 
 }  // namespace
