@@ -25,6 +25,20 @@ st_small_data() {
   "$bin" data prepare --input "$work/small.txt" --output "$work/data" >/dev/null || { echo "FAIL: prepare"; exit 1; }
 }
 
+# st_tiny_train_args: sets the array $tiny to the arguments of a quick
+# training run on $work/data (st_small_data): a 2-layer, 32-wide GPT, 8
+# sequences of 32 tokens a step in micro-batches of 4, one thread, no
+# validation, sample or checkpoint before the end, --quiet. Tests append what
+# they vary (a later --set of the same key wins).
+st_tiny_train_args() {
+  tiny=(train --config "$root/configs/shakespeare_char.toml" --quiet
+    --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=32
+    --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1
+    --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
+    --set checkpoint.interval=0
+    --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
+}
+
 # expect_error "text the message must contain" ARGS...: `scaletrain ARGS`
 # must fail with exactly one line on stderr that contains the text.
 expect_error() {

@@ -29,12 +29,8 @@ export ST_CLUSTER_DIR="$work/cluster"
 trap '"$cluster" down >/dev/null 2>&1; rm -rf "$work"' EXIT
 
 st_small_data 100000
-args=(train --config "$root/configs/shakespeare_char.toml" --quiet
-  --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=32
-  --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1
-  --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
-  --set checkpoint.interval=0 --set training.steps=12 --set parallel.dp=2 --set telemetry.rank_interval=4
-  --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
+st_tiny_train_args
+args=("${tiny[@]}" --set training.steps=12 --set parallel.dp=2 --set telemetry.rank_interval=4)
 
 hosts() { ip netns list | awk '{print $1}' | grep '^st-h' | sort | tr '\n' ' '; }
 

@@ -18,14 +18,10 @@ st_small_data 100000
 port=$(free_port)
 # Rank 0 is slowed by 10 ms a micro-batch so the run lasts long enough to be
 # scraped (and is flagged a straggler).
-args=(train --config "$root/configs/shakespeare_char.toml" --quiet
-  --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=32
-  --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1
-  --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
-  --set checkpoint.interval=0 --set parallel.dp=2 --set telemetry.rank_interval=5
-  --set faults.slow_rank=0 --set faults.slow_ms=10 --set telemetry.metrics_address='"127.0.0.1"'
-  --set telemetry.peak_tflops=1
-  --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
+st_tiny_train_args
+args=("${tiny[@]}" --set parallel.dp=2 --set telemetry.rank_interval=5 --set faults.slow_rank=0
+  --set faults.slow_ms=10 --set telemetry.metrics_address='"127.0.0.1"'
+  --set telemetry.peak_tflops=1)
 mpirun -np 2 "$bin" "${args[@]}" --set training.steps=4000 --set telemetry.metrics_port=$port \
   --run-dir "$work/run" >"$work/run.out" 2>&1 &
 job=$!

@@ -11,12 +11,8 @@ st_cli_init "$@"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; }
 
 st_small_data 100000
-args=(train --config "$root/configs/shakespeare_char.toml" --quiet
-  --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=32
-  --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1
-  --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
-  --set checkpoint.interval=0 --set training.steps=3 --set parallel.dp=2 --set parallel.comm_timeout_s=60
-  --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
+st_tiny_train_args
+args=("${tiny[@]}" --set training.steps=3 --set parallel.dp=2 --set parallel.comm_timeout_s=60)
 host=$(hostname)
 
 check() {  # NAME WANT: the job failed fast with one error line containing WANT

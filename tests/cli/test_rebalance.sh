@@ -11,13 +11,10 @@ st_cli_init "$@"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; }
 
 st_small_data 100000
-args=(train --config "$root/configs/shakespeare_char.toml" --quiet
-  --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=32
-  --set training.global_batch_size=16 --set training.micro_batch_size=2 --set training.threads=1
-  --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
-  --set checkpoint.interval=0 --set training.steps=30 --set telemetry.rank_interval=5
-  --set faults.slow_rank=1 --set faults.slow_ms=10
-  --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
+st_tiny_train_args
+args=("${tiny[@]}" --set training.global_batch_size=16 --set training.micro_batch_size=2
+  --set training.steps=30 --set telemetry.rank_interval=5 --set faults.slow_rank=1
+  --set faults.slow_ms=10)
 
 for mode in uniform rebalanced; do
   flag=false
