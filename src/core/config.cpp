@@ -57,6 +57,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("telemetry", "rank_interval", c.telemetry.rank_interval);
   f("telemetry", "straggler_threshold", c.telemetry.straggler_threshold);
   f("telemetry", "straggler_windows", c.telemetry.straggler_windows);
+  f("telemetry", "straggler_min_ms", c.telemetry.straggler_min_ms);
   f("telemetry", "peak_tflops", c.telemetry.peak_tflops);
   f("telemetry", "metrics_port", c.telemetry.metrics_port);
   f("telemetry", "metrics_address", c.telemetry.metrics_address);
@@ -389,6 +390,7 @@ Status ValidateTelemetrySection(const TelemetryConfig& t) {
     return InvalidArgument("telemetry.straggler_threshold must be > 0 (0.2: 20% over the median)");
   }
   if (t.straggler_windows < 1) return InvalidArgument("telemetry.straggler_windows must be >= 1");
+  if (!(t.straggler_min_ms >= 0)) return InvalidArgument("telemetry.straggler_min_ms must be >= 0 (milliseconds)");
   if (!(t.peak_tflops >= 0))
     return InvalidArgument("telemetry.peak_tflops must be >= 0 (0: unknown)");
   if (t.flight_records < 0 || t.flight_records > 1000000) {

@@ -85,6 +85,7 @@ struct TelemetryConfig {
   // this fraction for straggler_windows windows in a row is a straggler.
   double straggler_threshold = 0.2;
   int64_t straggler_windows = 2;
+  double straggler_min_ms = 2.0;  // and by at least this many milliseconds per step
   // A rank's peak matrix rate (TFLOP/s), for MFU in the summary; 0: unknown.
   double peak_tflops = 0;
   // Rank 0 serves Prometheus metrics on http://metrics_address:metrics_port/metrics; 0: off.

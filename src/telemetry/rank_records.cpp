@@ -111,7 +111,9 @@ std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>&
     const double median = Median(compute);
     for (const RankWindow* w : ranks) {
       int64_t& in_a_row = slow_in_a_row_[w->rank];
-      const bool slow = median > 0 && RankCompute(*w) > (1.0 + options_.threshold) * median;
+      const double compute = RankCompute(*w);
+      const bool slow = median > 0 && compute > (1.0 + options_.threshold) * median &&
+                        compute - median >= options_.min_excess_s;
       in_a_row = slow ? in_a_row + 1 : 0;
       if (in_a_row < options_.windows) continue;
       Straggler s;

@@ -63,6 +63,9 @@ class RankLog {
 struct StragglerOptions {
   double threshold = 0.2;  // compute more than (1 + threshold) x the stage's median...
   int64_t windows = 2;     // ...this many windows in a row
+  // ...and by at least this much (seconds per step): on a step of a few
+  // milliseconds, scheduling jitter alone is 20%.
+  double min_excess_s = 0.002;
 };
 
 struct Straggler {

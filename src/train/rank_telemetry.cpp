@@ -53,7 +53,8 @@ void TakeStepTraffic(TrainingRun& run, StepRecord& rec) {
 
 RankTelemetry::RankTelemetry(TrainingRun* run)
     : run_(run),
-      detector_({run->cfg.telemetry.straggler_threshold, run->cfg.telemetry.straggler_windows}) {
+      detector_({run->cfg.telemetry.straggler_threshold, run->cfg.telemetry.straggler_windows,
+                 run->cfg.telemetry.straggler_min_ms * 1e-3}) {
   Communicator& world = *run->groups->world;
   hosts_ = run->hosts;  // gathered at start-up (run_setup.cpp)
   const MemoryRecord m = RankMemory(*run);

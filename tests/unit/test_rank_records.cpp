@@ -82,6 +82,17 @@ TEST(StragglerDetector, ThresholdAndStagesDecide) {
   EXPECT_EQ(s[0].phase, RankPhase::kBackward);
 }
 
+TEST(StragglerDetector, AFewMillisecondsOfJitterIsNotAStraggler) {
+  // Compute 3.0, 3.0 and 4.9 ms a step: 1.63x the median, but only 1.9 ms over it.
+  const std::vector<RankWindow> tiny = {Window(0, 0, 0.0, 0.0), Window(1, 0, 0.0, 0.0), Window(2, 0, 0.0019, 0.0)};
+  StragglerDetector floor2({0.2, 1, 0.002});
+  EXPECT_TRUE(floor2.Observe(tiny).empty());
+  StragglerDetector floor1({0.2, 1, 0.001});
+  const auto s = floor1.Observe(tiny);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].rank, 2);
+}
+
 TEST(RankRecords, JsonLineHasEveryPhase) {
   const nlohmann::json j = nlohmann::json::parse(RankWindowJson(Window(3, 1, 0.01)));
   EXPECT_EQ(j["rank"], 3);
