@@ -55,12 +55,14 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/stats.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using scaletrain::CommHandle;
 using scaletrain::Communicator;
+using scaletrain::Median;
 using scaletrain::ReduceOp;
 
 struct Options {
@@ -121,12 +123,6 @@ std::vector<Bucket> CutBuckets(int64_t numel, int64_t bucket_bytes, int64_t n) {
     end = begin;
   }
   return out;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 // Nearest-rank percentile, q in (0, 1].

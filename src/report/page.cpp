@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/stats.h"
 #include "core/strings.h"
 #include "core/svg.h"
 #include "report/charts.h"
@@ -17,13 +18,6 @@ namespace {
 
 const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#2ca02c", "#8c8c8c"};
 constexpr int kParts = 6;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // A step split into kBreakdownNames: compute is forward + backward less the
 // TP waits inside them; the pipeline's waits and the DP gradient wait are

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/jsonl.h"
+
 namespace fs = std::filesystem;
 
 namespace scaletrain::report {
@@ -18,16 +20,11 @@ double Num(const json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
-// The JSON objects of a .jsonl file, one per line; a line that does not
-// parse (a run still writing it) is skipped.
+// The step records of a .jsonl file (core/jsonl.h: a line a run is still
+// writing is skipped).
 std::vector<json> ReadJsonLines(const fs::path& path) {
   std::vector<json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) out.push_back(std::move(j));
-  }
+  ForEachStepRecord(path.string(), [&out](const std::string&, const json& j) { out.push_back(j); });
   return out;
 }
 

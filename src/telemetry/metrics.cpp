@@ -98,43 +98,12 @@ std::string StepRecordJson(const StepRecord& r) {
   return line.dump();
 }
 
-namespace {
-
-// The lines of an existing metrics.jsonl up to step `last` (a line that is
-// not a record, e.g. cut short by a crash, goes too).
-std::string RecordsUpTo(const std::string& path, int64_t last) {
-  std::ifstream in(path);
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-        j["step"].get<int64_t>() <= last) {
-      kept += line + "\n";
-    }
-  }
-  return kept;
+Result<MetricsLog> MetricsLog::Open(const std::string& run_dir, std::optional<int64_t> resume_step) {
+  ST_ASSIGN_OR_RETURN(JsonlLog log, JsonlLog::Open((fs::path(run_dir) / "metrics.jsonl").string(), resume_step));
+  return MetricsLog(std::move(log));
 }
 
-}  // namespace
-
-Result<MetricsLog> MetricsLog::Open(const std::string& run_dir,
-                                    std::optional<int64_t> resume_step) {
-  MetricsLog log;
-  log.path_ = (fs::path(run_dir) / "metrics.jsonl").string();
-  if (resume_step) {
-    const std::string kept = RecordsUpTo(log.path_, *resume_step);
-    ST_RETURN_IF_ERROR(WriteFileAtomically(log.path_, kept));
-  }
-  log.out_.open(log.path_, resume_step ? std::ios::app : std::ios::trunc);
-  if (!log.out_) return IoError("cannot write " + log.path_ + " (disk full? permissions?)");
-  return log;
-}
-
-Status MetricsLog::Append(const StepRecord& record) {
-  out_ << StepRecordJson(record) << "\n" << std::flush;
-  if (!out_) return IoError("cannot append to " + path_ + " (disk full?)");
-  return Status::Ok();
-}
+Status MetricsLog::Append(const StepRecord& record) { return log_.Append(StepRecordJson(record) + "\n"); }
 
 namespace {
 nlohmann::json MemoryJson(const MemoryRecord& m) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "telemetry/jsonl_log.h"
 #include "telemetry/rank_records.h"
 
 namespace scaletrain {
@@ -83,14 +84,12 @@ std::string StepRecordJson(const StepRecord& record);
 // RUN_DIR/metrics.jsonl, appended a line per step and flushed.
 class MetricsLog {
  public:
-  // With `resume_step`, continues a resumed run's file, dropping the records
-  // of later steps (the run does them again); otherwise starts it afresh.
   static Result<MetricsLog> Open(const std::string& run_dir, std::optional<int64_t> resume_step);
   Status Append(const StepRecord& record);
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  explicit MetricsLog(JsonlLog log) : log_(std::move(log)) {}
+  JsonlLog log_;
 };
 
 // Bytes one rank holds for the whole run.

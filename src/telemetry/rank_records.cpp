@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "core/stats.h"
 
 namespace scaletrain {
 
@@ -48,30 +49,14 @@ std::string RankWindowJson(const RankWindow& w) {
 }
 
 Result<RankLog> RankLog::Open(const std::string& run_dir, std::optional<int64_t> resume_step) {
-  RankLog log;
-  log.path_ = (fs::path(run_dir) / "ranks.jsonl").string();
-  if (resume_step) {
-    std::ifstream in(log.path_);
-    std::string kept, line;
-    while (std::getline(in, line)) {
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-          j["step"].get<int64_t>() <= *resume_step) {
-        kept += line + "\n";
-      }
-    }
-    ST_RETURN_IF_ERROR(WriteFileAtomically(log.path_, kept));
-  }
-  log.out_.open(log.path_, resume_step ? std::ios::app : std::ios::trunc);
-  if (!log.out_) return IoError("cannot write " + log.path_ + " (disk full? permissions?)");
-  return log;
+  ST_ASSIGN_OR_RETURN(JsonlLog log, JsonlLog::Open((fs::path(run_dir) / "ranks.jsonl").string(), resume_step));
+  return RankLog(std::move(log));
 }
 
 Status RankLog::Append(const std::vector<RankWindow>& windows) {
-  for (const RankWindow& w : windows) out_ << RankWindowJson(w) << "\n";
-  out_.flush();
-  if (!out_) return IoError("cannot append to " + path_ + " (disk full?)");
-  return Status::Ok();
+  std::string lines;
+  for (const RankWindow& w : windows) lines += RankWindowJson(w) + "\n";
+  return log_.Append(lines);
 }
 
 namespace {
@@ -87,15 +72,6 @@ double RankCompute(const RankWindow& w) {
   return s;
 }
 
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>& windows) {
   std::map<int64_t, std::vector<const RankWindow*>> by_stage;

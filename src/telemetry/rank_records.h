@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "telemetry/jsonl_log.h"
 
 namespace scaletrain {
 
@@ -56,8 +57,8 @@ class RankLog {
   Status Append(const std::vector<RankWindow>& windows);
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  explicit RankLog(JsonlLog log) : log_(std::move(log)) {}
+  JsonlLog log_;
 };
 
 struct StragglerOptions {
