@@ -101,16 +101,23 @@ std::string MemoryChart(const RunData& run) {
   return StackedBars("Memory per rank, by pipeline stage (memory.json)", "", "MiB", labels, stacks);
 }
 
+// Model FLOPs utilisation at `tokens_per_s` (a fraction); none without the
+// model's FLOPs or telemetry.peak_tflops.
+std::optional<double> Mfu(const RunData& run, const PageOptions& o, double tokens_per_s) {
+  const double peak = run.config.telemetry.peak_tflops;
+  if (!o.flops_per_token || !(peak > 0)) return std::nullopt;
+  return tokens_per_s * *o.flops_per_token / static_cast<double>(run.world_size()) / (peak * 1e12);
+}
+
 std::string ThroughputCharts(const RunData& run, const PageOptions& o) {
   Series tps{"tokens/s", kColors[0], {}};
   for (const StepPoint& p : run.steps) tps.points.emplace_back(p.step, p.tokens_per_s);
   std::string out = LineChart("Throughput", "step", "tokens per second", {tps});
-  const double peak = run.config.telemetry.peak_tflops;
-  if (o.flops_per_token && peak > 0) {
+  if (o.flops_per_token && run.config.telemetry.peak_tflops > 0) {
     Series mfu{"MFU", kColors[3], {}};
-    const double per_rank = *o.flops_per_token / static_cast<double>(run.world_size()) / (peak * 1e12);
-    for (const StepPoint& p : run.steps) mfu.points.emplace_back(p.step, 100 * p.tokens_per_s * per_rank);
-    out += LineChart(Fmt("Model FLOPs utilisation (peak %g TFLOP/s per rank)", peak), "step", "MFU %", {mfu});
+    for (const StepPoint& p : run.steps) mfu.points.emplace_back(p.step, 100 * *Mfu(run, o, p.tokens_per_s));
+    out += LineChart(Fmt("Model FLOPs utilisation (peak %g TFLOP/s per rank)", run.config.telemetry.peak_tflops),
+                     "step", "MFU %", {mfu});
   }
   return out;
 }
@@ -185,11 +192,7 @@ std::string SummaryTable(const RunData& run, const MeasuredStep& m, const PageOp
     std::vector<double> tps;
     for (const StepPoint& p : run.steps) tps.push_back(p.tokens_per_s);
     h += Row("tokens/s (median)", Fmt("%.0f", Median(tps)));
-    if (o.flops_per_token && c.telemetry.peak_tflops > 0) {
-      const double mfu = Median(tps) * *o.flops_per_token / static_cast<double>(run.world_size()) /
-                         (c.telemetry.peak_tflops * 1e12);
-      h += Row("MFU (median)", Fmt("%.1f%%", mfu * 100));
-    }
+    if (const std::optional<double> mfu = Mfu(run, o, Median(tps))) h += Row("MFU (median)", Fmt("%.1f%%", *mfu * 100));
   }
   std::set<std::string> flagged;
   for (const StepPoint& p : run.steps) flagged.insert(p.stragglers.begin(), p.stragglers.end());

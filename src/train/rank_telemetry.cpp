@@ -133,16 +133,17 @@ PrometheusSnapshot RankTelemetry::Snapshot(const StepRecord& rec) const {
   s.tp_exposed_s = rec.tp_comm_wait_s.value_or(0);
   s.pp_exposed_s = rec.pipeline_wait_s.value_or(0);
   const double peak = run_->cfg.telemetry.peak_tflops;
-  if (peak > 0) {
-    const double flops_per_token =
-        ModelFlopsPerSequence(run_->spec) / static_cast<double>(run_->spec.block_size);
-    s.mfu = rec.tokens_per_s * flops_per_token / static_cast<double>(hosts_.size()) / (peak * 1e12);
-  }
+  if (peak > 0) s.mfu = ModelTflopsPerRank(rec.tokens_per_s) / peak;
   for (size_t r = 0; r < hosts_.size(); ++r) {
     const bool slow = std::find(flagged_.begin(), flagged_.end(), static_cast<int64_t>(r)) != flagged_.end();
     s.ranks.push_back({static_cast<int64_t>(r), hosts_[r], last_step_s_[r], memory_bytes_[r], slow});
   }
   return s;
+}
+
+double RankTelemetry::ModelTflopsPerRank(double tokens_per_s) const {
+  const double flops_per_token = ModelFlopsPerSequence(run_->spec) / static_cast<double>(run_->spec.block_size);
+  return tokens_per_s * flops_per_token / static_cast<double>(hosts_.size()) / 1e12;
 }
 
 std::string RankTelemetry::Summary(double tokens_per_s) const {
@@ -169,16 +170,11 @@ std::string RankTelemetry::Summary(double tokens_per_s) const {
   }
   std::snprintf(buf, sizeof buf, "\nsummary: %.0f tokens/s", tokens_per_s);
   out += buf;
-  const double peak = run_->cfg.telemetry.peak_tflops;
-  const double flops_per_token =
-      ModelFlopsPerSequence(run_->spec) / static_cast<double>(run_->spec.block_size);
-  const double world = static_cast<double>(run_->groups->world->size());
-  std::snprintf(buf, sizeof buf, ", %.3f model TFLOP/s per rank",
-                tokens_per_s * flops_per_token / world / 1e12);
+  const double peak = run_->cfg.telemetry.peak_tflops, tflops = ModelTflopsPerRank(tokens_per_s);
+  std::snprintf(buf, sizeof buf, ", %.3f model TFLOP/s per rank", tflops);
   out += buf;
   if (peak > 0) {
-    std::snprintf(buf, sizeof buf, ", MFU %.1f%% (of telemetry.peak_tflops = %g)",
-                  100.0 * tokens_per_s * flops_per_token / world / (peak * 1e12), peak);
+    std::snprintf(buf, sizeof buf, ", MFU %.1f%% (of telemetry.peak_tflops = %g)", 100.0 * tflops / peak, peak);
     out += buf;
   }
   out += "\nsummary: stragglers: ";

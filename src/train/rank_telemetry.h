@@ -46,6 +46,9 @@ class RankTelemetry {
   int64_t last_window_step() const { return last_window_step_; }
 
  private:
+  // Model FLOPs (no recompute) per second per rank at this throughput, in TFLOP/s.
+  double ModelTflopsPerRank(double tokens_per_s) const;
+
   TrainingRun* run_;
   std::vector<std::string> hosts_;  // by world rank
   std::vector<int64_t> memory_bytes_;        // by world rank
