@@ -6,8 +6,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include <unistd.h>
-
 #include "comm/flight_recorder.h"
 #include "kernels/cpu/ops.h"
 #include "train/checkpointing.h"
@@ -219,9 +217,8 @@ void EnableFlightRecorder(const TrainingRun& run) {
   for (int64_t r = 0; r < mesh.world_size(); ++r) world[static_cast<size_t>(r)] = r;
   groups.emplace_back("world", world);
   for (MeshAxis axis : kMeshAxes) groups.emplace_back(MeshAxisName(axis), mesh.GroupMembers(axis, run.rank()));
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  FlightRecorder::Get().Enable((fs::path(run.run_dir) / "flight").string(), run.rank(), host, n, groups);
+  FlightRecorder::Get().Enable((fs::path(run.run_dir) / "flight").string(), run.rank(),
+                               run.hosts[static_cast<size_t>(run.rank())], n, groups);
 }
 
 }  // namespace
