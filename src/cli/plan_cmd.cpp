@@ -34,7 +34,7 @@ struct PlanOptions {
   int64_t gpus = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   std::optional<int> zero;
-  std::string recompute, precision, schedule, grad_reduce;
+  std::string recompute, precision, schedule, grad_reduce, dp_compress;
   bool sp = false, search = false, json = false;
   std::vector<int64_t> sweep;
   std::string plot;
@@ -200,6 +200,7 @@ struct LayoutFlags {
   bool sp = false;
   int64_t gpus = 0;
   double bucket_mb = 25.0;
+  DpCompression dp_compress = DpCompression::kNone;
 };
 
 Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<RunConfig>& run_cfg) {
@@ -214,10 +215,14 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     if (f.schedule.empty() && pc.pp > 1) f.schedule = pc.schedule;
     f.sp = f.sp || pc.sp;
     if (!o.bucket_mb) f.bucket_mb = pc.bucket_mb;
+    DpCompressionFromName(pc.dp_compress, &f.dp_compress);  // the config check took only known names
     if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
   }
   if (!(f.bucket_mb > 0)) {
     return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
+  }
+  if (!o.dp_compress.empty() && !DpCompressionFromName(o.dp_compress, &f.dp_compress)) {
+    return InvalidArgument("--dp-compress '" + o.dp_compress + "' is unknown; use none, bf16, fp16 or sign");
   }
   if (f.gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
   return f;
@@ -226,6 +231,7 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
 void ApplyLayoutFlags(const LayoutFlags& f, SearchOptions* search) {
   search->num_gpus = f.gpus;
   search->bucket_bytes = static_cast<int64_t>(f.bucket_mb * 1048576.0);
+  search->dp_compress = f.dp_compress;
   search->tp = f.tp, search->pp = f.pp, search->dp = f.dp, search->vpp = f.vpp,
   search->micro_batch = f.micro_batch;
   search->zero = f.zero;
@@ -277,6 +283,7 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   l.grad_reduce = search.grad_reduce;
   // As the trainer converts parallel.bucket_mb.
   l.bucket_bytes = static_cast<int64_t>(f.bucket_mb * 1048576.0);
+  l.dp_compress = f.dp_compress;
   if (!f.schedule.empty()) {
     ST_ASSIGN_OR_RETURN(ScheduleKind k, ScheduleKindFromName(f.schedule));
     if (k == ScheduleKind::kInterleaved && l.vpp == 1) {
@@ -399,6 +406,9 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "--grad-reduce", o->grad_reduce,
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
+  plan->add_option("--dp-compress", o->dp_compress,
+                   "what ZeRO-0's gradient all-reduce sends (the trainer's parallel.dp_compress): none, "
+                   "bf16, fp16 or sign (1 bit + a scale per 256 elements, all-gathered)");
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   plan->add_option("--stack", o->stack,
                    "software stack: modern, modern-triton, legacy or cpu (default modern; with "

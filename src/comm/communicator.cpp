@@ -52,6 +52,10 @@ const char* CommDTypeName(CommDType dtype) {
       return "int64";
     case CommDType::kU8:
       return "uint8";
+    case CommDType::kBF16:
+      return "bfloat16";
+    case CommDType::kF16:
+      return "float16";
   }
   return "?";
 }
@@ -66,6 +70,9 @@ int64_t CommDTypeSize(CommDType dtype) {
       return 8;
     case CommDType::kU8:
       return 1;
+    case CommDType::kBF16:
+    case CommDType::kF16:
+      return 2;
   }
   return 0;
 }
@@ -261,8 +268,9 @@ Status CheckReductionDtype(const Communicator::OpDesc& op) {
   if (op.dtype == CommDType::kU8) {
     return InvalidArgument("cannot reduce raw bytes; use float32, float64 or int64");
   }
-  if (op.reduce == ReduceOp::kAverage && op.dtype == CommDType::kI64) {
-    return InvalidArgument("average of int64 would truncate; sum and divide instead");
+  if (op.reduce == ReduceOp::kAverage && op.dtype != CommDType::kF32 && op.dtype != CommDType::kF64) {
+    return InvalidArgument(std::string("average of ") + CommDTypeName(op.dtype) +
+                           " is not supported (int64 would truncate, 16-bit floats lose the division's precision); sum and divide instead");
   }
   return Status::Ok();
 }

@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 
+#include "core/half.h"
 #include "core/status.h"
 
 namespace scaletrain {
@@ -42,9 +43,11 @@ enum class CommOp { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kSend, k
 inline constexpr int kNumCommOps = 7;
 const char* CommOpName(CommOp op);  // "allreduce", "reduce_scatter", ...
 
-// Element types a communicator moves. Reductions take kF32, kF64, kI64;
-// kAverage only the floating types; kU8 (raw bytes) only moves.
-enum class CommDType { kF32, kF64, kI64, kU8 };
+// Element types a communicator moves. Reductions take kF32, kF64, kI64 and
+// the 16-bit floats kBF16, kF16 (core/half.h; each partial sum rounded to
+// 16 bits, as NCCL does); kAverage only kF32 and kF64; kU8 (raw bytes) only
+// moves.
+enum class CommDType { kF32, kF64, kI64, kU8, kBF16, kF16 };
 const char* CommDTypeName(CommDType dtype);
 int64_t CommDTypeSize(CommDType dtype);
 
@@ -65,6 +68,14 @@ struct CommDTypeOf<int64_t> {
 template <>
 struct CommDTypeOf<uint8_t> {
   static constexpr CommDType value = CommDType::kU8;
+};
+template <>
+struct CommDTypeOf<bf16> {
+  static constexpr CommDType value = CommDType::kBF16;
+};
+template <>
+struct CommDTypeOf<f16> {
+  static constexpr CommDType value = CommDType::kF16;
 };
 
 // Bytes a bandwidth-optimal ring sends out of each rank of an n-rank group

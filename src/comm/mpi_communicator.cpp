@@ -40,8 +40,52 @@ MPI_Datatype ToMpi(CommDType dtype) {
       return MPI_INT64_T;
     case CommDType::kU8:
       return MPI_BYTE;
+    case CommDType::kBF16:
+    case CommDType::kF16:
+      return MPI_UINT16_T;  // reduced by the user operations below
   }
   return MPI_BYTE;
+}
+
+// MPI has no 16-bit float types: sum and max of bf16 / f16 (core/half.h) as
+// user operations over MPI_UINT16_T, each element widened to float, combined
+// and rounded back. Created once, after MPI_Init, on the comm thread.
+template <typename H, H (*To)(float), float (*From)(H), bool kMax>
+void HalfOp(void* in, void* inout, int* len, MPI_Datatype*) {
+  const H* a = static_cast<const H*>(in);
+  H* b = static_cast<H*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = From(a[i]), y = From(b[i]);
+    b[i] = To(kMax ? (x > y ? x : y) : x + y);
+  }
+}
+bf16 ToBf16One(float x) { return ToBf16(x); }
+float FromBf16One(bf16 x) { return FromBf16(x); }
+f16 ToF16One(float x) { return ToF16(x); }
+float FromF16One(f16 x) { return FromF16(x); }
+
+struct HalfOps {
+  MPI_Op bf16_sum = MPI_OP_NULL, bf16_max = MPI_OP_NULL, f16_sum = MPI_OP_NULL, f16_max = MPI_OP_NULL;
+};
+HalfOps& HalfMpiOps() {
+  static HalfOps ops;
+  return ops;
+}
+void CreateHalfMpiOps() {
+  HalfOps& o = HalfMpiOps();
+  if (o.bf16_sum != MPI_OP_NULL) return;
+  MPI_Op_create(&HalfOp<bf16, ToBf16One, FromBf16One, false>, 1, &o.bf16_sum);
+  MPI_Op_create(&HalfOp<bf16, ToBf16One, FromBf16One, true>, 1, &o.bf16_max);
+  MPI_Op_create(&HalfOp<f16, ToF16One, FromF16One, false>, 1, &o.f16_sum);
+  MPI_Op_create(&HalfOp<f16, ToF16One, FromF16One, true>, 1, &o.f16_max);
+}
+
+MPI_Op ToMpiOp(ReduceOp op, CommDType dtype) {
+  const bool max = op == ReduceOp::kMax;
+  const HalfOps& h = HalfMpiOps();
+  if (dtype == CommDType::kBF16) return max ? h.bf16_max : h.bf16_sum;
+  if (dtype == CommDType::kF16) return max ? h.f16_max : h.f16_sum;
+  return max ? MPI_MAX : MPI_SUM;
 }
 
 // MPI has no average: sum, then divide here.
@@ -289,6 +333,7 @@ Status MpiEngine::InitOnThread() {
     }
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  CreateHalfMpiOps();
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   return Status::Ok();
@@ -660,7 +705,7 @@ class MpiCommunicator final : public Communicator {
                    .count = static_cast<int>(op.count),
                    .type = ToMpi(op.dtype),
                    .dtype = op.dtype,
-                   .reduce = op.reduce == ReduceOp::kMax ? MPI_MAX : MPI_SUM,
+                   .reduce = ToMpiOp(op.reduce, op.dtype),
                    .average = op.reduce == ReduceOp::kAverage,
                    .comm = comm_,
                    .rank = rank_,

@@ -52,6 +52,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "comm_timeout_s", c.parallel.comm_timeout_s);
   f("parallel", "rebalance", c.parallel.rebalance);
   f("parallel", "dp_reduce", c.parallel.dp_reduce);
+  f("parallel", "dp_compress", c.parallel.dp_compress);
   f("checkpoint", "interval", c.checkpoint.interval);
   f("checkpoint", "keep_last", c.checkpoint.keep_last);
   f("telemetry", "rank_interval", c.telemetry.rank_interval);
@@ -339,6 +340,15 @@ Status ValidateParallelSection(const ParallelConfig& p) {
   if (p.dp_reduce == "hierarchical" && p.zero > 0) {
     return InvalidArgument("parallel.dp_reduce = \"hierarchical\" reduces ZeRO-0's all-reduce; with parallel.zero = " +
                            std::to_string(p.zero) + " use \"flat\" or \"auto\"");
+  }
+  if (p.dp_compress != "none" && p.dp_compress != "bf16" && p.dp_compress != "fp16" &&
+      p.dp_compress != "sign") {
+    return InvalidArgument("parallel.dp_compress = '" + p.dp_compress +
+                           "' is unknown; use \"none\", \"bf16\", \"fp16\" or \"sign\"");
+  }
+  if (p.dp_compress != "none" && p.zero > 0) {
+    return InvalidArgument("parallel.dp_compress compresses ZeRO-0's all-reduce; with parallel.zero = " +
+                           std::to_string(p.zero) + " set parallel.zero = 0 or parallel.dp_compress = \"none\"");
   }
   if (p.rebalance && (p.pp > 1 || p.zero > 1)) {
     return InvalidArgument("parallel.rebalance needs parallel.pp = 1 and parallel.zero <= 1 (a pipeline's "

@@ -70,6 +70,11 @@ struct ParallelConfig {
   // ZeRO-0, the DP group on several hosts with the same number of ranks >= 2
   // on each).
   std::string dp_reduce = "auto";
+  // What ZeRO-0's gradient all-reduce sends (parallel/grad_compression.h):
+  // "none" (fp32), "bf16", "fp16" (with a scale) or "sign" (1 bit per element
+  // with error feedback); with the hierarchical reduction only the part across
+  // hosts is compressed.
+  std::string dp_compress = "none";
 };
 
 struct CheckpointConfig {

@@ -18,7 +18,8 @@ DataParallel::DataParallel(const ParamLayout& layout, Communicator* comm,
       rank_(comm->rank()),
       zero_(opt.zero),
       padded_(PaddedNumel(layout.total_numel, comm->size())),
-      tied_front_numel_(opt.embedding_waits_for_tied_sum ? DpTiedFrontNumel(layout) : 0) {
+      tied_front_numel_(opt.embedding_waits_for_tied_sum ? DpTiedFrontNumel(layout) : 0),
+      compressor_(opt.zero == 0 ? opt.compression : DpCompression::kNone, padded_) {
   buckets_ = BuildGradBuckets(layout_, dp_, opt.bucket_bytes);
   launched_.assign(buckets_.size(), false);
   if (zero_ == 2) shard_grads_ = Buffer(static_cast<size_t>(owned_numel()) * sizeof(float));
@@ -66,7 +67,7 @@ void DataParallel::Launch(size_t i) {
     in_flight_.push_back(
         {i, host_->IReduceScatterInPlace(grads_ + b.begin, b.size() / host_->size(), ReduceOp::kSum)});
   } else if (zero_ == 0) {
-    in_flight_.push_back({i, comm_->IAllreduce(grads_ + b.begin, b.size(), ReduceOp::kSum)});
+    in_flight_.push_back({i, compressor_.Start(comm_, grads_ + b.begin, b.size(), b.begin)});
   } else {
     in_flight_.push_back(
         {i, comm_->IReduceScatterInPlace(grads_ + b.begin, b.size() / dp_, ReduceOp::kSum)});
@@ -107,10 +108,15 @@ Status DataParallel::FinishHierarchical() {
   std::vector<CommHandle> across, gathers;
   for (const BucketCollective& c : in_flight_) {
     const GradBucket& b = buckets_[c.bucket];
-    const int64_t blk = b.size() / local;
-    across.push_back(cross_->IAllreduce(grads_ + b.begin + me * blk, blk, ReduceOp::kSum));
+    const int64_t blk = b.size() / local, at = b.begin + me * blk;
+    across.push_back(compressor_.Start(cross_, grads_ + at, blk, at));
   }
-  for (CommHandle& h : across) ST_RETURN_IF_ERROR(h.Wait());
+  for (size_t k = 0; k < across.size(); ++k) {
+    ST_RETURN_IF_ERROR(across[k].Wait());
+    const GradBucket& b = buckets_[in_flight_[k].bucket];
+    const int64_t blk = b.size() / local, at = b.begin + me * blk;
+    ST_RETURN_IF_ERROR(compressor_.Finish(cross_, grads_ + at, blk, at));
+  }
   for (const BucketCollective& c : in_flight_) {
     const GradBucket& b = buckets_[c.bucket];
     gathers.push_back(host_->IAllgatherInPlace(grads_ + b.begin, b.size() / local));
@@ -121,7 +127,14 @@ Status DataParallel::FinishHierarchical() {
 
 Status DataParallel::Complete() {
   for (BucketCollective& c : in_flight_) ST_RETURN_IF_ERROR(c.handle.Wait());
-  if (host_ != nullptr && zero_ == 0) ST_RETURN_IF_ERROR(FinishHierarchical());
+  if (host_ != nullptr && zero_ == 0) {
+    ST_RETURN_IF_ERROR(FinishHierarchical());
+  } else if (zero_ == 0 && dp_ > 1) {
+    for (const BucketCollective& c : in_flight_) {
+      const GradBucket& b = buckets_[c.bucket];
+      ST_RETURN_IF_ERROR(compressor_.Finish(comm_, grads_ + b.begin, b.size(), b.begin));
+    }
+  }
   if (zero_ == 2) {
     // This rank's block of each bucket, into its place in the accumulator
     // (OwnedRanges order: the buckets in flat order).

@@ -42,6 +42,7 @@
 #include "core/status.h"
 #include "model/param_layout.h"
 #include "parallel/dp_layout.h"  // GradBucket and the arithmetic (shared with the planner)
+#include "parallel/grad_compression.h"
 
 namespace scaletrain {
 
@@ -57,6 +58,9 @@ struct DataParallelOptions {
   // step's gradients are finished. Both null: one flat all-reduce.
   Communicator* host_group = nullptr;
   Communicator* cross_group = nullptr;
+  // ZeRO-0: the wire format of the all-reduce (grad_compression.h); with the
+  // hierarchical reduction, of its across-host part only.
+  DpCompression compression = DpCompression::kNone;
 };
 
 class DataParallel {
@@ -68,6 +72,7 @@ class DataParallel {
   DataParallel(const ParamLayout& layout, Communicator* comm, const DataParallelOptions& opt);
 
   int64_t dp() const { return dp_; }
+  const GradCompressor& compressor() const { return compressor_; }
   int64_t zero() const { return zero_; }
   int64_t padded_numel() const { return padded_; }
   const std::vector<GradBucket>& buckets() const { return buckets_; }
@@ -158,6 +163,7 @@ class DataParallel {
   bool communicating_ = false;
   float* grads_ = nullptr;
   Buffer shard_grads_;  // ZeRO-2 accumulator, owned_numel() floats
+  GradCompressor compressor_;  // ZeRO-0's all-reduce (kNone: plain fp32)
 };
 
 }  // namespace scaletrain

@@ -100,22 +100,53 @@ int64_t DpTiedFrontNumel(const ParamLayout& rank_layout) {
   return n;
 }
 
+const char* DpCompressionName(DpCompression c) {
+  switch (c) {
+    case DpCompression::kNone:
+      return "none";
+    case DpCompression::kBf16:
+      return "bf16";
+    case DpCompression::kFp16:
+      return "fp16";
+    case DpCompression::kSign:
+      return "sign";
+  }
+  return "?";
+}
+
+bool DpCompressionFromName(const std::string& name, DpCompression* out) {
+  for (DpCompression c : {DpCompression::kNone, DpCompression::kBf16, DpCompression::kFp16,
+                          DpCompression::kSign}) {
+    if (name == DpCompressionName(c)) {
+      *out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<StepCollective> DataParallelStepCollectives(
     const std::vector<GradBucket>& buckets, int64_t dp, int64_t zero, int64_t micro_batches,
-    int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes) {
+    int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes,
+    DpCompression compression) {
   if (dp <= 1) return {};
-  int64_t padded = 0, reductions = 0, reduced = 0;
+  int64_t padded = 0, reductions = 0, reduced = 0, sign_bytes = 0;
   for (const GradBucket& b : buckets) {
     const int64_t times = DpBucketReductionsPerStep(b, zero, micro_batches, tied_front_numel);
     padded += b.size();
     reductions += times;
     reduced += times * b.size();
+    sign_bytes += SignMessageBytes(b.size());
   }
   const int64_t nb = static_cast<int64_t>(buckets.size());
   constexpr int64_t kScalar = static_cast<int64_t>(sizeof(double));
   std::vector<StepCollective> out;
-  if (zero == 0) {
-    out.push_back({"gradient all-reduce", CollectiveKind::kAllreduce, nb, padded * grad_elem_bytes,
+  if (zero == 0 && compression == DpCompression::kSign) {
+    out.push_back({"gradient sign all-gather", CollectiveKind::kAllgather, nb, dp * sign_bytes,
+                   StepPhase::kBackward});
+  } else if (zero == 0) {
+    const int64_t elem = compression == DpCompression::kNone ? grad_elem_bytes : 2;
+    out.push_back({"gradient all-reduce", CollectiveKind::kAllreduce, nb, padded * elem,
                    StepPhase::kBackward});
   } else {
     out.push_back({"gradient reduce-scatter", CollectiveKind::kReduceScatter, reductions,

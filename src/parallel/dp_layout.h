@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/param_layout.h"
@@ -119,8 +120,33 @@ inline int64_t DpBucketReductionsPerStep(const GradBucket& b, int64_t zero, int6
   return zero >= 2 && !DpBucketWaitsForTiedSum(b, tied_front_numel) ? micro_batches : 1;
 }
 
+// What goes on the wire in ZeRO-0's gradient all-reduce (parallel.dp_compress;
+// parallel/grad_compression.h does it):
+//   kNone  the fp32 gradients
+//   kBf16  bf16: an all-reduce whose partial sums round to bf16
+//   kFp16  fp16 times a power-of-two scale that every rank derives from the
+//          previous step's reduced bucket (an overflow redoes the bucket in fp32)
+//   kSign  one bit per element and one fp32 scale (the mean |value|) per
+//          kSignBlock elements, all-gathered, with error feedback: what a
+//          rank's message leaves out is added to its next step's gradients
+//          (EF-SignSGD, Karimireddy et al. 2019, in the blockwise form of
+//          Zheng, Huang and Kwok 2019)
+enum class DpCompression { kNone, kBf16, kFp16, kSign };
+const char* DpCompressionName(DpCompression c);  // "none", "bf16", "fp16", "sign"
+// false for an unknown name.
+bool DpCompressionFromName(const std::string& name, DpCompression* out);
+inline constexpr int64_t kSignBlock = 256;
+// Bytes of one rank's kSign message for `count` elements: the sign bits in
+// whole 32-bit words, then one float per kSignBlock elements.
+inline int64_t SignMessageBytes(int64_t count) {
+  return (count + 31) / 32 * 4 + (count + kSignBlock - 1) / kSignBlock * 4;
+}
+
+// `compression` changes ZeRO-0's all-reduce: 2-byte elements for kBf16 and
+// kFp16, for kSign an all-gather of every rank's SignMessageBytes per bucket.
 std::vector<StepCollective> DataParallelStepCollectives(
     const std::vector<GradBucket>& buckets, int64_t dp, int64_t zero, int64_t micro_batches,
-    int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes);
+    int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes,
+    DpCompression compression = DpCompression::kNone);
 
 }  // namespace scaletrain

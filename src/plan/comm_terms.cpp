@@ -70,7 +70,7 @@ std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const 
   if (l.zero <= 2) {
     const int64_t tied = l.pp > 1 && model.tied_embeddings() ? stage.embedding_front_numel : 0;
     return DataParallelStepCollectives(buckets, l.dp, l.zero, m, tied, grad_elem_bytes,
-                                       param_elem_bytes);
+                                       param_elem_bytes, l.dp_compress);
   }
   const int64_t nb = *num_buckets, weights = padded * param_elem_bytes,
                 grads = padded * grad_elem_bytes;
@@ -154,7 +154,11 @@ DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& l
                         bool overlap) {
   if (l.dp <= 1) return {};
   const double chunks = static_cast<double>(l.vpp);
-  if (l.zero == 0) return DpAllReduceSeconds(bytes.allreduce, link, stage.bwd, chunks, overlap);
+  // ZeRO-0's reduction: an all-reduce, or the all-gather of sign messages
+  // (DpCompression::kSign), both under the last backward.
+  if (l.zero == 0) {
+    return DpAllReduceSeconds(bytes.allreduce + bytes.allgather, link, stage.bwd, chunks, overlap);
+  }
   if (l.zero <= 2) {
     return DpShardedSeconds(bytes.reduce_scatter, bytes.allgather, reductions, link, stage, chunks,
                             overlap);

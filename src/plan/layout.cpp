@@ -60,6 +60,7 @@ std::string LayoutToString(const Layout& l) {
        " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) +
        (l.sp ? " sp" : "");
   if (l.gpipe) s += " gpipe";
+  if (l.dp_compress != DpCompression::kNone) s += std::string(" dp_compress=") + DpCompressionName(l.dp_compress);
   if (l.grad_reduce == GradReduce::kCompute && l.precision != Precision::kFP32) {
     s += std::string(" grads=") + GradReduceDtypeName(l);
   }
@@ -155,6 +156,10 @@ Status CheckRanges(const Layout& l) {
   }
   if (l.zero < 0 || l.zero > 3) {
     return InvalidArgument("zero must be 0, 1, 2 or 3, got " + Str(l.zero));
+  }
+  if (l.dp_compress != DpCompression::kNone && l.zero != 0) {
+    return InvalidArgument(std::string("--dp-compress ") + DpCompressionName(l.dp_compress) +
+                           " compresses ZeRO-0's all-reduce; use --zero 0 or --dp-compress none");
   }
   return Status::Ok();
 }

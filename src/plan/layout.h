@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "model/spec.h"
+#include "parallel/dp_layout.h"
 #include "parallel/schedule.h"
 #include "plan/hardware.h"
 
@@ -48,6 +49,9 @@ struct Layout {
   // Gradient bucket size for data-parallel reduction (the trainer's
   // parallel.bucket_mb; its default 25 MiB, as PyTorch DDP's).
   int64_t bucket_bytes = 25 << 20;
+  // What ZeRO-0's gradient all-reduce sends (the trainer's
+  // parallel.dp_compress): fp32 or grad_reduce's dtype when kNone.
+  DpCompression dp_compress = DpCompression::kNone;
 
   int64_t num_gpus() const { return tp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }

@@ -110,6 +110,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
       l.precision = opt.precision;
       l.grad_reduce = opt.grad_reduce;
       l.bucket_bytes = opt.bucket_bytes;
+      l.dp_compress = opt.dp_compress;
       AddKnobVariants(l, opt, model.software(), out);
     }
   }

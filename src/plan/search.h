@@ -18,6 +18,7 @@ struct SearchOptions {
   Precision precision = Precision::kBF16;
   GradReduce grad_reduce = GradReduce::kAuto;  // Layout::grad_reduce
   int64_t bucket_bytes = 25 << 20;  // gradient buckets (Layout::bucket_bytes)
+  DpCompression dp_compress = DpCompression::kNone;  // Layout::dp_compress
   // A set field is held fixed; an empty one is searched.
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
   std::optional<int> zero;

@@ -122,12 +122,14 @@ Status BuildRankModel(TrainingRun& run) {
   const ModelSpec run_spec = RankModelSpec(run);
   const ModelShard shard{par.tp, g.coord.tp, par.pp, g.coord.pp, par.vpp, par.sp};
   const std::vector<int64_t> slots = PipelineExecutor::SlotsPerChunk(run.schedule, g.coord.pp);
+  DpCompression compression = DpCompression::kNone;
+  DpCompressionFromName(par.dp_compress, &compression);  // the config check took only known names
   ST_ASSIGN_OR_RETURN(
       run.model, GPT::CreateShard(run_spec, shard, g.tp.get(), tc.micro_batch_size, par.dp, slots));
   run.dp = std::make_unique<DataParallel>(
       run.model->layout(), g.dp.get(),
       DataParallelOptions{par.zero, static_cast<int64_t>(par.bucket_mb * 1048576.0), par.pp > 1,
-                          run.groups->dp_host.get(), run.groups->dp_cross.get()});
+                          run.groups->dp_host.get(), run.groups->dp_cross.get(), compression});
   run.optimizer = std::make_unique<AdamW>(&run.model->layout(),
                                           AdamWOptions{tc.beta1, tc.beta2, tc.eps, tc.weight_decay},
                                           run.dp->OwnedRanges());
@@ -332,6 +334,10 @@ void PrintRunSummary(const TrainingRun& run) {
       std::printf("gradient all-reduce: hierarchical, %d hosts x %d ranks (reduce-scatter in host, all-reduce "
                   "across, all-gather in host)\n",
                   g.dp_cross->size(), g.dp_host->size());
+    }
+    if (par.dp_compress != "none") {
+      std::printf("gradient compression: %s%s\n", par.dp_compress.c_str(),
+                  par.dp_compress == "sign" ? " (1 bit + a scale per 256 elements, error feedback)" : "");
     }
   }
   std::printf("train: %lld tokens, val: %lld tokens; run dir %s\n",

@@ -2,7 +2,8 @@
 # The planner against the trainer, exactly (issue 5; DESIGN principle 1): for
 # layouts the trainer runs (dp = 1, 2, 4 x ZeRO 0, 1, 2; tp 2 and 4 with and
 # without sequence parallelism; pp 2 and 4 under gpipe, 1f1b and
-# interleaved; dp x tp x pp = 2 x 2 x 2 with ZeRO 0, 1, 2; a tiny GPT-2,
+# interleaved; dp x tp x pp = 2 x 2 x 2 with ZeRO 0, 1, 2; the compressed
+# gradient reductions bf16 and sign (parallel.dp_compress); a tiny GPT-2,
 # fp32, small gradient buckets), the bytes of parameters, gradients and
 # optimizer state per rank that `scaletrain plan --train-config ... --json`
 # predicts for stage 0 equal the trainer's memory.json (rank 0 is on stage
@@ -42,7 +43,9 @@ cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "
   "1 1 2 0 2" "1 1 2 0 4 ${gpipe[*]}" "1 1 2 0 4 ${l4[*]} ${inter[*]}"
   "1 1 4 0 4 ${l4[*]}" "1 1 4 0 4 ${l4[*]} ${gpipe[*]}" "1 1 4 0 4 ${l8[*]} ${inter[*]}"
   "2 2 2 0 2" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${inter[*]}" "2 2 2 2 4 ${sp[*]} ${gpipe[*]}"
-  "2 1 2 2 4 ${l4[*]} ${inter[*]}" "2 1 4 2 4 ${l4[*]}")
+  "2 1 2 2 4 ${l4[*]} ${inter[*]}" "2 1 4 2 4 ${l4[*]}"
+  "2 1 1 0 2 --set parallel.dp_compress=\"sign\"" "4 1 1 0 2 --set parallel.dp_compress=\"bf16\""
+  "2 2 2 0 2 --set parallel.dp_compress=\"sign\"")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"

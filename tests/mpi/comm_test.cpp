@@ -122,6 +122,32 @@ void TestAllreduce(const Group& g, int64_t world_rank, int64_t count) {
   CHECK_TRUE(bad == 0, "allreduce int64 on %s", g.comm->name().c_str());
 }
 
+// The 16-bit floats (the compressed gradient reduction): small integers and
+// their sums are exact in bf16 (8 significant bits) and fp16 (11), so the
+// sums must equal exactly; max too; the element count past MPI's eager limit.
+template <typename H, H (*To)(float), float (*From)(H)>
+void TestHalfAllreduce(const Group& g, int64_t world_rank, int64_t count, const char* what) {
+  auto input = [](int64_t r, int64_t i) { return static_cast<float>((r * 7 + i) % 32) - 8.0f; };
+  std::vector<H> buf(count), mx(count);
+  for (int64_t i = 0; i < count; ++i) buf[i] = mx[i] = To(input(world_rank, i));
+  CHECK_OK(g.comm->Allreduce(buf.data(), count));
+  CHECK_OK(g.comm->Allreduce(mx.data(), count, ReduceOp::kMax));
+  int64_t bad = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    float want = 0, want_max = -1e9f;
+    for (int64_t m : g.members) want += input(m, i), want_max = std::max(want_max, input(m, i));
+    if (From(buf[i]) != want || From(mx[i]) != want_max) ++bad;
+  }
+  CHECK_TRUE(bad == 0, "%s allreduce on %s: %lld of %lld wrong", what, g.comm->name().c_str(),
+             static_cast<long long>(bad), static_cast<long long>(count));
+  std::vector<H> avg(1, To(1.0f));
+  CHECK_TRUE(!g.comm->Allreduce(avg.data(), 1, ReduceOp::kAverage).ok(), "%s average accepted", what);
+}
+bf16 Bf16Of(float x) { return ToBf16(x); }
+float OfBf16(bf16 x) { return FromBf16(x); }
+f16 F16Of(float x) { return ToF16(x); }
+float OfF16(f16 x) { return FromF16(x); }
+
 void TestReduceScatter(const Group& g, int64_t world_rank, int64_t block) {
   const int n = g.comm->size();
   const int me = g.comm->rank();
@@ -323,6 +349,8 @@ int RunSuite(ProcessGroups& pg) {
     TestBroadcast(g, rank, 100000);
     TestSendRecv(g, rank, 300000);
     TestByteCounts(g);
+    TestHalfAllreduce<bf16, Bf16Of, OfBf16>(g, rank, 300000, "bf16");
+    TestHalfAllreduce<f16, F16Of, OfF16>(g, rank, 1000, "fp16");
   }
   TestConcurrent(groups, rank);
 
