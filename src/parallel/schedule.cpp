@@ -250,6 +250,7 @@ class Simulator {
         peak_(s.pp, 0),
         msg_state_(static_cast<size_t>(2) * nv_ * m_, kNotSent),
         msg_time_(msg_state_.size(), 0.0),
+        link_free_(s.pp, 0.0),
         waiter_(msg_state_.size(), -1),
         flags_(static_cast<size_t>(nv_) * m_, 0) {}
 
@@ -390,7 +391,14 @@ class Simulator {
     const size_t key = MsgKey(grad, v, a.micro_batch);
     if (msg_state_[key] != kNotSent) return "sends a message twice";
     msg_state_[key] = kSent;
-    msg_time_[key] = clock_s;
+    if (t_.sends_share_link) {
+      // Leaves when the stage's link is free; msg_time_ is then the arrival.
+      double& free = link_free_[st];
+      free = std::max(free, clock_s) + t_.p2p_s;
+      msg_time_[key] = free;
+    } else {
+      msg_time_[key] = clock_s + t_.p2p_s;
+    }
     if (waiter_[key] >= 0) {
       runnable->push_back(waiter_[key]);
       waiter_[key] = -1;
@@ -415,7 +423,7 @@ class Simulator {
     }
     msg_state_[key] = kReceived;
     *flags |= grad ? kHaveGradient : kHaveActivation;
-    p->clock_s = std::max(p->clock_s, msg_time_[key] + t_.p2p_s);
+    p->clock_s = std::max(p->clock_s, msg_time_[key]);
     return nullptr;
   }
 
@@ -476,7 +484,8 @@ class Simulator {
   std::vector<double> busy_;
   std::vector<int32_t> live_, peak_;  // per stage: chunks held now, and at most
   std::vector<MsgState> msg_state_;   // per message key
-  std::vector<double> msg_time_;      // per message key: when it was sent
+  std::vector<double> msg_time_;      // per message key: when it arrives
+  std::vector<double> link_free_;     // per stage: when its link has sent all it was given
   std::vector<int32_t> waiter_;       // per message key: the stage waiting for it, -1 if none
   std::vector<uint8_t> flags_;        // per (virtual stage, micro-batch)
 };

@@ -91,6 +91,11 @@ struct PipeTimes {
   double forward_s = 1;   // one forward of one chunk on one micro-batch
   double backward_s = 2;  // one backward of one chunk on one micro-batch
   double p2p_s = 0;       // from a send being posted to the tensor being there
+  // A stage's sends share its one link (a host's NIC): each message leaves
+  // when the stage's previous one has arrived, so p2p_s is a transfer time
+  // and messages queue behind each other. false: every send takes p2p_s
+  // from its posting, however many are in flight.
+  bool sends_share_link = false;
 };
 
 struct ScheduleSimulation {

@@ -108,11 +108,19 @@ Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp) {
 }
 
 DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double stage_bwd_s,
-                             double chunks, bool overlap) {
+                             double chunks, bool overlap, int64_t buckets) {
   const double lat = link.latency_s;
   DpSeconds t;
   t.total = allreduce_bytes / link.bytes_per_s + 2.0 * lat;
-  t.exposed = overlap ? std::max(t.total - stage_bwd_s / chunks, lat) : t.total;
+  if (!overlap) {
+    t.exposed = t.total;
+  } else if (buckets > 0) {
+    const double nb = static_cast<double>(buckets);
+    const double window = stage_bwd_s / chunks * (nb - 1.0) / nb;
+    t.exposed = std::max({t.total - window, t.total / nb, lat});
+  } else {
+    t.exposed = std::max(t.total - stage_bwd_s / chunks, lat);
+  }
   return t;
 }
 
@@ -151,13 +159,14 @@ DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const
 
 DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& link,
                         int64_t reductions, const StageSeconds& stage, int64_t stage_layers,
-                        bool overlap) {
+                        bool overlap, int64_t buckets) {
   if (l.dp <= 1) return {};
   const double chunks = static_cast<double>(l.vpp);
   // ZeRO-0's reduction: an all-reduce, or the all-gather of sign messages
   // (DpCompression::kSign), both under the last backward.
   if (l.zero == 0) {
-    return DpAllReduceSeconds(bytes.allreduce + bytes.allgather, link, stage.bwd, chunks, overlap);
+    return DpAllReduceSeconds(bytes.allreduce + bytes.allgather, link, stage.bwd, chunks, overlap,
+                              buckets);
   }
   if (l.zero <= 2) {
     return DpShardedSeconds(bytes.reduce_scatter, bytes.allgather, reductions, link, stage, chunks,

@@ -91,9 +91,13 @@ struct DpSeconds {
 };
 // ZeRO-0: the gradient all-reduce, a reduce-scatter and an all-gather (two
 // latencies); with overlap its buckets reduce while the last micro-batch's
-// backward runs (one chunk of the stage's `stage_bwd_s`).
+// backward runs (one chunk of the stage's `stage_bwd_s`). With `buckets`
+// given (> 0), the first bucket is ready only after 1/buckets of that
+// backward and the last one only at its end, so at most (buckets - 1) /
+// buckets of it hides reductions and the last bucket's is always exposed:
+// one bucket hides nothing.
 DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double stage_bwd_s,
-                             double chunks, bool overlap);
+                             double chunks, bool overlap, int64_t buckets = 0);
 // ZeRO-1 and -2: `reductions` gradient reduce-scatters, each under a backward
 // (with more than one, each chunk's backward reduce-scatters its own 1/chunks
 // of the gradients under itself), and the parameter all-gather under the next
@@ -108,9 +112,10 @@ DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const
                       int64_t micro_batches, int64_t stage_layers, const StageSeconds& stage,
                       bool overlap);
 // The one of the three for the layout's ZeRO stage (nothing when dp = 1).
+// `buckets`: the stage's gradient buckets (ZeRO-0; 0: not known).
 DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& link,
                         int64_t reductions, const StageSeconds& stage, int64_t stage_layers,
-                        bool overlap);
+                        bool overlap, int64_t buckets = 0);
 
 // Sum of RingBytes(n) over a list: the bytes one rank of an n-rank group sends.
 double RingBytesSum(const std::vector<StepCollective>& cs, int64_t n);

@@ -166,19 +166,19 @@ Result<const CostModel::ScheduleInfo*> CostModel::ScheduleFor(ScheduleKind kind,
   return p;
 }
 
-Result<double> CostModel::Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd) {
+Result<double> CostModel::Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s) {
   // With the same durations on every stage the makespan scales with them, so
-  // one simulation per backward/forward ratio (to 0.1%) serves every layout.
-  const int64_t ratio = std::llround(1000.0 * t_bwd / t_fwd);
+  // one simulation per backward/forward (and p2p/forward) ratio, to 0.1%,
+  // serves every layout.
+  const int64_t ratio = std::llround(1000.0 * t_bwd / t_fwd),
+                p2p_ratio = std::llround(1000.0 * p2p_s / t_fwd);
   auto key = std::make_tuple(static_cast<int>(s.schedule.kind), static_cast<int64_t>(s.schedule.pp),
                              static_cast<int64_t>(s.schedule.vpp),
-                             static_cast<int64_t>(s.schedule.micro_batches), ratio);
+                             static_cast<int64_t>(s.schedule.micro_batches), ratio, p2p_ratio);
   auto it = makespans_.find(key);
   if (it != makespans_.end()) return it->second * t_fwd;
-  // The p2p time is already in the action times (cost model), so the
-  // simulation adds none.
   ST_ASSIGN_OR_RETURN(ScheduleSimulation sim,
-                      SimulatePipelineSchedule(s.schedule, {1.0, ratio / 1000.0, 0.0}));
+                      SimulatePipelineSchedule(s.schedule, {1.0, ratio / 1000.0, p2p_ratio / 1000.0, true}));
   makespans_[key] = sim.makespan_s;
   return sim.makespan_s * t_fwd;
 }
@@ -241,13 +241,23 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
       FindSlowestStage(l, stages, p.stage_collectives, mb, grad_elem_bytes, rates.hbm_bytes_per_s);
   const StageSeconds& stage = slowest.time;
   const double p2p = l.pp > 1 ? PpMessageSeconds(cluster_, l, PpMessageBytes(spec_, l, sw_)) : 0.0;
-  const double chunk_f = stage.fwd / v + p2p, chunk_b = stage.bwd / v + p2p;
-  ST_ASSIGN_OR_RETURN(const double makespan, Makespan(*sched, chunk_f, chunk_b));
   p.time_s.compute = mv * stage.compute;
   p.time_s.recompute = mv * stage.recompute;
   p.time_s.tp_comm = mv * stage.tp_comm;
-  p.time_s.pp_comm = PpCommSeconds(p2p, m, l.vpp);
-  p.time_s.bubble = PipelineBubbleSeconds(makespan, mv, v, chunk_f, chunk_b);
+  if (sw_.pp_async_sends) {
+    // The messages travel while stages compute: what they add is the
+    // makespan with them less the makespan without.
+    const double chunk_f = stage.fwd / v, chunk_b = stage.bwd / v;
+    ST_ASSIGN_OR_RETURN(const double bare, Makespan(*sched, chunk_f, chunk_b));
+    ST_ASSIGN_OR_RETURN(const double with_p2p, Makespan(*sched, chunk_f, chunk_b, p2p));
+    p.time_s.pp_comm = with_p2p - bare;
+    p.time_s.bubble = PipelineBubbleSeconds(bare, mv, v, chunk_f, chunk_b);
+  } else {
+    const double chunk_f = stage.fwd / v + p2p, chunk_b = stage.bwd / v + p2p;
+    ST_ASSIGN_OR_RETURN(const double makespan, Makespan(*sched, chunk_f, chunk_b));
+    p.time_s.pp_comm = PpCommSeconds(p2p, m, l.vpp);
+    p.time_s.bubble = PipelineBubbleSeconds(makespan, mv, v, chunk_f, chunk_b);
+  }
 
   // Data parallelism and the optimizer step: the fullest stage's.
   const size_t fullest = FullestStage(stages);
@@ -255,7 +265,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   SetDpCollectives(stages, spec_, l, grad_elem_bytes, fullest, &p);
   const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, l.dp);
   const DpSeconds dp = DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp), reductions, stage,
-                                     stages[slowest.index].layers, sw_.overlap_dp);
+                                     stages[slowest.index].layers, sw_.overlap_dp, p.dp_buckets);
   p.time_s.dp_comm = dp.exposed;
   p.dp_comm_total_s = dp.total;
   p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, l, sw_, rates.hbm_bytes_per_s);

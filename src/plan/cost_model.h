@@ -121,7 +121,9 @@ class CostModel {
   };
   const std::vector<StageParams>& StagesFor(int64_t tp, int64_t pp, int64_t vpp);
   Result<const ScheduleInfo*> ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m);
-  Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd);
+  // The schedule's makespan with these action times; p2p_s > 0: each message
+  // takes that long on its sender's link, queueing (PipeTimes::sends_share_link).
+  Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s = 0);
 
   // The stage whose micro-batch takes longest (forward + backward, with its
   // TP collectives): it sets the pipeline's pace.
@@ -143,7 +145,7 @@ class CostModel {
   Software sw_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<StageParams>> stages_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<ScheduleInfo>> schedules_;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>, double> makespans_;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t>, double> makespans_;
 };
 
 }  // namespace scaletrain::plan

@@ -102,6 +102,7 @@ Result<Software> SoftwareFromName(const std::string& name) {
     s.flash_attention = false;
     s.causal_block_rows = 64;     // kRowBlock of src/kernels/cpu/attention.cpp
     s.pp_scatter_gather = false;  // src/parallel/pipeline.cpp sends residual_rows x n_embd
+    s.pp_async_sends = true;      // src/parallel/pipeline.cpp: ISend, waited for after the step
     s.framework_gib = 0;
     return s;
   }

@@ -108,6 +108,12 @@ struct Software {
   // each sends b s h / t, the receivers all-gather over NVLink); the CPU
   // trainer sends its whole residual rows (b s h, or b s h / t with SP).
   bool pp_scatter_gather = true;
+  // Pipeline sends are posted and the stage computes on while they travel,
+  // a stage's messages queueing on its one link (the CPU trainer: ISend on
+  // the communicator's thread, waited for at the step's end). false: the
+  // transfer is part of the action that sends or receives (Megatron's
+  // blocking p2p between 1F1B actions).
+  bool pp_async_sends = false;
   // Memory outside the model: CUDA context, cuBLAS/NCCL workspaces and
   // allocator slack, as nvidia-smi shows for an idle PyTorch/Megatron
   // process after its first step (1-2 GiB); none for the CPU trainer, which

@@ -514,6 +514,19 @@ TEST(PlanTerms, FsdpGathersAndReducesEveryMicroBatch) {
   EXPECT_DOUBLE_EQ(FsdpSeconds(4e8, 8e8, link, 4, 10, stage, false).exposed, t.total);
 }
 
+// Buckets: the first is ready after 1/nb of the backward, the last at its end.
+TEST(PlanTerms, DpAllReduceHidesOnlyWhatTheBucketsLetIt) {
+  const Link link{1e9, 0};
+  // 0.3 s of reductions under a 0.2 s backward (one chunk).
+  const double total = DpAllReduceSeconds(3e8, link, 0.2, 1, true, 1).total;
+  EXPECT_DOUBLE_EQ(total, 0.3);
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(3e8, link, 0.2, 1, true, 1).exposed, 0.3);  // one bucket: none hidden
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(3e8, link, 0.2, 1, true, 4).exposed, 0.3 - 0.15);
+  // Reductions shorter than the backward: the last bucket's stays exposed.
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(4e7, link, 0.2, 1, true, 4).exposed, 0.01);
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(4e7, link, 0.2, 1, true).exposed, 0.0);  // buckets unknown: the old bound
+}
+
 TEST(PlanTerms, DpCommPicksTheZeroStage) {
   const Link link{1e10, 1e-4};
   StageSeconds stage;
@@ -522,8 +535,10 @@ TEST(PlanTerms, DpCommPicksTheZeroStage) {
   b.allreduce = 2e9, b.reduce_scatter = 1.2e9, b.allgather = 6e8;
   Layout l;
   l.dp = 4, l.vpp = 2, l.micro_batch = 1, l.global_batch = 16;
+  // ZeRO-0 times the all-reduce and any all-gather (the sign messages of
+  // DpCompression::kSign) as one reduction.
   EXPECT_EQ(DpCommSeconds(b, l, link, 1, stage, 10, true).total,
-            DpAllReduceSeconds(2e9, link, 0.2, 2, true).total);
+            DpAllReduceSeconds(2e9 + 6e8, link, 0.2, 2, true).total);
   l.zero = 2;
   EXPECT_EQ(DpCommSeconds(b, l, link, 4, stage, 10, true).total,
             DpShardedSeconds(1.2e9, 6e8, 4, link, stage, 2, true).total);

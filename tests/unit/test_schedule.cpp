@@ -161,6 +161,22 @@ TEST(Schedule, EveryLayoutRunsWithoutDeadlockAndMatchedMessages) {
   EXPECT_EQ(interleaved, expected);
 }
 
+// Messages on a shared link queue; messages that each take their own time
+// from posting overlap. 1F1B, 2 stages, 2 micro-batches, forward 1, backward
+// 2, a message 10. Shared: stage 0 sends act1 at 1 (there at 11) and act2 at
+// 2 (leaves at 11, there at 21); stage 1 runs F1 B1 over [11, 14] (grad1
+// there at 24) and F2 B2 over [21, 24] (grad2 leaves at 24, there at 34);
+// stage 0 runs B1 over [24, 26] and B2 over [34, 36]. Not shared: act2 is
+// there at 12, stage 1 ends B2 at 17, grad2 is there at 27, B2 ends at 29.
+TEST(Schedule, MessagesOnOneLinkQueue) {
+  const PipelineSchedule s = MustBuild(ScheduleKind::k1F1B, 2, 1, 2);
+  Result<ScheduleSimulation> shared = SimulatePipelineSchedule(s, {1.0, 2.0, 10.0, true});
+  Result<ScheduleSimulation> apart = SimulatePipelineSchedule(s, {1.0, 2.0, 10.0, false});
+  ASSERT_TRUE(shared.ok() && apart.ok());
+  EXPECT_DOUBLE_EQ(shared->makespan_s, 36.0);
+  EXPECT_DOUBLE_EQ(apart->makespan_s, 29.0);
+}
+
 // The two executors must reject what a rank could not run; if they did not,
 // the test above would prove nothing.
 TEST(Schedule, BrokenListsAreCaught) {
