@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""The planner against measured scaling on an emulated cluster (issue 17).
+
+For each link rate, host count and layout family it brings up the emulated
+cluster (scripts/cluster.sh), measures it with `scaletrain bench` under the
+run's own launch (every rank at once: the profile's per-rank compute rate is
+the oversubscribed one the run will see), asks `scaletrain plan
+--train-config` for the step time from that profile alone, trains a few steps
+and compares. Writes JSON: rows [{layout, hosts, rate_mbit, measured_step_s,
+predicted_step_s, ...}] and the MAPE. Called by bench/cluster_scaling.sh,
+which checks root and builds; docs/scaling.md explains the method.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
+CONFIG = os.path.join(ROOT, "configs", "shakespeare_char.toml")
+MICRO_BATCH = 16
+SEQS_PER_DP_RANK = 32  # DP families keep each rank's batch: 2 micro-batches of 16
+
+
+def family_layout(family, hosts):
+    """(tp, pp, dp) of a layout family at `hosts` hosts: TP stays inside a
+    host (2 ranks), DP and PP go across hosts."""
+    if family == "dp":
+        return 1, 1, hosts
+    if family == "tp":
+        return 2, 1, hosts
+    if family == "pp":
+        return 1, hosts, 1
+    if family == "3d":  # tp 2 in a host; pp 2 across hosts once there are 2; dp takes the rest
+        pp = min(2, hosts)
+        return 2, pp, hosts // pp
+    raise ValueError(family)
+
+
+def run(cmd, log, timeout):
+    with open(log, "w") as f:
+        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+    if p.returncode != 0:
+        tail = open(log).read()[-1500:]
+        raise RuntimeError("%s failed (exit %d):\n%s" % (" ".join(cmd[:6]), p.returncode, tail))
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.bin = os.path.join(args.build, "scaletrain")
+        data = os.path.join(args.build, "data", "shakespeare_char")
+        self.sets = ["--set", 'data.train="%s/train.bin"' % data, "--set", 'data.val="%s/val.bin"' % data,
+                     "--set", "training.threads=1", "--set", 'parallel.dp_reduce="flat"']
+        self.work = args.work
+        self.cluster_dir = os.path.join(self.work, "cluster")
+        self.env = dict(os.environ, ST_CLUSTER_DIR=self.cluster_dir, OMPI_ALLOW_RUN_AS_ROOT="1",
+                        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+        os.environ.update(self.env)
+        self.up = None  # (hosts, slots, rate) of the cluster now up
+        self.profiles = {}
+
+    def cluster(self, hosts, slots, rate):
+        if self.up == (hosts, slots, rate):
+            return
+        cmd = [CLUSTER, "up", str(hosts), "--slots", str(slots)]
+        if rate:
+            cmd += ["--rate", "%dmbit" % rate]
+        run(cmd, os.path.join(self.work, "cluster.log"), 120)
+        self.up = (hosts, slots, rate)
+
+    def mpirun(self, ranks):
+        args = open(os.path.join(self.cluster_dir, "mpirun.args")).read().split()
+        return ["mpirun"] + args + ["-np", str(ranks)]
+
+    def layout_sets(self, tp, pp, dp, extra):
+        gb = SEQS_PER_DP_RANK * dp
+        return ["--set", "parallel.tp=%d" % tp, "--set", "parallel.pp=%d" % pp, "--set", "parallel.dp=%d" % dp,
+                "--set", "training.global_batch_size=%d" % gb,
+                "--set", "training.micro_batch_size=%d" % MICRO_BATCH] + extra
+
+    def profile(self, hosts, slots, rate):
+        key = (hosts, slots, rate)
+        if key not in self.profiles:
+            path = os.path.join(self.work, "hw-%d-%d-%d.toml" % key)
+            run(self.mpirun(hosts * slots) + [self.bin, "bench", "--output", path, "--name", "emu", "--threads", "1",
+                                              "--config", CONFIG, "--min-seconds", str(self.a.bench_seconds),
+                                              "--max-allreduce-mb", "8"] + self.sets[:4],
+                os.path.join(self.work, "bench.log"), 300)
+            self.profiles[key] = path
+        return self.profiles[key]
+
+    def predict(self, profile, lsets):
+        out = subprocess.run([self.bin, "plan", "--train-config", CONFIG, "--hardware", profile, "--cluster", "emu",
+                              "--json"] + self.sets + lsets, capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError("plan failed: " + out.stderr)
+        return json.loads(out.stdout)
+
+    def measure(self, ranks, lsets, steps=None):
+        rd = os.path.join(self.work, "run")
+        subprocess.run(["rm", "-rf", rd])
+        run(self.mpirun(ranks) + [self.bin, "train", "--config", CONFIG, "--quiet", "--run-dir", rd,
+                                  "--set", "training.steps=%d" % (steps or self.a.steps),
+                                  "--set", "training.eval_interval=0",
+                                  "--set", "training.eval_steps=1", "--set", "training.sample_tokens=0",
+                                  "--set", "checkpoint.interval=0"] + self.sets + lsets,
+            os.path.join(self.work, "train.log"), 600)
+        recs = [json.loads(l) for l in open(os.path.join(rd, "metrics.jsonl"))][2:]  # warm-up steps dropped
+        med = lambda k: statistics.median(r.get(k, 0.0) for r in recs)
+        return {"step_s": med("step_time_s"), "tokens_per_s": med("tokens_per_s"),
+                "last_loss": recs[-1]["loss"], "dp_bytes": recs[-1].get("comm_bytes", {}).get("dp", 0),
+                "forward_s": med("forward_s"), "backward_s": med("backward_s"),
+                "optimizer_s": med("optimizer_s"), "exposed_comm_s": med("exposed_comm_s")}
+
+    def row(self, family, hosts, rate, extra=(), name=None):
+        tp, pp, dp = family_layout(family, hosts)
+        ranks = tp * pp * dp
+        slots = ranks // hosts
+        self.cluster(hosts, slots, rate)
+        lsets = self.layout_sets(tp, pp, dp, list(extra))
+        plan = self.predict(self.profile(hosts, slots, rate), lsets)
+        m = self.measure(ranks, lsets)
+        pred = plan["step_time_s"]
+        r = {"layout": name or family, "tp": tp, "pp": pp, "dp": dp, "hosts": hosts, "ranks": ranks,
+             "rate_mbit": rate, "measured_step_s": round(m["step_s"], 5), "predicted_step_s": round(pred, 5),
+             "error_pct": round(100 * (pred - m["step_s"]) / m["step_s"], 2),
+             "tokens_per_s": round(m["tokens_per_s"], 1),
+             "measured_breakdown_s": {k: round(v, 5) for k, v in m.items() if k.endswith("_s") and k != "step_s"},
+             "predicted_breakdown_s": {k: round(v, 5) for k, v in plan["time_breakdown_s"].items()},
+             "predicted_limiter": plan.get("limiter", "")}
+        print("%-6s hosts %d ranks %d rate %5s: measured %.4f s, predicted %.4f s (%+.1f%%)" % (
+            r["layout"], hosts, ranks, rate or "-", m["step_s"], pred, r["error_pct"]), flush=True)
+        return r
+
+
+def compression(b, rate, steps):
+    """DP over 2 hosts at `rate`: each parallel.dp_compress method's step time,
+    DP bytes per step and loss after `steps` steps (docs/benchmarks.md)."""
+    rows = []
+    b.cluster(2, 1, rate)
+    prof = b.profile(2, 1, rate)
+    for c in ("none", "bf16", "fp16", "sign"):
+        lsets = b.layout_sets(1, 1, 2, ["--set", 'parallel.dp_compress="%s"' % c])
+        pred = b.predict(prof, lsets)["step_time_s"]
+        m = b.measure(2, lsets, steps)
+        rows.append({"method": c, "hosts": 2, "rate_mbit": rate, "steps": steps, "measured_step_s": round(m["step_s"], 4),
+                     "predicted_step_s": round(pred, 4), "dp_bytes_per_step": m["dp_bytes"],
+                     "exposed_comm_s": round(m["exposed_comm_s"], 4), "loss": round(m["last_loss"], 4)})
+        print("%-5s step %.4f s (predicted %.4f), DP %d B/step, loss after %d steps %.4f" % (
+            c, m["step_s"], pred, m["dp_bytes"], steps, m["last_loss"]), flush=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--families", default="")
+    ap.add_argument("--rates", default="")
+    ap.add_argument("--hosts", default="1,2,4")
+    ap.add_argument("--compression", type=int, default=0, metavar="STEPS",
+                    help="instead: each gradient compression over 2 hosts at the first rate, STEPS steps")
+    a = ap.parse_args()
+    a.steps = 7 if a.quick else 12
+    a.bench_seconds = 0.1 if a.quick else 0.3
+    families = (a.families or ("dp,pp,3d" if a.quick else "dp,tp,pp,3d")).split(",")
+    rates = [int(x) for x in (a.rates or ("1000,100" if a.quick else "0,1000,100")).split(",")]
+    hosts = [int(x) for x in a.hosts.split(",")]
+    b = Bench(a)
+    start = time.time()
+    if a.compression:
+        try:
+            rows = compression(b, rates[0], a.compression)
+        finally:
+            subprocess.run([CLUSTER, "down"], env=b.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        json.dump({"schema": "scaletrain.dp_compression.v1", "machine": os.uname().nodename, "rows": rows},
+                  open(a.json, "w"), indent=1)
+        return 0
+    rows = []
+    try:
+        for rate in rates:
+            for h in hosts:
+                if h == 1 and rate != rates[0]:
+                    continue  # one host: no link to limit; measured once
+                for fam in families:
+                    rows.append(b.row(fam, h, rate if h > 1 else 0))
+    finally:
+        subprocess.run([CLUSTER, "down"], env=b.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Scaling efficiency: tokens/s per rank against the same family on one host.
+    one = {r["layout"]: r for r in rows if r["hosts"] == 1}
+    for r in rows:
+        base = one.get(r["layout"])
+        if base:
+            r["scaling_efficiency"] = round(r["tokens_per_s"] / r["ranks"] / (base["tokens_per_s"] / base["ranks"]), 3)
+    errs = [abs(r["error_pct"]) for r in rows]
+    out = {"schema": "scaletrain.cluster_scaling.v1", "quick": a.quick, "machine": os.uname().nodename,
+           "cores": os.cpu_count(), "seconds": round(time.time() - start, 1), "rows": rows,
+           "mape": round(statistics.mean(errs), 2), "max_abs_error_pct": round(max(errs), 2)}
+    json.dump(out, open(a.json, "w"), indent=1)
+    print("%d rows in %.0f s: MAPE %.1f%%, worst %.1f%%" % (len(rows), out["seconds"], out["mape"],
+                                                             out["max_abs_error_pct"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
