@@ -445,7 +445,17 @@ void MpiEngine::Loop() {
     if (!fresh.empty()) spin_until = Clock::now() + spin_;
     StartWork(&fresh, &in_flight);
     if (in_flight.requests.empty()) continue;
-    if (CompleteFinishedWork(&in_flight)) spin_until = Clock::now() + spin_;
+    if (CompleteFinishedWork(&in_flight)) {
+      spin_until = Clock::now() + spin_;
+    } else {
+      // Nothing finished: let another thread of this core run before the
+      // next poll. Alone on its core this returns at once (spinning as
+      // before); where ranks outnumber cores (an oversubscribed launch, the
+      // emulated cluster) a waiting rank's poll no longer takes the CPU from
+      // ranks that compute or from the peer it waits for (measured:
+      // docs/scaling.md).
+      std::this_thread::yield();
+    }
   }
 
   for (Work& work : in_flight.work) {
