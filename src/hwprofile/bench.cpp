@@ -17,6 +17,7 @@
 #include "core/buffer.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
+#include "model/gpt.h"
 
 namespace scaletrain::hwprofile {
 
@@ -296,7 +297,10 @@ Result<std::vector<AllreduceMeasurement>> MeasureAllreduce(Communicator& world,
 
 // The all-reduce inside a host and, when the ranks span several hosts,
 // across them: the node and fabric entries of the profile.
-Status MeasureLinks(Communicator& world, const BenchOptions& opt, BenchResult* r) {
+// `p2p_bytes`: the point-to-point message measured across hosts (the
+// model's pipeline message where there is a model: a message's rate depends
+// on its size, e.g. TCP's slow start after each idle gap).
+Status MeasureLinks(Communicator& world, const BenchOptions& opt, int64_t p2p_bytes, BenchResult* r) {
   ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> host, world.SplitByHost("bench_host"));
   int64_t counts[3] = {host->rank() == 0 ? 1 : 0, -host->size(), host->size()};
   ST_RETURN_IF_ERROR(world.Allreduce(counts, 1, ReduceOp::kSum));
@@ -317,10 +321,54 @@ Status MeasureLinks(Communicator& world, const BenchOptions& opt, BenchResult* r
   }
   ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> cross, world.Split(host->rank(), world.rank(), "bench_cross"));
   ST_ASSIGN_OR_RETURN(r->cross_allreduce, MeasureAllreduce(*cross, opt));
+  // Point to point: host 2i's ranks send to host 2i+1's (a last odd host idles).
+  const int64_t bytes = p2p_bytes;
+  Buffer msg(static_cast<size_t>(bytes));
+  const int me = cross->rank(), peer = me % 2 == 0 ? me + 1 : me - 1;
+  const bool active = peer < cross->size();
+  Status st;
+  ST_ASSIGN_OR_RETURN(const double t, Concurrent(
+                                          world,
+                                          [&] {
+                                            if (!active || !st.ok()) return;
+                                            uint8_t* p = static_cast<uint8_t*>(msg.data());
+                                            st = me % 2 == 0 ? cross->Send(p, bytes, peer) : cross->Recv(p, bytes, peer);
+                                          },
+                                          opt.min_seconds));
+  ST_RETURN_IF_ERROR(st);
+  r->p2p_bytes = bytes;
+  r->p2p_gbps = static_cast<double>(bytes) / t / 1e9;
   return Status::Ok();
 }
 
 }  // namespace
+
+// A micro-batch's forward, and forward + backward, through the whole model
+// on one rank (GPT), every rank at once.
+Status MeasureModelStep(Communicator& world, const BenchOptions& opt, const ModelSpec& model,
+                        int64_t micro_batch, BenchResult* r) {
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<GPT> gpt, GPT::Create(model, micro_batch));
+  gpt->InitWeights(1);
+  const int64_t B = micro_batch, T = model.block_size;
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 7919) % static_cast<size_t>(model.vocab_size));
+    targets[i] = static_cast<int32_t>((i * 104729 + 1) % static_cast<size_t>(model.vocab_size));
+  }
+  ST_ASSIGN_OR_RETURN(const double fwd, Concurrent(
+                                            world, [&] { gpt->Forward(tokens.data(), targets.data(), B, T); },
+                                            opt.min_seconds));
+  ST_ASSIGN_OR_RETURN(const double both, Concurrent(
+                                             world,
+                                             [&] {
+                                               gpt->Forward(tokens.data(), targets.data(), B, T);
+                                               gpt->Backward(1.0f);
+                                             },
+                                             opt.min_seconds));
+  r->model_step = {B, T, model.n_embd, model.n_head, model.n_layer, model.vocab_size, fwd,
+                   std::max(both - fwd, 0.0)};
+  return Status::Ok();
+}
 
 Result<BenchResult> RunBench(Communicator& world, const BenchOptions& opt, const ModelSpec* model,
                              int64_t micro_batch) {
@@ -329,9 +377,13 @@ Result<BenchResult> RunBench(Communicator& world, const BenchOptions& opt, const
   if (model != nullptr) {
     ST_ASSIGN_OR_RETURN(r.model_gemms, MeasureModelGemms(world, opt, *model, micro_batch));
     ST_RETURN_IF_ERROR(MeasureModelKernels(world, opt, *model, micro_batch, &r));
+    ST_RETURN_IF_ERROR(MeasureModelStep(world, opt, *model, micro_batch, &r));
   }
   ST_ASSIGN_OR_RETURN(r.bandwidth, MeasureBandwidth(world, opt));
-  if (r.ranks > 1) ST_RETURN_IF_ERROR(MeasureLinks(world, opt, &r));
+  // The pipeline's message: a micro-batch's residual rows in fp32.
+  const int64_t p2p_bytes = model != nullptr ? micro_batch * model->block_size * model->n_embd * 4
+                                             : std::min<int64_t>(opt.max_allreduce_bytes, 4 << 20);
+  if (r.ranks > 1) ST_RETURN_IF_ERROR(MeasureLinks(world, opt, p2p_bytes, &r));
   return r;
 }
 
@@ -412,6 +464,19 @@ std::string MeasuredGemmsToml(const BenchResult& r) {
   }
   o += "]\n";
   return o;
+}
+
+// measured_model_step: a micro-batch through the whole model at one rank.
+std::string MeasuredModelStepToml(const BenchResult& r) {
+  const BenchResult::ModelStep& s = r.model_step;
+  if (s.layers == 0) return "";
+  return "# A micro-batch through the whole model (GPT::Forward, GPT::Backward) at one rank, every\n"
+         "# rank at once: [micro-batch, seq, hidden, heads, layers, vocab, forward s, backward s]. The\n"
+         "# planner scales its kernel-by-kernel compute for this model by measured / predicted.\n" +
+         Fmt("measured_model_step = [[%lld, %lld, %lld, %lld, %lld, %lld, %.6g, %.6g]]\n",
+             static_cast<long long>(s.batch), static_cast<long long>(s.seq), static_cast<long long>(s.hidden),
+             static_cast<long long>(s.heads), static_cast<long long>(s.layers), static_cast<long long>(s.vocab),
+             s.fwd_s, s.bwd_s);
 }
 
 // measured_attention: the attention kernel's forward and backward times.
@@ -507,6 +572,11 @@ std::string MeasuredFabricTable(const BenchResult& r) {
            per_host * 8.0, static_cast<long long>(r.ranks_per_host), static_cast<long long>(r.hosts),
            static_cast<long long>(big.bytes >> 20), big.bus_gbps);
   o += "efficiency = 1.0   # nic_gbit is itself achieved\n";
+  if (r.p2p_gbps > 0) {
+    o += Fmt("p2p_gbit = %.6g   # one rank's %lld-byte message (the model's pipeline message) to the next host, "
+             "every position at once (%.4g GB/s)\n",
+             r.p2p_gbps * 8.0, static_cast<long long>(r.p2p_bytes), r.p2p_gbps);
+  }
   o += Fmt("latency_us = %.4g   # 8-byte all-reduce across hosts %.4g us / (2 log2 hosts)\n",
            small.seconds * 1e6 / (2.0 * std::max(1.0, std::log2(h))), small.seconds * 1e6);
   o += "# all-reduce across hosts (bytes: us, bus GB/s):";
@@ -540,7 +610,7 @@ std::string ClusterTable(const std::string& name) {
 }  // namespace
 
 std::string ProfileToToml(const BenchResult& r) {
-  return ProfileIntro(r) + GpuTable(r) + MeasuredGemmsToml(r) + MeasuredAttentionToml(r) +
+  return ProfileIntro(r) + GpuTable(r) + MeasuredGemmsToml(r) + MeasuredAttentionToml(r) + MeasuredModelStepToml(r) +
          UnusedMeasurementsComments(r) + NodeTable(r) + FabricTable(r) +
          ClusterTable(r.options.name);
 }

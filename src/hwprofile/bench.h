@@ -73,6 +73,14 @@ struct BenchResult {
   std::vector<GemmMeasurement> model_gemms;  // the model's own shapes, as the trainer runs them
   std::vector<KernelMeasurement> model_kernels;  // the model's other kernels (attention recorded, rest reported)
   std::array<int64_t, 4> attention_shape{};      // micro-batch, seq, hidden, heads
+  // One micro-batch through the whole model (GPT::Forward, GPT::Backward) at
+  // one rank, every rank at once: the kernels as a training step runs them,
+  // one after another on cold caches, which the kernel-by-kernel figures
+  // above miss. layers = 0: not measured (no model).
+  struct ModelStep {
+    int64_t batch = 0, seq = 0, hidden = 0, heads = 0, layers = 0, vocab = 0;
+    double fwd_s = 0, bwd_s = 0;
+  } model_step;
   std::vector<BandwidthMeasurement> bandwidth;  // [0]: DRAM-sized arrays (recorded), [1]: cache-sized
   // On one host: the all-reduce over every rank. Across hosts (ranks learn
   // their host with Communicator::SplitByHost): `allreduce` is among one
@@ -82,6 +90,11 @@ struct BenchResult {
   std::vector<AllreduceMeasurement> allreduce;
   int64_t hosts = 1, ranks_per_host = 1;
   std::vector<AllreduceMeasurement> cross_allreduce;
+  // Across hosts: one message (p2p_bytes) from each rank of an even host to
+  // the rank at its position on the next host, all at once, as pipeline
+  // stages send; bytes / time of the slowest. 0: not measured.
+  int64_t p2p_bytes = 0;
+  double p2p_gbps = 0;
 };
 
 // The matmuls of one transformer block and of the logits of `spec` at

@@ -45,7 +45,9 @@ double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw) {
 
 double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_bytes) {
   const bool inter = static_cast<double>(l.tp * l.dp) >= static_cast<double>(c.node.gpus_per_node);
-  const double bw = inter ? c.NicBytesPerSPerGpu() : c.IntraBusBytesPerS();
+  const double bw = !inter                  ? c.IntraBusBytesPerS()
+                    : c.fabric.p2p_gbit > 0 ? c.fabric.p2p_gbit * 1e9 / 8.0
+                                            : c.NicBytesPerSPerGpu();
   const double lat = (inter ? c.fabric.latency_us : c.node.intra_latency_us) * 1e-6;
   return lat + message_bytes / bw;
 }

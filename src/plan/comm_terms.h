@@ -49,7 +49,8 @@ PassSeconds TpCommSeconds(const std::vector<StepCollective>& cs, int64_t tp, con
 double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw);
 // One message between neighbouring stages: latency + bytes / bandwidth, over
 // the NICs when a stage's tp x dp ranks fill a node or more (the next stage
-// is on another node), else within the node.
+// is on another node; at the fabric's measured p2p_gbit where the profile has
+// one), else within the node.
 double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_bytes);
 // A step's transfers on the critical path: every micro-batch's forward and
 // backward on each of the `chunks` a stage runs receives one message.

@@ -220,12 +220,43 @@ void CostModel::SetMemory(const Layout& l, const std::vector<StageParams>& stage
   p->fits = p->memory_gib <= cluster_.gpu.hbm_gib;
 }
 
+PassSeconds CostModel::MeasuredStepFactor(Precision precision, const GpuRates& rates) const {
+  for (const GpuSpec::MeasuredModelStep& m : cluster_.gpu.measured_model_step) {
+    if (m.seq != spec_.block_size || m.hidden != spec_.n_embd || m.heads != spec_.n_head ||
+        m.layers != spec_.n_layer || m.vocab != spec_.vocab_size) {
+      continue;
+    }
+    // The same micro-batch at one rank, kernel by kernel.
+    Layout one;
+    one.micro_batch = one.global_batch = m.batch;
+    one.precision = precision;
+    const MicroBatchSeconds k =
+        MicroBatchComputeSeconds(LayerShapeOf(spec_, one), cluster_.gpu, sw_, rates, Recompute::kNone);
+    // The embedding (a row gather, one term for both passes) stays as it
+    // is; the layers and the head take the ratio.
+    const double layers = static_cast<double>(m.layers);
+    const double fwd = layers * k.layer.fwd + k.head.fwd, bwd = layers * k.layer.bwd + k.head.bwd;
+    const double meas_f = m.fwd_s - k.embedding, meas_b = m.bwd_s - k.embedding;
+    if (fwd > 0 && bwd > 0 && meas_f > 0 && meas_b > 0) return {meas_f / fwd, meas_b / bwd};
+  }
+  return {1.0, 1.0};
+}
+
+MicroBatchSeconds CostModel::ScaledToMeasuredStep(MicroBatchSeconds mb, Precision precision,
+                                                  const GpuRates& rates) const {
+  const PassSeconds f = MeasuredStepFactor(precision, rates);
+  mb.layer.fwd *= f.fwd, mb.head.fwd *= f.fwd, mb.layer_recompute *= f.fwd;
+  mb.layer.bwd *= f.bwd, mb.head.bwd *= f.bwd;
+  return mb;
+}
+
 Result<Prediction> CostModel::Evaluate(const Layout& l) {
   ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(cluster_.gpu, l.precision));
   const GpuRates rates = GpuRatesAt(cluster_.gpu, peak);
   const int64_t grad_elem_bytes = GradElemBytes(l, sw_);
-  const MicroBatchSeconds mb =
-      MicroBatchComputeSeconds(LayerShapeOf(spec_, l), cluster_.gpu, sw_, rates, l.recompute);
+  const MicroBatchSeconds mb = ScaledToMeasuredStep(
+      MicroBatchComputeSeconds(LayerShapeOf(spec_, l), cluster_.gpu, sw_, rates, l.recompute), l.precision,
+      rates);
   const std::vector<StageParams>& stages = StagesFor(l.tp, l.pp, l.vpp);
   const int64_t m = l.micro_batches();
   const double v = static_cast<double>(l.vpp), mv = static_cast<double>(m);

@@ -111,6 +111,16 @@ class CostModel {
   const Software& software() const { return sw_; }
 
  private:
+  // The profile's measured_model_step for this model against the kernel-by-
+  // kernel compute of the same micro-batch at one rank: forward and backward
+  // ratios (1 where the profile has no row for this model). Scales every
+  // layout's compute: what a training step's kernels lose to running one
+  // after another (cold caches) and, measured under the run's launch, to
+  // ranks sharing cores.
+  PassSeconds MeasuredStepFactor(Precision precision, const GpuRates& rates) const;
+  MicroBatchSeconds ScaledToMeasuredStep(MicroBatchSeconds mb, Precision precision,
+                                         const GpuRates& rates) const;
+
   // A rank of each stage of a tp x pp x vpp layout (TP rank 0; every TP
   // rank holds as many elements), from BuildRankLayout.
   using StageParams = RankParams;

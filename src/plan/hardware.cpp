@@ -175,11 +175,25 @@ Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t,
   r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
   r.Add("sm_count", &g.sm_count);
   r.Add("reference_cluster", &g.reference_cluster);
-  std::vector<std::vector<double>> gemms, attention;
+  std::vector<std::vector<double>> gemms, attention, steps;
   r.Add("measured_gemms", &gemms, 5);
   r.Add("measured_attention", &attention, 6);
+  r.Add("measured_model_step", &steps, 8);
   ST_RETURN_IF_ERROR(r.Read(t));
   ST_RETURN_IF_ERROR(AddMeasurements(gemms, attention, where, &g));
+  for (const auto& row : steps) {
+    bool ok = row[6] > 0 && row[7] > 0;
+    for (int i = 0; i < 6; ++i) ok = ok && row[i] >= 1 && row[i] < 9.2e18;
+    if (!ok) {
+      return InvalidArgument(where +
+                             ": measured_model_step rows are [batch, seq, hidden, heads, layers, vocab, "
+                             "forward s, backward s] with every entry positive; re-run `scaletrain bench`");
+    }
+    g.measured_model_step.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
+                                     static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]),
+                                     static_cast<int64_t>(row[4]), static_cast<int64_t>(row[5]), row[6],
+                                     row[7]});
+  }
   ST_RETURN_IF_ERROR(CheckGpuRates(g, where));
   return g;
 }
@@ -213,6 +227,7 @@ Result<FabricSpec> FabricFromTable(const std::string& name, const toml::table& t
   r.Add("nic_gbit", &f.nic_gbit, true);
   r.Add("efficiency", &f.efficiency);
   r.Add("latency_us", &f.latency_us);
+  r.Add("p2p_gbit", &f.p2p_gbit);
   ST_RETURN_IF_ERROR(r.Read(t));
   if (f.nics_per_node <= 0 || f.nic_gbit <= 0) {
     return InvalidArgument(where + ": nics_per_node and nic_gbit must be positive");

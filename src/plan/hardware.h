@@ -55,6 +55,14 @@ struct GpuSpec {
   };
   std::vector<MeasuredGemm> measured_gemms;
   std::vector<MeasuredAttention> measured_attention;
+  // One micro-batch through a whole model at one rank (the trainer's
+  // forward and backward, kernels in a step's order): the cost model scales
+  // its kernel-by-kernel compute for that model by measured / predicted.
+  struct MeasuredModelStep {
+    int64_t batch = 0, seq = 0, hidden = 0, heads = 0, layers = 0, vocab = 0;
+    double fwd_s = 0, bwd_s = 0;
+  };
+  std::vector<MeasuredModelStep> measured_model_step;
 
   // Dense tensor-core peak for `p` in TFLOP/s; 0 if the GPU lacks it.
   double PeakTflops(Precision p) const;
@@ -78,6 +86,10 @@ struct FabricSpec {
   double nic_gbit = 0;
   double efficiency = 0.9;
   double latency_us = 5;
+  // Measured profiles: the rate one GPU's point-to-point message to another
+  // node reaches (pipeline sends), when it differs from its share of the
+  // collectives' nic_gbit; 0: that share.
+  double p2p_gbit = 0;
 };
 
 struct ClusterSpec {

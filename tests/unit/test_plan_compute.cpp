@@ -205,3 +205,34 @@ TEST(PlanCompute, ZeroTwoReduceScattersEachChunkUnderItsBackward) {
 
 }  // namespace
 }  // namespace scaletrain::plan
+
+namespace scaletrain::plan {
+namespace {
+
+// measured_model_step: the compute of every layout of that model scales by
+// measured / the kernel-by-kernel prediction of the same micro-batch at one
+// rank, forward and backward apart; a row for another model changes nothing.
+TEST(PlanCompute, MeasuredModelStepScalesTheComputeOfItsModel) {
+  auto setup = LoadSmallGptOnDgxH100();
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const Software sw = *SoftwareFromName("cpu");
+  ClusterSpec c = setup->cluster;
+  const ModelSpec& spec = setup->spec;
+  Layout one;
+  one.micro_batch = one.global_batch = 2;
+  const double plain = ComputeSeconds(spec, c, sw, one);
+  // Measured: 1 s forward and 1 s backward for that micro-batch.
+  c.gpu.measured_model_step = {{2, spec.block_size, spec.n_embd, spec.n_head, spec.n_layer,
+                                spec.vocab_size, 1.0, 1.0}};
+  EXPECT_NEAR(ComputeSeconds(spec, c, sw, one), 2.0, 1e-9);
+  // Every micro-batch of another layout of the model: 3 per rank at dp 2.
+  Layout dp2 = one;
+  dp2.dp = 2, dp2.global_batch = 12;
+  EXPECT_NEAR(ComputeSeconds(spec, c, sw, dp2), 3 * 2.0, 1e-9);
+  // A row of another model (one more layer) is not this model's.
+  c.gpu.measured_model_step[0].layers += 1;
+  EXPECT_DOUBLE_EQ(ComputeSeconds(spec, c, sw, one), plain);
+}
+
+}  // namespace
+}  // namespace scaletrain::plan

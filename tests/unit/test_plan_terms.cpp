@@ -369,6 +369,10 @@ TEST(PlanTerms, PipelineMessageBytesAndTime) {
   // tp x dp = 4 fill the node: the next stage is across the NICs.
   l.dp = 2;
   EXPECT_DOUBLE_EQ(PpMessageSeconds(c, l, 1e6), 20e-6 + 1e6 / kNicBps);
+  // A measured fabric's point-to-point rate, where it has one.
+  ClusterSpec measured = c;
+  measured.fabric.p2p_gbit = 8;  // 1 GB/s
+  EXPECT_DOUBLE_EQ(PpMessageSeconds(measured, l, 1e6), 20e-6 + 1e-3);
   // 8 micro-batches x 2 chunks x (forward + backward) messages.
   EXPECT_DOUBLE_EQ(PpCommSeconds(1e-3, 8, 2), 8 * 2 * 2 * 1e-3);
 }
