@@ -76,8 +76,8 @@ class Bench:
         args = open(os.path.join(self.cluster_dir, "mpirun.args")).read().split()
         return ["mpirun"] + args + ["-np", str(ranks)]
 
-    def layout_sets(self, tp, pp, dp, extra):
-        gb = SEQS_PER_DP_RANK * dp
+    def layout_sets(self, tp, pp, dp, extra, global_batch=None):
+        gb = global_batch or SEQS_PER_DP_RANK * dp
         return ["--set", "parallel.tp=%d" % tp, "--set", "parallel.pp=%d" % pp, "--set", "parallel.dp=%d" % dp,
                 "--set", "training.global_batch_size=%d" % gb,
                 "--set", "training.micro_batch_size=%d" % MICRO_BATCH] + extra
@@ -116,12 +116,12 @@ class Bench:
                 "forward_s": med("forward_s"), "backward_s": med("backward_s"),
                 "optimizer_s": med("optimizer_s"), "exposed_comm_s": med("exposed_comm_s")}
 
-    def row(self, family, hosts, rate, extra=(), name=None):
-        tp, pp, dp = family_layout(family, hosts)
+    def row(self, family, hosts, rate, extra=(), name=None, global_batch=None, slots=None):
+        tp, pp, dp = family_layout(family, hosts * (slots or 1) if family == "dp" else hosts)
         ranks = tp * pp * dp
         slots = ranks // hosts
         self.cluster(hosts, slots, rate)
-        lsets = self.layout_sets(tp, pp, dp, list(extra))
+        lsets = self.layout_sets(tp, pp, dp, list(extra), global_batch)
         plan = self.predict(self.profile(hosts, slots, rate), lsets)
         m = self.measure(ranks, lsets)
         pred = plan["step_time_s"]
@@ -155,6 +155,21 @@ def compression(b, rate, steps):
     return rows
 
 
+def barely(b, rate):
+    """"More GPUs barely help": data parallelism over 1, 2 and 4 hosts at
+    `rate` with the global batch fixed (64 sequences), then at 4 hosts what
+    recovers it: compression, a bigger batch per step (accumulation), and on
+    2 hosts x 2 ranks the hierarchical reduce against the flat one."""
+    rows = [b.row("dp", h, rate if h > 1 else 0, name="dp-fixed-batch", global_batch=64) for h in (1, 2, 4)]
+    rem = [b.row("dp", 4, rate, ["--set", 'parallel.dp_compress="bf16"'], "4 hosts, bf16", global_batch=64),
+           b.row("dp", 4, rate, ["--set", 'parallel.dp_compress="sign"'], "4 hosts, sign", global_batch=64),
+           b.row("dp", 4, rate, [], "4 hosts, 4x batch (accumulation)", global_batch=256),
+           b.row("dp", 2, rate, [], "2 hosts x 2 ranks, flat", global_batch=64, slots=2),
+           b.row("dp", 2, rate, ["--set", 'parallel.dp_reduce="hierarchical"'], "2 hosts x 2 ranks, hierarchical",
+                 global_batch=64, slots=2)]
+    return rows, rem
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -164,6 +179,8 @@ def main():
     ap.add_argument("--families", default="")
     ap.add_argument("--rates", default="")
     ap.add_argument("--hosts", default="1,2,4")
+    ap.add_argument("--barely", action="store_true",
+                    help="instead: DP at a fixed batch over 1, 2, 4 hosts at the first rate, and remedies")
     ap.add_argument("--compression", type=int, default=0, metavar="STEPS",
                     help="instead: each gradient compression over 2 hosts at the first rate, STEPS steps")
     a = ap.parse_args()
@@ -180,6 +197,14 @@ def main():
         finally:
             subprocess.run([CLUSTER, "down"], env=b.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         json.dump({"schema": "scaletrain.dp_compression.v1", "machine": os.uname().nodename, "rows": rows},
+                  open(a.json, "w"), indent=1)
+        return 0
+    if a.barely:
+        try:
+            rows, rem = barely(b, rates[0])
+        finally:
+            subprocess.run([CLUSTER, "down"], env=b.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        json.dump({"schema": "scaletrain.barely.v1", "machine": os.uname().nodename, "rows": rows, "remedies": rem},
                   open(a.json, "w"), indent=1)
         return 0
     rows = []

@@ -7,6 +7,7 @@
 #   bench/cluster_scaling.sh [--quick] --json OUT [--build DIR] [--families dp,pp] [--rates 1000,100] [--hosts 1,2,4]
 # --quick: DP, PP and 3-D at 1 Gbit/s and 100 Mbit/s, fewer steps (under 10 minutes on 2 cores).
 # --compression STEPS --rates 100: instead, DP over 2 hosts with each parallel.dp_compress method.
+# --barely --rates 100: instead, DP at a fixed batch over 1, 2, 4 hosts and what recovers it (docs/scaling.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -19,6 +20,7 @@ while [ $# -gt 0 ]; do
     --json) json=$2; args+=(--json "$(realpath -m "$2")"); shift 2 ;;
     --quick) args+=(--quick); shift ;;
     --families|--rates|--hosts|--compression) args+=("$1" "$2"); shift 2 ;;
+    --barely) args+=(--barely); shift ;;
     *) echo "error: unknown argument '$1'; usage: bench/cluster_scaling.sh [--quick] --json OUT" >&2; exit 2 ;;
   esac
 done
