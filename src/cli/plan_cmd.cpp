@@ -34,7 +34,7 @@ struct PlanOptions {
   int64_t gpus = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   std::optional<int> zero;
-  std::string recompute, precision, schedule, grad_reduce, dp_compress;
+  std::string recompute, precision, schedule, grad_reduce, dp_compress, dp_reduce;
   bool sp = false, search = false, json = false;
   std::vector<int64_t> sweep;
   std::string plot;
@@ -201,6 +201,7 @@ struct LayoutFlags {
   int64_t gpus = 0;
   double bucket_mb = 25.0;
   DpCompression dp_compress = DpCompression::kNone;
+  bool dp_hierarchical = false;
 };
 
 Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<RunConfig>& run_cfg) {
@@ -216,10 +217,17 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     f.sp = f.sp || pc.sp;
     if (!o.bucket_mb) f.bucket_mb = pc.bucket_mb;
     DpCompressionFromName(pc.dp_compress, &f.dp_compress);  // the config check took only known names
+    f.dp_hierarchical = pc.dp_reduce != "flat";  // "auto" applies it where it can, as the trainer
     if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
   }
   if (!(f.bucket_mb > 0)) {
     return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
+  }
+  if (!o.dp_reduce.empty()) {
+    if (o.dp_reduce != "flat" && o.dp_reduce != "hierarchical") {
+      return InvalidArgument("--dp-reduce '" + o.dp_reduce + "' is unknown; use flat or hierarchical");
+    }
+    f.dp_hierarchical = o.dp_reduce == "hierarchical";
   }
   if (!o.dp_compress.empty() && !DpCompressionFromName(o.dp_compress, &f.dp_compress)) {
     return InvalidArgument("--dp-compress '" + o.dp_compress + "' is unknown; use none, bf16, fp16 or sign");
@@ -232,6 +240,7 @@ void ApplyLayoutFlags(const LayoutFlags& f, SearchOptions* search) {
   search->num_gpus = f.gpus;
   search->bucket_bytes = static_cast<int64_t>(f.bucket_mb * 1048576.0);
   search->dp_compress = f.dp_compress;
+  search->dp_hierarchical = f.dp_hierarchical;
   search->tp = f.tp, search->pp = f.pp, search->dp = f.dp, search->vpp = f.vpp,
   search->micro_batch = f.micro_batch;
   search->zero = f.zero;
@@ -284,6 +293,7 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   // As the trainer converts parallel.bucket_mb.
   l.bucket_bytes = static_cast<int64_t>(f.bucket_mb * 1048576.0);
   l.dp_compress = f.dp_compress;
+  l.dp_hierarchical = f.dp_hierarchical;
   if (!f.schedule.empty()) {
     ST_ASSIGN_OR_RETURN(ScheduleKind k, ScheduleKindFromName(f.schedule));
     if (k == ScheduleKind::kInterleaved && l.vpp == 1) {
@@ -406,6 +416,10 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "--grad-reduce", o->grad_reduce,
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
+  plan->add_option("--dp-reduce", o->dp_reduce,
+                   "ZeRO-0's all-reduce: flat (one ring) or hierarchical (reduce-scatter in each node, "
+                   "all-reduce across, all-gather in the node; where the DP group has >= 2 members on "
+                   "each node); default flat, or the training config's parallel.dp_reduce");
   plan->add_option("--dp-compress", o->dp_compress,
                    "what ZeRO-0's gradient all-reduce sends (the trainer's parallel.dp_compress): none, "
                    "bf16, fp16 or sign (1 bit + a scale per 256 elements, all-gathered)");

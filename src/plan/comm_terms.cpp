@@ -109,6 +109,29 @@ Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp) {
   return link;
 }
 
+int64_t DpRanksPerNode(const ClusterSpec& c, int64_t tp, int64_t dp) {
+  if (tp >= c.node.gpus_per_node) return 1;
+  return std::min(dp, c.node.gpus_per_node / tp);
+}
+
+bool DpHierarchicalApplies(const ClusterSpec& c, const Layout& l) {
+  const int64_t k = DpRanksPerNode(c, l.tp, l.dp);
+  return l.dp_hierarchical && l.zero == 0 && k >= 2 && l.dp > k && l.dp % k == 0;
+}
+
+DpSeconds DpHierarchicalSeconds(double grad_bytes, double cross_ring_bytes, int64_t k,
+                                const Link& node, const Link& cross, double stage_bwd_s,
+                                double chunks, bool overlap, int64_t buckets) {
+  const double share = static_cast<double>(k - 1) / static_cast<double>(k);
+  const double in_node = share * grad_bytes / node.bytes_per_s + node.latency_s;
+  const DpSeconds rs = DpAllReduceSeconds(share * grad_bytes, node, stage_bwd_s, chunks, overlap, buckets);
+  const double across = cross_ring_bytes / cross.bytes_per_s + 2.0 * cross.latency_s;
+  DpSeconds t;
+  t.total = rs.total + across + in_node;
+  t.exposed = rs.exposed + across + in_node;
+  return t;
+}
+
 DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double stage_bwd_s,
                              double chunks, bool overlap, int64_t buckets) {
   const double lat = link.latency_s;

@@ -99,6 +99,22 @@ struct DpSeconds {
 // one bucket hides nothing.
 DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double stage_bwd_s,
                              double chunks, bool overlap, int64_t buckets = 0);
+// The DP group's members on one node (ranks are tp fastest, then dp).
+int64_t DpRanksPerNode(const ClusterSpec& c, int64_t tp, int64_t dp);
+// Whether ZeRO-0's reduction runs hierarchical: asked for, and the DP group
+// spans nodes with the same number (>= 2) of members on each.
+bool DpHierarchicalApplies(const ClusterSpec& c, const Layout& l);
+// The hierarchical reduce (the trainer's DataParallel with dp_host /
+// dp_cross): each bucket reduce-scattered among the node's k members while
+// backward runs ((k-1)/k of `grad_bytes` over the node's link, hidden as
+// DpAllReduceSeconds hides buckets), then after backward each member's block
+// all-reduced across the nodes (`cross_ring_bytes` per rank, over its share
+// of the node's NICs) and the blocks all-gathered in the node ((k-1)/k
+// again): those two are exposed.
+DpSeconds DpHierarchicalSeconds(double grad_bytes, double cross_ring_bytes, int64_t k,
+                                const Link& node, const Link& cross, double stage_bwd_s,
+                                double chunks, bool overlap, int64_t buckets);
+
 // ZeRO-1 and -2: `reductions` gradient reduce-scatters, each under a backward
 // (with more than one, each chunk's backward reduce-scatters its own 1/chunks
 // of the gradients under itself), and the parameter all-gather under the next

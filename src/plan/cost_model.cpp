@@ -96,6 +96,29 @@ std::string Limiter(const TimeBreakdown& t, double step_time_s) {
   return limiter;
 }
 
+// ZeRO-0's reduction when it runs hierarchical (DpHierarchicalApplies): the
+// fp32 buffer's bytes in the node, each member's block across the nodes in
+// the compressed form if any.
+DpSeconds HierarchicalDpSeconds(const ClusterSpec& cluster, const Software& sw, const Layout& l,
+                                int64_t stage_numel, int64_t grad_elem_bytes, const StageSeconds& stage,
+                                int64_t buckets) {
+  const int64_t k = DpRanksPerNode(cluster, l.tp, l.dp), h = l.dp / k;
+  const double padded = static_cast<double>(DpPaddedNumel(stage_numel, l.dp));
+  const double block = padded / static_cast<double>(k), hh = static_cast<double>(h);
+  double cross_bytes = 0;
+  if (l.dp_compress == DpCompression::kSign) {
+    cross_bytes = (hh - 1.0) * static_cast<double>(SignMessageBytes(static_cast<int64_t>(block)));
+  } else {
+    const double elem = l.dp_compress == DpCompression::kNone ? static_cast<double>(grad_elem_bytes) : 2.0;
+    cross_bytes = 2.0 * (hh - 1.0) / hh * block * elem;
+  }
+  const Link node{cluster.IntraBusBytesPerS(),
+                  2.0 * std::log2(static_cast<double>(k)) * cluster.node.intra_latency_us * 1e-6};
+  const Link cross{cluster.NicBytesPerSPerGpu(), 2.0 * std::log2(hh) * cluster.fabric.latency_us * 1e-6};
+  return DpHierarchicalSeconds(padded * static_cast<double>(grad_elem_bytes), cross_bytes, k, node, cross,
+                               stage.bwd, static_cast<double>(l.vpp), sw.overlap_dp, buckets);
+}
+
 }  // namespace
 
 double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t hidden,
@@ -295,8 +318,12 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   const int64_t reductions = DpGradReductions(l, m);
   SetDpCollectives(stages, spec_, l, grad_elem_bytes, fullest, &p);
   const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, l.dp);
-  const DpSeconds dp = DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp), reductions, stage,
-                                     stages[slowest.index].layers, sw_.overlap_dp, p.dp_buckets);
+  const DpSeconds dp =
+      DpHierarchicalApplies(cluster_, l)
+          ? HierarchicalDpSeconds(cluster_, sw_, l, stages[fullest].numel, grad_elem_bytes, stage,
+                                  p.dp_buckets)
+          : DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp), reductions, stage,
+                          stages[slowest.index].layers, sw_.overlap_dp, p.dp_buckets);
   p.time_s.dp_comm = dp.exposed;
   p.dp_comm_total_s = dp.total;
   p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, l, sw_, rates.hbm_bytes_per_s);

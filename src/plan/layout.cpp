@@ -61,6 +61,7 @@ std::string LayoutToString(const Layout& l) {
        (l.sp ? " sp" : "");
   if (l.gpipe) s += " gpipe";
   if (l.dp_compress != DpCompression::kNone) s += std::string(" dp_compress=") + DpCompressionName(l.dp_compress);
+  if (l.dp_hierarchical) s += " dp_reduce=hierarchical";
   if (l.grad_reduce == GradReduce::kCompute && l.precision != Precision::kFP32) {
     s += std::string(" grads=") + GradReduceDtypeName(l);
   }

@@ -52,6 +52,10 @@ struct Layout {
   // What ZeRO-0's gradient all-reduce sends (the trainer's
   // parallel.dp_compress): fp32 or grad_reduce's dtype when kNone.
   DpCompression dp_compress = DpCompression::kNone;
+  // ZeRO-0's all-reduce as the trainer's hierarchical reduce (parallel.dp_reduce
+  // "auto" or "hierarchical"), where it applies: the DP group on several
+  // nodes with as many members (>= 2) on each. false: one flat ring.
+  bool dp_hierarchical = false;
 
   int64_t num_gpus() const { return tp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }

@@ -111,6 +111,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
       l.grad_reduce = opt.grad_reduce;
       l.bucket_bytes = opt.bucket_bytes;
       l.dp_compress = opt.dp_compress;
+      l.dp_hierarchical = opt.dp_hierarchical;
       AddKnobVariants(l, opt, model.software(), out);
     }
   }

@@ -19,6 +19,7 @@ struct SearchOptions {
   GradReduce grad_reduce = GradReduce::kAuto;  // Layout::grad_reduce
   int64_t bucket_bytes = 25 << 20;  // gradient buckets (Layout::bucket_bytes)
   DpCompression dp_compress = DpCompression::kNone;  // Layout::dp_compress
+  bool dp_hierarchical = false;                        // Layout::dp_hierarchical
   // A set field is held fixed; an empty one is searched.
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
   std::optional<int> zero;

@@ -531,6 +531,29 @@ TEST(PlanTerms, DpAllReduceHidesOnlyWhatTheBucketsLetIt) {
   EXPECT_DOUBLE_EQ(DpAllReduceSeconds(4e7, link, 0.2, 1, true).exposed, 0.0);  // buckets unknown: the old bound
 }
 
+// The hierarchical reduce: in-node reduce-scatter under backward, then the
+// cross-node all-reduce of a block and the in-node all-gather, exposed.
+TEST(PlanTerms, HierarchicalReduceExposesTheCrossNodePart) {
+  const Link node{1e10, 0}, cross{1e8, 0};
+  // 4 members per node: 3/4 of 4e8 B in the node, 3e8 / 1e10 = 0.03 s each way;
+  // a 0.2 s backward (one chunk, 4 buckets) hides the reduce-scatter but its
+  // last bucket (0.03 / 4); across: 1e8 B of ring traffic, 1 s.
+  const DpSeconds t = DpHierarchicalSeconds(4e8, 1e8, 4, node, cross, 0.2, 1, true, 4);
+  EXPECT_DOUBLE_EQ(t.total, 0.03 + 1.0 + 0.03);
+  EXPECT_DOUBLE_EQ(t.exposed, 0.03 / 4 + 1.0 + 0.03);
+  // Where it applies: ZeRO-0, >= 2 DP members on each of several nodes.
+  ClusterSpec c = RoundCluster();  // 4 GPUs a node
+  Layout l;
+  l.dp = 8, l.dp_hierarchical = true;
+  EXPECT_TRUE(DpHierarchicalApplies(c, l));
+  l.tp = 4;  // one DP member a node
+  EXPECT_FALSE(DpHierarchicalApplies(c, l));
+  l.tp = 1, l.dp = 4;  // one node
+  EXPECT_FALSE(DpHierarchicalApplies(c, l));
+  l.dp = 8, l.zero = 1;
+  EXPECT_FALSE(DpHierarchicalApplies(c, l));
+}
+
 TEST(PlanTerms, DpCommPicksTheZeroStage) {
   const Link link{1e10, 1e-4};
   StageSeconds stage;
