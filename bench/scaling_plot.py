@@ -63,7 +63,7 @@ def main():
     svg += panel(W / 2, "%s: scaling efficiency" % fam, "tokens/s per rank vs 1 host", eff, 1.1)
     y = H + 10
     for i, (label, c, dashed, _) in enumerate(step):
-        x = 20 + i * 125
+        x = 20 + i * 165
         svg.append('<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="2"%s/>' % (
             x, y, x + 20, y, c, ' stroke-dasharray="5,4"' if dashed else ""))
         svg.append('<text x="%g" y="%g" font-size="10">%s</text>' % (x + 24, y + 4, label))
