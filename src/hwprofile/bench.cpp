@@ -326,16 +326,23 @@ Status MeasureLinks(Communicator& world, const BenchOptions& opt, int64_t p2p_by
   Buffer msg(static_cast<size_t>(bytes));
   const int me = cross->rank(), peer = me % 2 == 0 ? me + 1 : me - 1;
   const bool active = peer < cross->size();
-  Status st;
-  ST_ASSIGN_OR_RETURN(const double t, Concurrent(
-                                          world,
-                                          [&] {
-                                            if (!active || !st.ok()) return;
-                                            uint8_t* p = static_cast<uint8_t*>(msg.data());
-                                            st = me % 2 == 0 ? cross->Send(p, bytes, peer) : cross->Recv(p, bytes, peer);
-                                          },
-                                          opt.min_seconds));
-  ST_RETURN_IF_ERROR(st);
+  // A fixed count of messages (both ends must make the same calls): a
+  // warm-up, then the median of kP2pMessages.
+  constexpr int kP2pMessages = 5;
+  std::vector<double> times;
+  ST_RETURN_IF_ERROR(world.Barrier());
+  for (int i = 0; i <= kP2pMessages && active; ++i) {
+    uint8_t* p = static_cast<uint8_t*>(msg.data());
+    const auto t0 = Clock::now();
+    ST_RETURN_IF_ERROR(me % 2 == 0 ? cross->Send(p, bytes, peer) : cross->Recv(p, bytes, peer));
+    if (i > 0) times.push_back(Since(t0));
+  }
+  double t = 0;
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    t = times[times.size() / 2];
+  }
+  ST_RETURN_IF_ERROR(world.Allreduce(&t, 1, ReduceOp::kMax));
   r->p2p_bytes = bytes;
   r->p2p_gbps = static_cast<double>(bytes) / t / 1e9;
   return Status::Ok();
