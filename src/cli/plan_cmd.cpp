@@ -348,7 +348,9 @@ Status RunValidate(const PlanOptions& o) {
   HardwareCatalog cat;
   std::string config_dir;
   ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &config_dir));
-  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, config_dir));
+  const std::string stack = o.stack.empty() ? "modern" : o.stack;
+  ST_RETURN_IF_ERROR(SoftwareFromName(stack).status().WithContext("--stack"));
+  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, config_dir, stack));
   if (o.json) {
     std::printf("%s\n", ValidationToJson(rep).dump(2).c_str());
   } else {
@@ -455,6 +457,9 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       ->add_option("file", o->validate_csv, "CSV of published runs (tests/plan/published-runs.csv)")
       ->required();
   validate->add_flag("--json", o->json, "print JSON: rows and mape");
+  validate->add_option("--stack", o->stack,
+                       "software stack of the rows without a `stack` column value: modern (default), "
+                       "modern-triton, legacy or cpu");
   validate->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/");
   validate->callback([o, exit_code] {
     Status st = RunValidate(*o);

@@ -137,6 +137,7 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
     PublishedRun run;
     run.id = get("id"), run.source = get("source"), run.model = get("model"), run.gpu = get("gpu");
     run.notes = get("notes"), run.sp = Lower(get("sp")), run.recompute = Lower(get("recompute"));
+    if (col.count("stack")) run.stack = Lower(get("stack"));
     ST_RETURN_IF_ERROR(num("params_b", &run.params_b));
     for (auto [name, out] : {std::pair{"layers", &run.layers},
                              {"hidden", &run.hidden},
@@ -184,24 +185,15 @@ Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_di
   return spec;
 }
 
-// Megatron-LM 2021 and BLOOM's Megatron-DeepSpeed predate FlashAttention and
-// overlapped gradient reduction, and counted TFLOP/s with the recomputed
-// forward included. Korthikanti et al. 2022 ran Megatron-LM of 2022: the
-// same unfused attention and gradient accumulation, plus sequence
-// parallelism and selective recomputation (which the rows state).
-bool RanLegacyStack(const PublishedRun& run) {
-  return Contains(run.source, "Narayanan") || Contains(run.source, "BLOOM") ||
-         Contains(run.source, "Korthikanti");
-}
-
-// The software the run used, from its source. MosaicML's llm-foundry runs
-// train MPT with its Triton FlashAttention (`attn_impl: triton` in the yamls
-// the source cites).
-Result<Software> RunSoftware(const PublishedRun& run) {
-  const bool triton_attention = Contains(run.source, "llm-foundry");
-  return SoftwareFromName(RanLegacyStack(run) ? "legacy"
-                          : triton_attention  ? "modern-triton"
-                                              : "modern");
+// The software the run used: its `stack` column, else the default. (The
+// rows of tests/plan say which: Megatron-LM 2021, BLOOM's Megatron-DeepSpeed
+// and Korthikanti et al.'s Megatron-LM 2022 ran "legacy", MosaicML's
+// llm-foundry "modern-triton"; docs/planner.md.)
+Result<Software> RunSoftware(const PublishedRun& run, const std::string& default_stack) {
+  const std::string& name = run.stack.empty() ? default_stack : run.stack;
+  auto sw = SoftwareFromName(name);
+  if (!sw.ok()) return sw.status().WithContext(run.id + ": stack");
+  return sw;
 }
 
 // The knobs the row states, held fixed in the search; the rest is searched.
@@ -222,11 +214,11 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
 // Precision, gradient reduction and ZeRO stage, from the notes and the
 // source.
 void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
-  // The compute precision where the notes state it, fp16 for Narayanan et
-  // al. 2021 (their released scripts, Megatron-LM examples/sc21/CONFIG.sh,
+  // The compute precision where the notes state it (Narayanan et al. 2021's
+  // rows say fp16: their released scripts, Megatron-LM examples/sc21/CONFIG.sh,
   // pass --fp16), bf16 otherwise. The A100 and H100 rates are the same for
   // both; the gradient buffer and its reduction are not (GradReduceFor).
-  if (Contains(run.notes, "fp16") || Contains(run.source, "Narayanan")) {
+  if (Contains(run.notes, "fp16")) {
     o->precision = Precision::kFP16;
   }
   // Composer's FSDP mixed precision (the MosaicML rows' `prec=.../DEFAULT`
@@ -276,13 +268,14 @@ Status CompareMeasured(const PublishedRun& run, bool legacy, ValidationRow* row)
 }  // namespace
 
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
-                                  const std::string& config_dir) {
+                                  const std::string& config_dir, const std::string& default_stack) {
   ValidationRow row;
   row.run = run;
   ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, catalog.ClusterForGpu(run.gpu));
-  const bool legacy = RanLegacyStack(run);
-  ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run));
+  ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack));
+  // Legacy stacks counted TFLOP/s with the recomputed forward included.
+  const bool legacy = sw.name == "legacy";
   row.stack = sw.name;
 
   SearchOptions o;
@@ -303,13 +296,13 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
 }
 
 Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
-                                      const std::string& config_dir) {
+                                      const std::string& config_dir, const std::string& default_stack) {
   ST_ASSIGN_OR_RETURN(std::vector<PublishedRun> runs, ReadPublishedRuns(csv_path));
   ValidationReport rep;
   double sum = 0;
   int64_t n = 0;
   for (const auto& run : runs) {
-    auto r = ValidateRun(run, catalog, config_dir);
+    auto r = ValidateRun(run, catalog, config_dir, default_stack);
     if (!r.ok()) {
       ValidationRow bad;
       bad.run = run;

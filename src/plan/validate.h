@@ -18,11 +18,14 @@ struct PublishedRun {
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, num_gpus = 0;
   int64_t tp = 0, pp = 0, dp = 0, vpp = 0, micro_batch = 0, global_batch = 0;  // 0: not stated
   std::string sp, recompute;                                                  // "": not stated
+  // The software stack (SoftwareFromName): the optional `stack` column; "":
+  // not stated (ValidateRun's default_stack).
+  std::string stack;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };
 
 // Parses the CSV (RFC 4180 quoting); the header must hold every column the
-// issue lists, in any order.
+// issue lists, in any order; `stack` is optional.
 Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path);
 
 struct ValidationRow {
@@ -45,12 +48,14 @@ struct ValidationReport {
 
 // How a published run is predicted: the knobs the row states are fixed,
 // the rest are searched as the authors would have tuned them (best tokens/s
-// that fits). Runs of Megatron-LM 2021 and of BLOOM's Megatron-DeepSpeed are
-// predicted with the "legacy" stack; others with "modern". Documented in
+// that fits), on the row's `stack`, or `default_stack` where the row has
+// none (`plan validate --stack`; "modern" unless given). Documented in
 // docs/planner.md.
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
-                                  const std::string& config_dir);
+                                  const std::string& config_dir,
+                                  const std::string& default_stack = "modern");
 Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
-                                      const std::string& config_dir);
+                                      const std::string& config_dir,
+                                      const std::string& default_stack = "modern");
 
 }  // namespace scaletrain::plan

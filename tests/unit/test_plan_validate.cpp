@@ -137,5 +137,32 @@ TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
       << runs.status().message();
 }
 
+// The stack is a column: a row's own value wins, rows without one take the
+// default (`plan validate --stack`), and an unknown name is that row's error.
+TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
+  const std::string path = ::testing::TempDir() + "/stacks.csv";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  const char* row = ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,";
+  std::fprintf(f,
+               "id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
+               "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,"
+               "measured_tokens_per_s,stack,notes\n"
+               "own%slegacy,\nnone%s,\nbad%sfancy,\n",
+               row, row, row);
+  std::fclose(f);
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
+  for (const std::string def : {"modern", "modern-triton"}) {
+    auto rep = ValidateFile(path, cat, kRoot + "/configs", def);
+    ASSERT_TRUE(rep.ok()) << rep.status().message();
+    ASSERT_EQ(rep->rows.size(), 3u);
+    EXPECT_EQ(rep->rows[0].stack, "legacy");
+    EXPECT_EQ(rep->rows[1].stack, def);
+    EXPECT_NE(rep->rows[2].error.find("unknown software stack 'fancy'"), std::string::npos)
+        << rep->rows[2].error;
+  }
+}
+
 }  // namespace
 }  // namespace scaletrain::plan
