@@ -315,7 +315,11 @@ Result<ValidationReport> ValidateFile(const std::string& csv_path, const Hardwar
     ++n;
     rep.rows.push_back(*r);
   }
-  if (n == 0) return InvalidArgument(csv_path + ": no row could be predicted");
+  if (n == 0) {
+    const std::string first = rep.rows.empty() ? "the file has no rows"
+                                               : "the first: " + rep.rows[0].error;
+    return InvalidArgument(csv_path + ": no row could be predicted (" + first + ")");
+  }
   rep.mape = sum / static_cast<double>(n);
   return rep;
 }
