@@ -72,6 +72,11 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
     return InvalidArgument(std::string("the trainer runs GPT-2 style models only; arch '") +
                            ArchName(spec.arch) + "' is for the planner");
   }
+  if (spec.activation() != Activation::kGelu || !spec.tied_embeddings()) {
+    return InvalidArgument(std::string("the trainer runs GPT-2's GeLU MLP with a tied head; activation '") +
+                           ActivationName(spec.activation()) + "'" +
+                           (spec.tied_embeddings() ? "" : " with an untied head") + " is for the planner");
+  }
   if (max_batch <= 0) return InvalidArgument("micro-batch size must be positive");
   ModelShard shard = shard_in;
   shard.sp = shard.sp && shard.tp > 1;  // one rank holds every row anyway

@@ -91,7 +91,10 @@ void BuildGpt2(const ModelSpec& s, int64_t pp, Builder& b) {
   }
   b.Add("transformer.ln_f.weight", {C}, TpSplit::kReplicated, HeadLayer(L), last, false);
   b.Add("transformer.ln_f.bias", {C}, TpSplit::kReplicated, HeadLayer(L), last, false);
-  // The lm head is tied to transformer.wte.weight: no entry of its own.
+  // A tied lm head is transformer.wte.weight: no entry of its own.
+  if (!s.tied_embeddings()) {
+    b.Add("lm_head.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, HeadLayer(L), last, true);
+  }
 }
 
 void BuildLlama(const ModelSpec& s, int64_t pp, Builder& b) {
@@ -111,11 +114,16 @@ void BuildLlama(const ModelSpec& s, int64_t pp, Builder& b) {
     b.Add(p + "attention.wo.weight", {C, C}, TpSplit::kRow, l, st, true);
     b.Add(p + "ffn_norm.weight", {C}, TpSplit::kReplicated, l, st, false);
     b.Add(p + "feed_forward.w1.weight", {F, C}, TpSplit::kColumn, l, st, true);
-    b.Add(p + "feed_forward.w3.weight", {F, C}, TpSplit::kColumn, l, st, true);
+    if (s.activation() == Activation::kSwiGLU) {
+      b.Add(p + "feed_forward.w3.weight", {F, C}, TpSplit::kColumn, l, st, true);
+    }
     b.Add(p + "feed_forward.w2.weight", {C, F}, TpSplit::kRow, l, st, true);
   }
   b.Add("norm.weight", {C}, TpSplit::kReplicated, HeadLayer(L), last, false);
-  b.Add("output.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, HeadLayer(L), last, true);
+  // A tied head is tok_embeddings.weight: no entry of its own.
+  if (!s.tied_embeddings()) {
+    b.Add("output.weight", {s.padded_vocab_size, C}, TpSplit::kVocab, HeadLayer(L), last, true);
+  }
 }
 
 }  // namespace
@@ -137,7 +145,7 @@ double BlockFlops(const ModelSpec& s) {
   const double C = static_cast<double>(s.n_embd), F = static_cast<double>(s.ffn_hidden);
   const double kv = static_cast<double>(s.n_kv_head * s.head_dim());
   const double attn_proj = 2.0 * (C * C + 2.0 * C * kv + C * C);
-  const double mlp = 2.0 * (s.arch == Arch::kLlama ? 3.0 : 2.0) * C * F;
+  const double mlp = 2.0 * static_cast<double>(s.mlp_matrices()) * C * F;
   return attn_proj + mlp + 4.0 * static_cast<double>(s.block_size) * C;
 }
 

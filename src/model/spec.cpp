@@ -10,6 +10,25 @@ Result<Arch> ArchFromName(const std::string& name) {
   return InvalidArgument("unknown model arch '" + name + "'; use \"gpt2\" or \"llama\"");
 }
 
+const char* ActivationName(Activation a) {
+  switch (a) {
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kSwiGLU:
+      return "swiglu";
+    case Activation::kSquaredReLU:
+      return "squared_relu";
+  }
+  return "?";
+}
+
+Result<Activation> ActivationFromName(const std::string& name) {
+  for (Activation a : {Activation::kGelu, Activation::kSwiGLU, Activation::kSquaredReLU}) {
+    if (name == ActivationName(a)) return a;
+  }
+  return InvalidArgument("unknown activation '" + name + "'; use \"gelu\", \"swiglu\" or \"squared_relu\"");
+}
+
 Status ValidateModelSpec(const ModelSpec& s) {
   auto positive = [](const char* what, int64_t v) -> Status {
     if (v <= 0) return InvalidArgument(std::string("model ") + what + " must be positive, got " + std::to_string(v));
@@ -60,7 +79,7 @@ Result<ModelSpec> ModelSpecFromConfig(const ModelConfig& cfg, int64_t data_vocab
 double BlockForwardFlopsPerSequence(const ModelSpec& m) {
   const double s = m.block_size, h = m.n_embd, F = m.ffn_hidden;
   const double kvd = static_cast<double>(m.n_kv_head * m.head_dim());
-  const double mlp_mats = m.arch == Arch::kLlama ? 3.0 : 2.0;
+  const double mlp_mats = static_cast<double>(m.mlp_matrices());
   const double per_token = 2.0 * h * (h + 2.0 * kvd)  // QKV
                            + 2.0 * h * h              // attention output projection
                            + 2.0 * mlp_mats * h * F   // MLP

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/config.h"
@@ -14,6 +15,12 @@
 namespace scaletrain {
 
 enum class Arch { kGPT2, kLlama };
+
+// The MLP's nonlinearity: GeLU (GPT: two matrices), SwiGLU (Llama: gate and
+// up projections, three matrices), squared ReLU (Nemotron-4, Primer: two).
+enum class Activation { kGelu, kSwiGLU, kSquaredReLU };
+const char* ActivationName(Activation a);  // "gelu", "swiglu", "squared_relu"
+Result<Activation> ActivationFromName(const std::string& name);
 
 struct ModelSpec {
   std::string name = "gpt";
@@ -26,9 +33,18 @@ struct ModelSpec {
   int64_t block_size = 0;   // sequence length
   int64_t vocab_size = 0;   // real vocabulary
   int64_t padded_vocab_size = 0;  // rows of the embedding (>= vocab_size)
+  // Set where a model file or a validation row states them; otherwise the
+  // arch's: GPT-2 GeLU with the head tied to the embedding, Llama SwiGLU
+  // with an untied head. (The trainer runs GPT-2's only.)
+  std::optional<Activation> activation_given;
+  std::optional<bool> tied_given;
 
   int64_t head_dim() const { return n_embd / n_head; }
-  bool tied_embeddings() const { return arch == Arch::kGPT2; }
+  Activation activation() const {
+    return activation_given.value_or(arch == Arch::kLlama ? Activation::kSwiGLU : Activation::kGelu);
+  }
+  int64_t mlp_matrices() const { return activation() == Activation::kSwiGLU ? 3 : 2; }
+  bool tied_embeddings() const { return tied_given.value_or(arch == Arch::kGPT2); }
   bool learned_positions() const { return arch == Arch::kGPT2; }
   bool has_bias() const { return arch == Arch::kGPT2; }
 };

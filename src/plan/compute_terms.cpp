@@ -57,7 +57,8 @@ LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l) {
   s.vocab = static_cast<double>(PaddedVocabSize(m.padded_vocab_size, 1, l.tp));
   s.tp = static_cast<double>(l.tp);
   s.sp = l.sp;
-  s.swiglu = m.arch == Arch::kLlama;
+  s.swiglu = m.activation() == Activation::kSwiGLU;
+  s.rope = m.arch == Arch::kLlama;
   s.elem_bytes = ActivationElemBytes(l.precision);
   return s;
 }
@@ -131,7 +132,7 @@ PassSeconds ElementwiseSeconds(const LayerShape& s, const Software& sw, double h
   const double adds_f = sw.dropout ? 2 * 3.5 * h : 2 * 3 * h;
   const double adds_b = sw.dropout ? 2 * (2.5 * h + 1 * h + 3 * h) : 2 * 3 * h;
   const double act_f = s.swiglu ? 3 * F : 2 * F, act_b = s.swiglu ? 5 * F : 3 * F;
-  const double rope = s.swiglu ? 2 * (h + kvd) : 0.0;
+  const double rope = s.rope ? 2 * (h + kvd) : 0.0;
   const double elem_f =
       T * s.elem_bytes * ((norms_f + adds_f) / rep_div + (act_f + rope) / t) / hbm_bytes_per_s;
   const double elem_b =

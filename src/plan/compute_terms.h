@@ -57,7 +57,8 @@ struct LayerShape {
   double vocab = 0;   // padded to a multiple of tp, so every TP rank gets equal rows (Megatron-LM)
   double tp = 1;
   bool sp = false;        // sequence parallelism also splits the parts outside the TP region
-  bool swiglu = false;    // Llama: a SwiGLU MLP (three matrices) and RoPE
+  bool swiglu = false;    // a SwiGLU MLP (three matrices); GeLU and squared ReLU: two
+  bool rope = false;      // Llama-style blocks: rotary embeddings on q and k
   double elem_bytes = 2;  // ActivationElemBytes
 };
 LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l);

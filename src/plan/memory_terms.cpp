@@ -41,8 +41,8 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
   double split = 2.0 * h + 2.0 * kvd                             // Q, K (QK^T inputs)
                  + 2.0 * kvd                                     // V
                  + 2.0 * h;                   // attention output (projection input)
-  split += m.arch == Arch::kLlama ? 6.0 * F   // SwiGLU: gate and up outputs, their product
-                                  : 4.0 * F;  // GeLU input and output
+  split += m.activation() == Activation::kSwiGLU ? 6.0 * F   // SwiGLU: gate and up outputs, their product
+                                                 : 4.0 * F;  // GeLU / squared ReLU input and output
   double scores = 0;                          // per token, the s x s parts
   if (sw.flash_attention) {
     split += 4.0 * a;  // fp32 log-sum-exp per head

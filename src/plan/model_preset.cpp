@@ -34,8 +34,16 @@ Result<ModelPreset> LoadModelFile(const std::string& path) {
   r.Add("padded_vocab_size", &s.padded_vocab_size);
   r.Add("published_params", &published);
   r.Add("global_batch", &p.global_batch);
+  std::string activation;
+  r.Add("activation", &activation);
+  r.Add("tied_embeddings", &s.tied_given);
   ST_RETURN_IF_ERROR(r.Read(*m));
   ST_ASSIGN_OR_RETURN(s.arch, ArchFromName(arch));
+  if (!activation.empty()) {
+    auto a = ActivationFromName(activation);
+    if (!a.ok()) return a.status().WithContext(path);
+    s.activation_given = *a;
+  }
   if (s.name.empty() || s.name == "gpt") s.name = fs::path(path).stem().string();
   if (s.n_kv_head == 0) s.n_kv_head = s.n_head;
   if (s.ffn_hidden == 0) s.ffn_hidden = 4 * s.n_embd;

@@ -35,6 +35,12 @@ bool ReadValue(const toml::node& n, std::string* out) {
   return v.has_value();
 }
 
+bool ReadValue(const toml::node& n, std::optional<bool>* out) {
+  auto v = n.value<bool>();
+  if (v) *out = *v;
+  return v.has_value();
+}
+
 // An array of rows of exactly `row_len` numbers each.
 bool ReadRows(const toml::node& n, size_t row_len, std::vector<std::vector<double>>* out) {
   out->clear();
@@ -74,11 +80,13 @@ bool TableReader::ReadField(const toml::node& n, const Field& f) {
   if (auto* d = std::get_if<double*>(&f.out)) return ReadValue(n, *d);
   if (auto* i = std::get_if<int64_t*>(&f.out)) return ReadValue(n, *i);
   if (auto* s = std::get_if<std::string*>(&f.out)) return ReadValue(n, *s);
+  if (auto* b = std::get_if<std::optional<bool>*>(&f.out)) return ReadValue(n, *b);
   return ReadRows(n, f.row_len, *std::get_if<std::vector<std::vector<double>>*>(&f.out));
 }
 
 std::string TableReader::Expected(const Field& f) {
   if (std::holds_alternative<std::string*>(f.out)) return "a string";
+  if (std::holds_alternative<std::optional<bool>*>(f.out)) return "true or false";
   if (std::holds_alternative<int64_t*>(f.out)) return "an integer";
   if (std::holds_alternative<double*>(f.out)) return "a number";
   return "an array of arrays of " + std::to_string(f.row_len) + " numbers";

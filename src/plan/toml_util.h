@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -27,6 +28,8 @@ class TableReader {
   void Add(const char* key, std::string* out, bool required = false) {
     fields_.push_back({key, out, required});
   }
+  // A boolean, left unset when the key is absent.
+  void Add(const char* key, std::optional<bool>* out) { fields_.push_back({key, out, false}); }
   // An array of rows, each an array of exactly `row_len` numbers.
   void Add(const char* key, std::vector<std::vector<double>>* out, size_t row_len) {
     fields_.push_back({key, out, false, row_len});
@@ -36,7 +39,7 @@ class TableReader {
  private:
   struct Field {
     const char* key;
-    std::variant<double*, int64_t*, std::string*, std::vector<std::vector<double>>*> out;
+    std::variant<double*, int64_t*, std::string*, std::optional<bool>*, std::vector<std::vector<double>>*> out;
     bool required;
     size_t row_len = 0;
   };

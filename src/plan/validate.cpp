@@ -138,6 +138,10 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
     run.id = get("id"), run.source = get("source"), run.model = get("model"), run.gpu = get("gpu");
     run.notes = get("notes"), run.sp = Lower(get("sp")), run.recompute = Lower(get("recompute"));
     if (col.count("stack")) run.stack = Lower(get("stack"));
+    if (col.count("activation")) run.activation = Lower(get("activation"));
+    if (col.count("tied_embeddings")) run.tied_embeddings = Lower(get("tied_embeddings"));
+    if (col.count("kv_heads")) ST_RETURN_IF_ERROR(integer("kv_heads", &run.kv_heads));
+    if (col.count("ffn_hidden")) ST_RETURN_IF_ERROR(integer("ffn_hidden", &run.ffn_hidden));
     ST_RETURN_IF_ERROR(num("params_b", &run.params_b));
     for (auto [name, out] : {std::pair{"layers", &run.layers},
                              {"hidden", &run.hidden},
@@ -168,8 +172,33 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
 
 namespace {
 
+// The row's architecture columns over the model: KV heads, MLP width, and an
+// activation other than GeLU makes the blocks Llama-style (RoPE, RMSNorm, no
+// biases; untied unless the row says tied), as the modern models that use
+// them are built.
+Status ApplyArchitectureColumns(const PublishedRun& run, ModelSpec* spec) {
+  if (run.kv_heads > 0) spec->n_kv_head = run.kv_heads;
+  if (run.ffn_hidden > 0) spec->ffn_hidden = run.ffn_hidden;
+  if (!run.activation.empty()) {
+    auto a = ActivationFromName(run.activation);
+    if (!a.ok()) return a.status().WithContext(run.id + ": activation");
+    spec->activation_given = *a;
+    if (*a != Activation::kGelu) spec->arch = Arch::kLlama;
+  }
+  const std::string& t = run.tied_embeddings;
+  if (t == "true" || t == "1" || t == "yes") {
+    spec->tied_given = true;
+  } else if (t == "false" || t == "0" || t == "no") {
+    spec->tied_given = false;
+  } else if (!t.empty()) {
+    return InvalidArgument(run.id + ": tied_embeddings = '" + t + "'; use true or false");
+  }
+  return ValidateModelSpec(*spec).WithContext(run.id);
+}
+
 // The model: a preset when the row names one, else GPT-style blocks from the
-// dimension columns (the CSV README's rule); the row's sequence length.
+// dimension columns (the CSV README's rule), with the row's architecture
+// columns and sequence length.
 Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_dir) {
   ModelSpec spec;
   std::error_code ec;
@@ -182,6 +211,7 @@ Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_di
         spec, GptSpecFromDims(run.model, run.layers, run.hidden, run.heads, run.seq, run.vocab));
   }
   if (run.seq > 0) spec.block_size = run.seq;
+  ST_RETURN_IF_ERROR(ApplyArchitectureColumns(run, &spec));
   return spec;
 }
 

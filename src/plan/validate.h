@@ -21,11 +21,17 @@ struct PublishedRun {
   // The software stack (SoftwareFromName): the optional `stack` column; "":
   // not stated (ValidateRun's default_stack).
   std::string stack;
+  // Optional architecture columns (0 / "": not stated): grouped-query KV
+  // heads, the MLP width, its activation (gelu, swiglu, squared_relu) and
+  // whether the head is tied to the embedding (true / false).
+  int64_t kv_heads = 0, ffn_hidden = 0;
+  std::string activation, tied_embeddings;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };
 
 // Parses the CSV (RFC 4180 quoting); the header must hold every column the
-// issue lists, in any order; `stack` is optional.
+// issue lists, in any order; `stack` and the architecture columns
+// (`kv_heads`, `ffn_hidden`, `activation`, `tied_embeddings`) are optional.
 Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path);
 
 struct ValidationRow {

@@ -105,6 +105,16 @@ TEST(Gpt, RejectsNonGpt2ArchForTraining) {
   auto m = GPT::Create(s, 1);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("planner"), std::string::npos);
+  // GPT-2 blocks with another activation, or an untied head: planner only too.
+  ModelSpec relu2 = Gpt2(2, 2, 16, 8, 11, 16);
+  relu2.activation_given = Activation::kSquaredReLU;
+  auto r = GPT::Create(relu2, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("activation 'squared_relu' is for the planner"), std::string::npos)
+      << r.status().message();
+  ModelSpec untied = Gpt2(2, 2, 16, 8, 11, 16);
+  untied.tied_given = false;
+  EXPECT_FALSE(GPT::Create(untied, 2).ok());
 }
 
 // Two micro-batches of 4 with loss scale 1/2 give the gradient of one batch

@@ -37,6 +37,49 @@ TEST(PlanParams, Gpt3AndLlamaMatchPublished) {
   EXPECT_NEAR(Params("llama2-70b") / 1e9, 68.98, 0.01);
 }
 
+// The architecture fields drive the count: an MLP of two matrices for GeLU
+// and squared ReLU (three for SwiGLU), a head of its own unless tied. A
+// model file may state them (`activation`, `tied_embeddings`).
+TEST(PlanParams, ActivationAndTyingSetTheCount) {
+  auto base = LoadModel("llama3-8b", kConfigs);
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  const ModelSpec llama = base->spec;
+  const int64_t C = llama.n_embd, F = llama.ffn_hidden, L = llama.n_layer, V = llama.padded_vocab_size;
+  EXPECT_EQ(llama.activation(), Activation::kSwiGLU);
+  EXPECT_FALSE(llama.tied_embeddings());
+  ModelSpec relu2 = llama;
+  relu2.activation_given = Activation::kSquaredReLU;
+  EXPECT_EQ(CountParams(llama) - CountParams(relu2), L * F * C);  // no gate matrix
+  ModelSpec tied = llama;
+  tied.tied_given = true;
+  EXPECT_EQ(CountParams(llama) - CountParams(tied), V * C);  // no output matrix
+  ModelSpec gpt_untied = *GptSpecFromDims("g", 2, 64, 4, 32, 100);
+  const int64_t tied_count = CountParams(gpt_untied);
+  gpt_untied.tied_given = false;
+  EXPECT_EQ(CountParams(gpt_untied) - tied_count, 100 * 64);
+
+  const std::string path = ::testing::TempDir() + "/nemotron-like.toml";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("[model]\narch = \"llama\"\nn_layer = 2\nn_embd = 64\nn_head = 4\nn_kv_head = 2\n"
+             "ffn_hidden = 256\nseq_len = 32\nvocab_size = 100\nactivation = \"squared_relu\"\n"
+             "tied_embeddings = true\n",
+             f);
+  std::fclose(f);
+  auto file = LoadModel(path, kConfigs);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->spec.activation(), Activation::kSquaredReLU);
+  EXPECT_TRUE(file->spec.tied_embeddings());
+  f = std::fopen(path.c_str(), "w");
+  std::fputs("[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nseq_len = 32\nvocab_size = 100\n"
+             "activation = \"tanh\"\n",
+             f);
+  std::fclose(f);
+  auto bad = LoadModel(path, kConfigs);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown activation 'tanh'"), std::string::npos) << bad.status().message();
+}
+
 TEST(PlanParams, EveryPresetWithinThreePercentOfItsSource) {
   for (const auto& name : ModelPresetNames(kConfigs)) {
     auto p = LoadModel(name, kConfigs);

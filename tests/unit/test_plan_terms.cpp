@@ -203,7 +203,7 @@ TEST(PlanTerms, ElementwiseBytesPerToken) {
                    10 * 2 * ((400 + 600) / 2.0 + 800 / 2.0) / 1e9);
   // Llama with dropout: bias-dropout-add 2 x 3.5h = 700 forward, 2 x (2.5h +
   // h + 3h) = 1300 backward; SwiGLU 3F = 1200 and 5F = 2000; RoPE 2 (h + kvd) = 300.
-  s.sp = false, s.swiglu = true;
+  s.sp = false, s.swiglu = true, s.rope = true;
   Software sw = Stack("modern");
   sw.dropout = true;
   t = ElementwiseSeconds(s, sw, 1e9);

@@ -164,5 +164,31 @@ TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
   }
 }
 
+// The architecture columns define a modern model without a preset: Llama 3
+// 8B from its dimensions, GQA, FFN width and SwiGLU predicts as the preset.
+TEST(PlanValidate, ArchitectureColumnsDefineTheModel) {
+  const std::string path = ::testing::TempDir() + "/arch.csv";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
+             "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,"
+             "measured_tokens_per_s,kv_heads,ffn_hidden,activation,tied_embeddings,notes\n"
+             "cols,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,swiglu,false,\n"
+             "preset,x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,,,,,\n"
+             "badact,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,tanh,,\n"
+             "badtie,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,swiglu,maybe,\n",
+             f);
+  std::fclose(f);
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
+  auto rep = ValidateFile(path, cat, kRoot + "/configs");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 4u);
+  ASSERT_TRUE(rep->rows[0].error.empty()) << rep->rows[0].error;
+  EXPECT_DOUBLE_EQ(rep->rows[0].predicted, rep->rows[1].predicted);
+  EXPECT_NE(rep->rows[2].error.find("unknown activation 'tanh'"), std::string::npos) << rep->rows[2].error;
+  EXPECT_NE(rep->rows[3].error.find("tied_embeddings = 'maybe'"), std::string::npos) << rep->rows[3].error;
+}
+
 }  // namespace
 }  // namespace scaletrain::plan
