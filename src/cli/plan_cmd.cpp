@@ -39,6 +39,7 @@ struct PlanOptions {
   std::vector<int64_t> sweep;
   std::string plot;
   double tokens = 0, rack_kw = 40, usd_per_gpu_hour = 0, pue = 0, utilization = 0.85;
+  double power_cap_w = 0, hbm_gib = 0;  // the cluster's GPU variant; 0: as catalogued
   size_t top = 5;
   std::string validate_csv;
 };
@@ -129,6 +130,16 @@ Status LoadPlanInputs(const PlanOptions& o, PlanInputs* in) {
   ST_RETURN_IF_ERROR(CheckModelAndClusterFlags(o, in->catalog));
   ST_RETURN_IF_ERROR(LoadPlanModel(o, in));
   ST_ASSIGN_OR_RETURN(in->cluster, in->catalog.Cluster(o.cluster));
+  if (o.power_cap_w != 0) {
+    auto g = PowerCapped(in->cluster.gpu, o.power_cap_w);
+    if (!g.ok()) return g.status().WithContext("--power-cap");
+    in->cluster.gpu = *g;
+  }
+  if (o.hbm_gib != 0) {
+    auto g = WithMemory(in->cluster.gpu, o.hbm_gib);
+    if (!g.ok()) return g.status().WithContext("--hbm-gib");
+    in->cluster.gpu = *g;
+  }
   // A training config describes scaletrain's CPU trainer: its stack, fp32.
   const std::string stack = !o.stack.empty() ? o.stack : in->run_cfg ? "cpu" : "modern";
   ST_ASSIGN_OR_RETURN(in->sw, SoftwareFromName(stack));
@@ -418,6 +429,10 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "--grad-reduce", o->grad_reduce,
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
+  plan->add_option("--power-cap", o->power_cap_w,
+                   "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
+                   "cube root of the power above idle (docs/planner.md)");
+  plan->add_option("--hbm-gib", o->hbm_gib, "GPU memory in GiB, for a variant of the catalogued GPU (94 / 96 GB parts)");
   plan->add_option("--dp-reduce", o->dp_reduce,
                    "ZeRO-0's all-reduce: flat (one ring) or hierarchical (reduce-scatter in each node, "
                    "all-reduce across, all-gather in the node; where the DP group has >= 2 members on "

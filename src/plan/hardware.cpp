@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -173,6 +174,7 @@ Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t,
   r.Add("hbm_efficiency", &g.hbm_efficiency);
   r.Add("attention_efficiency", &g.attention_efficiency);
   r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
+  r.Add("idle_w", &g.idle_w);
   r.Add("sm_count", &g.sm_count);
   r.Add("reference_cluster", &g.reference_cluster);
   std::vector<std::vector<double>> gemms, attention, steps;
@@ -267,6 +269,8 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
         r.Add("fabric", &c.fabric, true);
         r.Add("usd_per_gpu_hour", &c.usd_per_gpu_hour);
         r.Add("pue", &c.pue);
+        r.Add("gpu_power_cap_w", &c.gpu_power_cap_w);
+        r.Add("gpu_hbm_gib", &c.gpu_hbm_gib);
         ST_RETURN_IF_ERROR(r.Read(*t));
         clusters_[name] = c;
       }
@@ -316,6 +320,39 @@ Result<ClusterSpec> HardwareCatalog::Cluster(const std::string& name) const {
   c.fabric = f->second;
   c.usd_per_gpu_hour = ref.usd_per_gpu_hour;
   c.pue = ref.pue;
+  if (ref.gpu_power_cap_w > 0) {
+    auto capped = PowerCapped(c.gpu, ref.gpu_power_cap_w);
+    if (!capped.ok()) return capped.status().WithContext("cluster " + name);
+    c.gpu = *capped;
+  }
+  if (ref.gpu_hbm_gib > 0) {
+    auto m = WithMemory(c.gpu, ref.gpu_hbm_gib);
+    if (!m.ok()) return m.status().WithContext("cluster " + name);
+    c.gpu = *m;
+  }
+  return c;
+}
+
+Result<GpuSpec> PowerCapped(const GpuSpec& g, double cap_w) {
+  if (!(cap_w > 0)) return InvalidArgument(Fmt("a power cap must be positive (W), got %g", cap_w));
+  if (g.tdp_w <= 0 || cap_w >= g.tdp_w) return g;
+  const double idle = g.idle_w > 0 ? g.idle_w : 0.1 * g.tdp_w;
+  if (cap_w <= idle) {
+    return InvalidArgument(Fmt("a power cap of %g W is at or below %s's idle power (%g W); give more", cap_w,
+                               g.name.c_str(), idle));
+  }
+  GpuSpec c = g;
+  c.sustained_clock_ratio = g.sustained_clock_ratio * std::cbrt((cap_w - idle) / (g.tdp_w - idle));
+  c.tdp_w = cap_w;
+  c.description = g.description + Fmt(", capped at %g W", cap_w);
+  return c;
+}
+
+Result<GpuSpec> WithMemory(const GpuSpec& g, double hbm_gib) {
+  if (!(hbm_gib > 0)) return InvalidArgument(Fmt("a GPU memory size must be positive (GiB), got %g", hbm_gib));
+  GpuSpec c = g;
+  c.hbm_gib = hbm_gib;
+  c.description = g.description + Fmt(", %g GiB", hbm_gib);
   return c;
 }
 

@@ -34,6 +34,9 @@ struct GpuSpec {
   // attention_efficiency come from (MAMF, the FlashAttention papers): scales
   // both rates, not HBM bandwidth. 1 where the rates are already sustained.
   double sustained_clock_ratio = 1.0;
+  // Static power (W) the GPU draws whatever its clock: the part of tdp_w a
+  // power cap cannot take from the clock (PowerCapped); 0: 10% of tdp_w.
+  double idle_w = 0;
   // Streaming multiprocessors (compute units): a GEMM's output tiles run in
   // waves of this many, so a last partial wave idles the rest (wave
   // quantization). 0 = not modelled.
@@ -129,12 +132,23 @@ class HardwareCatalog {
   struct ClusterRef {
     std::string gpu, node, fabric;
     double usd_per_gpu_hour = 0, pue = 1.2;
+    // A fleet's variant of the GPU: a power cap (W) and a memory size (GiB); 0: as catalogued.
+    double gpu_power_cap_w = 0, gpu_hbm_gib = 0;
   };
   std::map<std::string, GpuSpec> gpus_;
   std::map<std::string, NodeSpec> nodes_;
   std::map<std::string, FabricSpec> fabrics_;
   std::map<std::string, ClusterRef> clusters_;
 };
+
+// The GPU under a power cap (W): what it draws above idle_w is dynamic power,
+// C V^2 f with the voltage following the clock along the DVFS curve, so about
+// f^3; the clock it sustains under the cap is the one at tdp_w times
+// ((cap - idle) / (tdp - idle))^(1/3). tdp_w becomes the cap (energy, power).
+// A cap at or above tdp_w changes nothing; one at or below idle_w is an error.
+Result<GpuSpec> PowerCapped(const GpuSpec& g, double cap_w);
+// The GPU with another memory size (a 94 or 96 GB part of an 80 GB design).
+Result<GpuSpec> WithMemory(const GpuSpec& g, double hbm_gib);
 
 // "unknown cluster 'x'; did you mean 'y'? known: a, b, c" — the shared form
 // of every unknown-name error in the planner.

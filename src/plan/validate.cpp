@@ -142,6 +142,8 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
     if (col.count("tied_embeddings")) run.tied_embeddings = Lower(get("tied_embeddings"));
     if (col.count("kv_heads")) ST_RETURN_IF_ERROR(integer("kv_heads", &run.kv_heads));
     if (col.count("ffn_hidden")) ST_RETURN_IF_ERROR(integer("ffn_hidden", &run.ffn_hidden));
+    if (col.count("power_cap_w")) ST_RETURN_IF_ERROR(num("power_cap_w", &run.power_cap_w));
+    if (col.count("hbm_gib")) ST_RETURN_IF_ERROR(num("hbm_gib", &run.hbm_gib));
     ST_RETURN_IF_ERROR(num("params_b", &run.params_b));
     for (auto [name, out] : {std::pair{"layers", &run.layers},
                              {"hidden", &run.hidden},
@@ -303,6 +305,16 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   row.run = run;
   ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, catalog.ClusterForGpu(run.gpu));
+  if (run.power_cap_w > 0) {
+    auto g = PowerCapped(cluster.gpu, run.power_cap_w);
+    if (!g.ok()) return g.status().WithContext(run.id + ": power_cap_w");
+    cluster.gpu = *g;
+  }
+  if (run.hbm_gib > 0) {
+    auto g = WithMemory(cluster.gpu, run.hbm_gib);
+    if (!g.ok()) return g.status().WithContext(run.id + ": hbm_gib");
+    cluster.gpu = *g;
+  }
   ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack));
   // Legacy stacks counted TFLOP/s with the recomputed forward included.
   const bool legacy = sw.name == "legacy";

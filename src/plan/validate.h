@@ -26,6 +26,8 @@ struct PublishedRun {
   // whether the head is tied to the embedding (true / false).
   int64_t kv_heads = 0, ffn_hidden = 0;
   std::string activation, tied_embeddings;
+  // Optional GPU-variant columns (0: as catalogued): a power cap (W) and a memory size (GiB).
+  double power_cap_w = 0, hbm_gib = 0;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };
 

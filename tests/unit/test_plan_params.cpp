@@ -91,6 +91,29 @@ TEST(PlanParams, EveryPresetWithinThreePercentOfItsSource) {
   EXPECT_GE(ModelPresetNames(kConfigs).size(), 28u);
 }
 
+// A power cap: the clock follows the cube root of the power above idle; the
+// catalog's capped and larger-memory H100 clusters resolve to variants.
+TEST(PlanCatalog, PowerCapsAndMemoryVariants) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto h100 = cat.Gpu("h100-sxm");
+  ASSERT_TRUE(h100.ok());
+  // 700 W, idle 10% (70 W): at 500 W the dynamic power is 430 / 630 of full.
+  auto capped = PowerCapped(*h100, 500);
+  ASSERT_TRUE(capped.ok());
+  EXPECT_DOUBLE_EQ(capped->sustained_clock_ratio, h100->sustained_clock_ratio * std::cbrt(430.0 / 630.0));
+  EXPECT_EQ(capped->tdp_w, 500);
+  EXPECT_EQ(PowerCapped(*h100, 800)->sustained_clock_ratio, h100->sustained_clock_ratio);  // above TDP
+  EXPECT_FALSE(PowerCapped(*h100, 60).ok());  // below idle
+  auto c500 = cat.Cluster("dgx-h100-500w");
+  ASSERT_TRUE(c500.ok()) << c500.status().message();
+  EXPECT_DOUBLE_EQ(c500->gpu.sustained_clock_ratio, capped->sustained_clock_ratio);
+  auto c94 = cat.Cluster("dgx-h100-94g");
+  ASSERT_TRUE(c94.ok()) << c94.status().message();
+  EXPECT_DOUBLE_EQ(c94->gpu.hbm_gib, 87.5);
+  EXPECT_EQ(c94->gpu.bf16_tflops, h100->bf16_tflops);
+}
+
 TEST(PlanCatalog, EveryClusterResolvesAndHasSaneNumbers) {
   HardwareCatalog cat;
   ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());

@@ -190,5 +190,29 @@ TEST(PlanValidate, ArchitectureColumnsDefineTheModel) {
   EXPECT_NE(rep->rows[3].error.find("tied_embeddings = 'maybe'"), std::string::npos) << rep->rows[3].error;
 }
 
+// GPU-variant columns: a power-capped run predicts slower, a bigger memory
+// leaves the rates alone; a cap below idle is that row's error.
+TEST(PlanValidate, GpuVariantColumns) {
+  const std::string path = ::testing::TempDir() + "/variants.csv";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  const char* row = ",x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,";
+  std::fprintf(f,
+               "id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
+               "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,"
+               "measured_tokens_per_s,power_cap_w,hbm_gib,notes\n"
+               "full%s,,\ncap%s500,,\nmem%s,87.5,\nlow%s30,,\n",
+               row, row, row, row);
+  std::fclose(f);
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
+  auto rep = ValidateFile(path, cat, kRoot + "/configs");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 4u);
+  EXPECT_LT(rep->rows[1].predicted, rep->rows[0].predicted);  // MFU under a 500 W cap
+  EXPECT_DOUBLE_EQ(rep->rows[2].predicted, rep->rows[0].predicted);
+  EXPECT_NE(rep->rows[3].error.find("idle power"), std::string::npos) << rep->rows[3].error;
+}
+
 }  // namespace
 }  // namespace scaletrain::plan
