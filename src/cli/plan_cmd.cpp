@@ -391,6 +391,21 @@ Result<Prediction> PredictTrainingConfig(const std::string& config_path, const s
   return model.Predict(l);
 }
 
+// The data-parallel reduction's form and the GPU variant (plan's flags).
+void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
+  plan->add_option("--power-cap", o->power_cap_w,
+                   "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
+                   "cube root of the power above idle (docs/planner.md)");
+  plan->add_option("--hbm-gib", o->hbm_gib, "GPU memory in GiB, for a variant of the catalogued GPU (94 / 96 GB parts)");
+  plan->add_option("--dp-reduce", o->dp_reduce,
+                   "ZeRO-0's all-reduce: flat (one ring) or hierarchical (reduce-scatter in each node, "
+                   "all-reduce across, all-gather in the node; where the DP group has >= 2 members on "
+                   "each node); default flat, or the training config's parallel.dp_reduce");
+  plan->add_option("--dp-compress", o->dp_compress,
+                   "what ZeRO-0's gradient all-reduce sends (the trainer's parallel.dp_compress): none, "
+                   "bf16, fp16 or sign (1 bit + a scale per 256 elements, all-gathered)");
+}
+
 void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<PlanOptions>();
   auto* plan = app.add_subcommand("plan",
@@ -429,17 +444,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "--grad-reduce", o->grad_reduce,
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
-  plan->add_option("--power-cap", o->power_cap_w,
-                   "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
-                   "cube root of the power above idle (docs/planner.md)");
-  plan->add_option("--hbm-gib", o->hbm_gib, "GPU memory in GiB, for a variant of the catalogued GPU (94 / 96 GB parts)");
-  plan->add_option("--dp-reduce", o->dp_reduce,
-                   "ZeRO-0's all-reduce: flat (one ring) or hierarchical (reduce-scatter in each node, "
-                   "all-reduce across, all-gather in the node; where the DP group has >= 2 members on "
-                   "each node); default flat, or the training config's parallel.dp_reduce");
-  plan->add_option("--dp-compress", o->dp_compress,
-                   "what ZeRO-0's gradient all-reduce sends (the trainer's parallel.dp_compress): none, "
-                   "bf16, fp16 or sign (1 bit + a scale per 256 elements, all-gathered)");
+  AddCommunicationAndVariantOptions(plan, o.get());
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   plan->add_option("--stack", o->stack,
                    "software stack: modern, modern-triton, legacy or cpu (default modern; with "

@@ -64,6 +64,90 @@ Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text,
 
 }  // namespace
 
+namespace {
+
+// One record of the CSV, its fields looked up by column name.
+struct CsvRecord {
+  const std::map<std::string, size_t>& col;
+  const std::vector<std::string>& fields;
+  std::string where;
+
+  bool Has(const char* name) const { return col.count(name) != 0; }
+  std::string Get(const char* name) const {
+    const size_t i = col.at(name);
+    return i < fields.size() ? fields[i] : std::string();
+  }
+  // An empty field leaves *out as it is.
+  Status Number(const char* name, double* out) const {
+    const std::string v = Get(name);
+    if (v.empty()) return Status::Ok();
+    try {
+      size_t used = 0;
+      *out = std::stod(v, &used);
+      if (used != v.size()) throw std::invalid_argument(v);
+    } catch (const std::exception&) {
+      return InvalidArgument(where + ": column " + name + " = '" + v + "' is not a number");
+    }
+    return Status::Ok();
+  }
+  Status Integer(const char* name, int64_t* out) const {
+    double d = 0;
+    ST_RETURN_IF_ERROR(Number(name, &d));
+    if (d != std::floor(d)) return InvalidArgument(where + ": column " + name + " must be a whole number");
+    // Beyond int64 the cast below is undefined behaviour, not a large count.
+    if (!(std::fabs(d) < 9223372036854775808.0)) {
+      return InvalidArgument(where + ": column " + name + " = '" + Get(name) +
+                             "' is too large for a count; give a whole number below 2^63");
+    }
+    *out = static_cast<int64_t>(d);
+    return Status::Ok();
+  }
+};
+
+// The optional columns: the stack, the architecture, the GPU variant.
+Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
+  if (r.Has("stack")) run->stack = Lower(r.Get("stack"));
+  if (r.Has("activation")) run->activation = Lower(r.Get("activation"));
+  if (r.Has("tied_embeddings")) run->tied_embeddings = Lower(r.Get("tied_embeddings"));
+  if (r.Has("kv_heads")) ST_RETURN_IF_ERROR(r.Integer("kv_heads", &run->kv_heads));
+  if (r.Has("ffn_hidden")) ST_RETURN_IF_ERROR(r.Integer("ffn_hidden", &run->ffn_hidden));
+  if (r.Has("power_cap_w")) ST_RETURN_IF_ERROR(r.Number("power_cap_w", &run->power_cap_w));
+  if (r.Has("hbm_gib")) ST_RETURN_IF_ERROR(r.Number("hbm_gib", &run->hbm_gib));
+  return Status::Ok();
+}
+
+Result<PublishedRun> ReadRun(const CsvRecord& r) {
+  PublishedRun run;
+  run.id = r.Get("id"), run.source = r.Get("source"), run.model = r.Get("model"), run.gpu = r.Get("gpu");
+  run.notes = r.Get("notes"), run.sp = Lower(r.Get("sp")), run.recompute = Lower(r.Get("recompute"));
+  ST_RETURN_IF_ERROR(r.Number("params_b", &run.params_b));
+  for (auto [name, out] : {std::pair{"layers", &run.layers},
+                           {"hidden", &run.hidden},
+                           {"heads", &run.heads},
+                           {"seq", &run.seq},
+                           {"vocab", &run.vocab},
+                           {"num_gpus", &run.num_gpus},
+                           {"tp", &run.tp},
+                           {"pp", &run.pp},
+                           {"dp", &run.dp},
+                           {"vpp", &run.vpp},
+                           {"micro_batch", &run.micro_batch},
+                           {"global_batch", &run.global_batch}}) {
+    ST_RETURN_IF_ERROR(r.Integer(name, out));
+  }
+  ST_RETURN_IF_ERROR(r.Number("measured_tflops_per_gpu", &run.tflops_per_gpu));
+  ST_RETURN_IF_ERROR(r.Number("measured_mfu", &run.mfu));
+  ST_RETURN_IF_ERROR(r.Number("measured_step_s", &run.step_s));
+  ST_RETURN_IF_ERROR(r.Number("measured_tokens_per_s", &run.tokens_per_s));
+  ST_RETURN_IF_ERROR(ReadOptionalColumns(r, &run));
+  if (run.num_gpus <= 0 || run.global_batch <= 0 || run.gpu.empty()) {
+    return InvalidArgument(r.where + " (" + run.id + "): gpu, num_gpus and global_batch are required");
+  }
+  return run;
+}
+
+}  // namespace
+
 Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot open " + path);
@@ -71,30 +155,10 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
   ss << in.rdbuf();
   ST_ASSIGN_OR_RETURN(auto recs, ParseCsv(ss.str(), path));
   if (recs.empty()) return DataLoss(path + " is empty; expected a header line");
-  static const char* kColumns[] = {"id",
-                                   "source",
-                                   "model",
-                                   "params_b",
-                                   "layers",
-                                   "hidden",
-                                   "heads",
-                                   "seq",
-                                   "vocab",
-                                   "gpu",
-                                   "num_gpus",
-                                   "tp",
-                                   "pp",
-                                   "dp",
-                                   "vpp",
-                                   "sp",
-                                   "recompute",
-                                   "micro_batch",
-                                   "global_batch",
-                                   "measured_tflops_per_gpu",
-                                   "measured_mfu",
-                                   "measured_step_s",
-                                   "measured_tokens_per_s",
-                                   "notes"};
+  static const char* kColumns[] = {"id", "source", "model", "params_b", "layers", "hidden", "heads", "seq",
+                                   "vocab", "gpu", "num_gpus", "tp", "pp", "dp", "vpp", "sp", "recompute",
+                                   "micro_batch", "global_batch", "measured_tflops_per_gpu", "measured_mfu",
+                                   "measured_step_s", "measured_tokens_per_s", "notes"};
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < recs[0].size(); ++i) col[recs[0][i]] = i;
   for (const char* c : kColumns) {
@@ -102,71 +166,7 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
   }
   std::vector<PublishedRun> runs;
   for (size_t r = 1; r < recs.size(); ++r) {
-    const auto& f = recs[r];
-    const std::string where = path + " line " + std::to_string(r + 1);
-    auto get = [&](const char* name) -> std::string {
-      const size_t i = col[name];
-      return i < f.size() ? f[i] : std::string();
-    };
-    auto num = [&](const char* name, double* out) -> Status {
-      const std::string v = get(name);
-      if (v.empty()) return Status::Ok();
-      try {
-        size_t used = 0;
-        *out = std::stod(v, &used);
-        if (used != v.size()) throw std::invalid_argument(v);
-      } catch (const std::exception&) {
-        return InvalidArgument(where + ": column " + name + " = '" + v + "' is not a number");
-      }
-      return Status::Ok();
-    };
-    auto integer = [&](const char* name, int64_t* out) -> Status {
-      double d = 0;
-      ST_RETURN_IF_ERROR(num(name, &d));
-      if (d != std::floor(d)) {
-        return InvalidArgument(where + ": column " + name + " must be a whole number");
-      }
-      // Beyond int64 the cast below is undefined behaviour, not a large count.
-      if (!(std::fabs(d) < 9223372036854775808.0)) {
-        return InvalidArgument(where + ": column " + name + " = '" + get(name) +
-                               "' is too large for a count; give a whole number below 2^63");
-      }
-      *out = static_cast<int64_t>(d);
-      return Status::Ok();
-    };
-    PublishedRun run;
-    run.id = get("id"), run.source = get("source"), run.model = get("model"), run.gpu = get("gpu");
-    run.notes = get("notes"), run.sp = Lower(get("sp")), run.recompute = Lower(get("recompute"));
-    if (col.count("stack")) run.stack = Lower(get("stack"));
-    if (col.count("activation")) run.activation = Lower(get("activation"));
-    if (col.count("tied_embeddings")) run.tied_embeddings = Lower(get("tied_embeddings"));
-    if (col.count("kv_heads")) ST_RETURN_IF_ERROR(integer("kv_heads", &run.kv_heads));
-    if (col.count("ffn_hidden")) ST_RETURN_IF_ERROR(integer("ffn_hidden", &run.ffn_hidden));
-    if (col.count("power_cap_w")) ST_RETURN_IF_ERROR(num("power_cap_w", &run.power_cap_w));
-    if (col.count("hbm_gib")) ST_RETURN_IF_ERROR(num("hbm_gib", &run.hbm_gib));
-    ST_RETURN_IF_ERROR(num("params_b", &run.params_b));
-    for (auto [name, out] : {std::pair{"layers", &run.layers},
-                             {"hidden", &run.hidden},
-                             {"heads", &run.heads},
-                             {"seq", &run.seq},
-                             {"vocab", &run.vocab},
-                             {"num_gpus", &run.num_gpus},
-                             {"tp", &run.tp},
-                             {"pp", &run.pp},
-                             {"dp", &run.dp},
-                             {"vpp", &run.vpp},
-                             {"micro_batch", &run.micro_batch},
-                             {"global_batch", &run.global_batch}}) {
-      ST_RETURN_IF_ERROR(integer(name, out));
-    }
-    ST_RETURN_IF_ERROR(num("measured_tflops_per_gpu", &run.tflops_per_gpu));
-    ST_RETURN_IF_ERROR(num("measured_mfu", &run.mfu));
-    ST_RETURN_IF_ERROR(num("measured_step_s", &run.step_s));
-    ST_RETURN_IF_ERROR(num("measured_tokens_per_s", &run.tokens_per_s));
-    if (run.num_gpus <= 0 || run.global_batch <= 0 || run.gpu.empty()) {
-      return InvalidArgument(where + " (" + run.id +
-                             "): gpu, num_gpus and global_batch are required");
-    }
+    ST_ASSIGN_OR_RETURN(PublishedRun run, ReadRun({col, recs[r], path + " line " + std::to_string(r + 1)}));
     runs.push_back(std::move(run));
   }
   return runs;

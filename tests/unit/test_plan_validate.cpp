@@ -40,6 +40,25 @@ ValidationReport ValidateRepoCsv(const std::string& name, size_t rows) {
   return *rep;
 }
 
+// Writes `csv` to a temporary file NAME and validates it with the
+// repository's catalog and `default_stack`.
+Result<ValidationReport> ValidateTempCsv(const std::string& name, const std::string& csv,
+                                         const std::string& default_stack = "modern") {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return IoError("cannot write " + path);
+  std::fputs(csv.c_str(), f);
+  std::fclose(f);
+  HardwareCatalog cat;
+  ST_RETURN_IF_ERROR(cat.LoadDir(kRoot + "/configs/hardware"));
+  return ValidateFile(path, cat, kRoot + "/configs", default_stack);
+}
+
+// The columns every CSV has, up to the measured figures.
+const std::string kBaseHeader =
+    "id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
+    "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,measured_tokens_per_s";
+
 TEST(PlanValidate, PublishedRunsWithinTheMeasuredBound) {
   const auto rep = ValidateRepoCsv("published-runs.csv", 26);
   ASSERT_FALSE(rep.rows.empty());
@@ -140,21 +159,11 @@ TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
 // The stack is a column: a row's own value wins, rows without one take the
 // default (`plan validate --stack`), and an unknown name is that row's error.
 TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
-  const std::string path = ::testing::TempDir() + "/stacks.csv";
-  FILE* f = std::fopen(path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  const char* row = ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,";
-  std::fprintf(f,
-               "id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
-               "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,"
-               "measured_tokens_per_s,stack,notes\n"
-               "own%slegacy,\nnone%s,\nbad%sfancy,\n",
-               row, row, row);
-  std::fclose(f);
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
+  const std::string row = ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,";
+  const std::string csv = kBaseHeader + ",stack,notes\nown" + row + "legacy,\nnone" + row + ",\nbad" + row +
+                          "fancy,\n";
   for (const std::string def : {"modern", "modern-triton"}) {
-    auto rep = ValidateFile(path, cat, kRoot + "/configs", def);
+    auto rep = ValidateTempCsv("stacks.csv", csv, def);
     ASSERT_TRUE(rep.ok()) << rep.status().message();
     ASSERT_EQ(rep->rows.size(), 3u);
     EXPECT_EQ(rep->rows[0].stack, "legacy");
@@ -167,21 +176,13 @@ TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
 // The architecture columns define a modern model without a preset: Llama 3
 // 8B from its dimensions, GQA, FFN width and SwiGLU predicts as the preset.
 TEST(PlanValidate, ArchitectureColumnsDefineTheModel) {
-  const std::string path = ::testing::TempDir() + "/arch.csv";
-  FILE* f = std::fopen(path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  std::fputs("id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
-             "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,"
-             "measured_tokens_per_s,kv_heads,ffn_hidden,activation,tied_embeddings,notes\n"
-             "cols,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,swiglu,false,\n"
-             "preset,x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,,,,,\n"
-             "badact,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,tanh,,\n"
-             "badtie,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,swiglu,maybe,\n",
-             f);
-  std::fclose(f);
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
-  auto rep = ValidateFile(path, cat, kRoot + "/configs");
+  auto rep = ValidateTempCsv(
+      "arch.csv",
+      kBaseHeader + ",kv_heads,ffn_hidden,activation,tied_embeddings,notes\n"
+      "cols,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,swiglu,false,\n"
+      "preset,x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,,,,,\n"
+      "badact,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,tanh,,\n"
+      "badtie,x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,8,14336,swiglu,maybe,\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   ASSERT_EQ(rep->rows.size(), 4u);
   ASSERT_TRUE(rep->rows[0].error.empty()) << rep->rows[0].error;
@@ -193,20 +194,10 @@ TEST(PlanValidate, ArchitectureColumnsDefineTheModel) {
 // GPU-variant columns: a power-capped run predicts slower, a bigger memory
 // leaves the rates alone; a cap below idle is that row's error.
 TEST(PlanValidate, GpuVariantColumns) {
-  const std::string path = ::testing::TempDir() + "/variants.csv";
-  FILE* f = std::fopen(path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  const char* row = ",x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,";
-  std::fprintf(f,
-               "id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
-               "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,"
-               "measured_tokens_per_s,power_cap_w,hbm_gib,notes\n"
-               "full%s,,\ncap%s500,,\nmem%s,87.5,\nlow%s30,,\n",
-               row, row, row, row);
-  std::fclose(f);
-  HardwareCatalog cat;
-  ASSERT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
-  auto rep = ValidateFile(path, cat, kRoot + "/configs");
+  const std::string row = ",x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,";
+  auto rep = ValidateTempCsv("variants.csv", kBaseHeader + ",power_cap_w,hbm_gib,notes\nfull" + row +
+                                                 ",,\ncap" + row + "500,,\nmem" + row + ",87.5,\nlow" + row +
+                                                 "30,,\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   ASSERT_EQ(rep->rows.size(), 4u);
   EXPECT_LT(rep->rows[1].predicted, rep->rows[0].predicted);  // MFU under a 500 W cap
