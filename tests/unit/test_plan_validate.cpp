@@ -205,5 +205,17 @@ TEST(PlanValidate, GpuVariantColumns) {
   EXPECT_NE(rep->rows[3].error.find("idle power"), std::string::npos) << rep->rows[3].error;
 }
 
+// A row with only the GPU count and the global batch: the layout is searched.
+TEST(PlanValidate, LayoutLessRowsAreSearched) {
+  auto rep = ValidateTempCsv("layoutless.csv",
+                             kBaseHeader + ",notes\nbare,x,llama3-8b,,,,,8192,,h100-sxm,64,,,,,,,,512,,0.4,,,\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 1u);
+  ASSERT_TRUE(rep->rows[0].error.empty()) << rep->rows[0].error;
+  const Layout& l = rep->rows[0].prediction.layout;
+  EXPECT_EQ(l.tp * l.pp * l.dp, 64);
+  EXPECT_EQ(l.global_batch, 512);
+}
+
 }  // namespace
 }  // namespace scaletrain::plan
