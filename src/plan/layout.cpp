@@ -71,6 +71,13 @@ std::string LayoutToString(const Layout& l) {
 Result<Software> SoftwareFromName(const std::string& name) {
   Software s;
   s.name = name;
+  // "modern" is what current Megatron-LM / Megatron-Core and NeMo run (fused
+  // kernels, FlashAttention, overlapped gradient reduction): their names
+  // select it too.
+  if (name == "megatron" || name == "megatron-lm" || name == "megatron-core" || name == "nemo") {
+    s.name = "modern";
+    return s;
+  }
   if (name == "modern") return s;
   if (name == "modern-triton") {
     // As modern, with MPT's Triton FlashAttention (llm-foundry's
@@ -108,7 +115,7 @@ Result<Software> SoftwareFromName(const std::string& name) {
     return s;
   }
   return InvalidArgument("unknown software stack '" + name +
-                         "'; use modern, modern-triton, legacy or cpu");
+                         "'; use modern (also megatron, megatron-core, nemo), modern-triton, legacy or cpu");
 }
 
 GradReduce GradReduceFor(const Layout& l, const Software& sw) {

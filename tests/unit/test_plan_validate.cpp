@@ -161,13 +161,14 @@ TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
 TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
   const std::string row = ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,";
   const std::string csv = kBaseHeader + ",stack,notes\nown" + row + "legacy,\nnone" + row + ",\nbad" + row +
-                          "fancy,\n";
+                          "fancy,\nalias" + row + "megatron,\n";
   for (const std::string def : {"modern", "modern-triton"}) {
     auto rep = ValidateTempCsv("stacks.csv", csv, def);
     ASSERT_TRUE(rep.ok()) << rep.status().message();
-    ASSERT_EQ(rep->rows.size(), 3u);
+    ASSERT_EQ(rep->rows.size(), 4u);
     EXPECT_EQ(rep->rows[0].stack, "legacy");
     EXPECT_EQ(rep->rows[1].stack, def);
+    EXPECT_EQ(rep->rows[3].stack, "modern");  // Megatron-LM's name for what "modern" models
     EXPECT_NE(rep->rows[2].error.find("unknown software stack 'fancy'"), std::string::npos)
         << rep->rows[2].error;
   }
