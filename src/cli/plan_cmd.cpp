@@ -435,7 +435,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
                    "sequences per optimizer step (default: the preset's)");
   plan->add_option("--seq", o->seq, "sequence length (default: the preset's)");
   plan->add_option("--zero", o->zero, "ZeRO stage 0-3");
-  plan->add_option("--recompute", o->recompute, "activation recomputation: none, selective, full");
+  plan->add_option("--recompute", o->recompute, "activation recomputation: none, selective (Megatron's), full, or op (PyTorch's op-level selective checkpointing)");
   plan->add_flag("--sp", o->sp, "sequence parallelism (with tp > 1)");
   plan->add_option(
       "--precision", o->precision,

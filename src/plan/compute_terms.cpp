@@ -176,6 +176,9 @@ double LayerRecomputeSeconds(Recompute rc, const Software& sw, const PassSeconds
   // (TpPpStepOptions::recompute_full), not here.
   if (rc == Recompute::kFull) return layer.fwd;
   if (rc == Recompute::kSelective && !sw.flash_attention) return attention.fwd;
+  // Every other matmul and the element-wise work between them: about half
+  // of the layer's forward outside attention.
+  if (rc == Recompute::kOp) return 0.5 * (layer.fwd - attention.fwd);
   return 0;
 }
 

@@ -129,6 +129,13 @@ double NarayananFlopsPerStep(int64_t batch, int64_t seq, int64_t layers, int64_t
 
 double RecomputeFlopsPerSequence(const ModelSpec& m, Recompute rc) {
   if (rc == Recompute::kFull) return BlockForwardFlopsPerSequence(m);
+  if (rc == Recompute::kOp) {
+    // Half of the blocks' matmul FLOPs (every other matmul is recomputed).
+    const double h = static_cast<double>(m.n_embd), F = static_cast<double>(m.ffn_hidden);
+    const double kvd = static_cast<double>(m.n_kv_head * m.head_dim());
+    const double mm = 2.0 * (2.0 * h * h + 2.0 * h * kvd + static_cast<double>(m.mlp_matrices()) * h * F);
+    return 0.5 * mm * static_cast<double>(m.block_size) * static_cast<double>(m.n_layer);
+  }
   if (rc != Recompute::kSelective) return 0;
   const double s = static_cast<double>(m.block_size), h = static_cast<double>(m.n_embd);
   return 4.0 * s * h * s * static_cast<double>(m.n_layer);

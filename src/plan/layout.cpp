@@ -14,15 +14,19 @@ const char* RecomputeName(Recompute r) {
       return "selective";
     case Recompute::kFull:
       return "full";
+    case Recompute::kOp:
+      return "op";
   }
   return "?";
 }
 
 Result<Recompute> RecomputeFromName(const std::string& name) {
-  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
     if (name == RecomputeName(r)) return r;
   }
-  return InvalidArgument("unknown recompute '" + name + "'; use none, selective or full");
+  if (name == "selective-op" || name == "selective_op") return Recompute::kOp;
+  return InvalidArgument("unknown recompute '" + name +
+                         "'; use none, selective (Megatron's), full or op (PyTorch's op-level selective)");
 }
 
 const char* GradReduceName(GradReduce g) {

@@ -14,7 +14,12 @@
 
 namespace scaletrain::plan {
 
-enum class Recompute { kNone, kSelective, kFull };
+// Activation recomputation: none; Megatron's selective (the attention
+// scores, Korthikanti et al. 2022); full (each layer from its input); and
+// PyTorch's op-level selective checkpointing (torchtitan's
+// `selective_ac_option = "op"`): the layer input, the attention (SDPA)
+// output and every other matmul output are kept, the rest recomputed.
+enum class Recompute { kNone, kSelective, kFull, kOp };
 const char* RecomputeName(Recompute r);
 Result<Recompute> RecomputeFromName(const std::string& name);
 

@@ -36,6 +36,15 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
   // sequence is split across them (SP).
   const double rep_div = sp ? t : 1.0;
   if (rc == Recompute::kFull) return 2.0 * s * b * h / rep_div;  // only the layer input is kept
+  if (rc == Recompute::kOp) {
+    // The layer input and the MLP's output (outside the TP region); the
+    // attention output with its fp32 log-sum-exp, and every other matmul
+    // output: q, v, the MLP's first (gate) projection.
+    const double outside = 2.0 * h + 2.0 * h;
+    double inside = 2.0 * h + 4.0 * a + 2.0 * h + 2.0 * kvd + 2.0 * F;
+    if (!sw.flash_attention) inside += 2.0 * a * s;  // the softmax output, kept by eager attention
+    return s * b * (outside / rep_div + inside / t);
+  }
   double rep = 2.0 * h + 2.0 * h + 2.0 * h + 2.0 * h;            // two norm inputs and outputs
   if (sw.dropout) rep += 2.0 * h;                                // two 1-byte dropout masks
   double split = 2.0 * h + 2.0 * kvd                             // Q, K (QK^T inputs)
@@ -67,7 +76,7 @@ double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software&
   const double per_layer =
       act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, l.recompute, sw);
   double act = static_cast<double>(in_flight) * layers_per_chunk * per_layer;
-  if (l.recompute == Recompute::kFull) {
+  if (l.recompute == Recompute::kFull || l.recompute == Recompute::kOp) {
     // Backward rebuilds one layer's full set at a time.
     act += act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw);
   }

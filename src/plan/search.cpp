@@ -79,8 +79,10 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
   for (int zero = 0; zero <= 3; ++zero) {
     if (opt.zero && zero != *opt.zero) continue;
     if (base.dp == 1 && zero > 0) continue;  // nothing to shard over
-    for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
       if (opt.recompute && rc != *opt.recompute) continue;
+      // PyTorch's op-level policy only where asked for (a stack that has it).
+      if (!opt.recompute && rc == Recompute::kOp) continue;
       // With FlashAttention there are no stored scores for selective
       // recomputation to drop: it equals "none" and is not listed twice.
       if (!opt.recompute && rc == Recompute::kSelective && sw.flash_attention) continue;

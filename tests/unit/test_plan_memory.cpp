@@ -44,6 +44,26 @@ TEST(PlanMemory, FlashAttentionDropsTheScores) {
                    s * 2 * (8 * h + (24 * h + 4 * a) / 4));
 }
 
+// PyTorch's op-level selective checkpointing keeps the layer input and the
+// MLP output (whole on each TP rank without SP), the attention output with
+// its log-sum-exp, q, v and the gate projection: Llama 3 8B (h 4096, kv 1024,
+// F 14336, 32 heads) at tp 2, per token 4h + (4h + 4a + 2kvd + 2F) / 2.
+TEST(PlanMemory, OpLevelSelectiveKeepsEveryOtherMatmul) {
+  auto p = LoadModel("llama3-8b", kConfigs);
+  ASSERT_TRUE(p.ok());
+  auto modern = SoftwareFromName("modern");
+  const double s = 8192, h = 4096, a = 32, kvd = 1024, F = 14336;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(p->spec, 1, 2, false, Recompute::kOp, *modern),
+                   s * (4 * h + (4 * h + 4 * a + 2 * kvd + 2 * F) / 2));
+  // Less than none, more than full.
+  EXPECT_LT(LayerActivationBytes(p->spec, 1, 2, false, Recompute::kOp, *modern),
+            LayerActivationBytes(p->spec, 1, 2, false, Recompute::kNone, *modern));
+  EXPECT_GT(LayerActivationBytes(p->spec, 1, 2, false, Recompute::kOp, *modern),
+            LayerActivationBytes(p->spec, 1, 2, false, Recompute::kFull, *modern));
+  EXPECT_EQ(*RecomputeFromName("op"), Recompute::kOp);
+  EXPECT_EQ(*RecomputeFromName("selective-op"), Recompute::kOp);
+}
+
 // A model preset and the DGX A100 cluster, from the repository's catalog.
 struct PresetOnDgxA100 {
   ModelSpec spec;

@@ -71,6 +71,23 @@ TEST(PlanSearch, FixedKnobsAreHeld) {
   }
 }
 
+// PyTorch's op-level checkpointing is searched only when asked for.
+TEST(PlanSearch, OpLevelRecomputeOnlyWhenAsked) {
+  Fixture f("gpt3-13b", "dgx-a100");
+  SearchOptions o;
+  o.num_gpus = 64;
+  o.global_batch = 256;
+  o.top_k = 50;
+  auto all = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(all.ok());
+  for (const auto& p : all->top) EXPECT_NE(p.layout.recompute, Recompute::kOp);
+  o.recompute = Recompute::kOp;
+  auto op = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(op.ok());
+  ASSERT_FALSE(op->top.empty());
+  for (const auto& p : op->top) EXPECT_EQ(p.layout.recompute, Recompute::kOp);
+}
+
 TEST(PlanSearch, TooBigModelReportsWhyNothingFits) {
   Fixture f("llama3-405b", "dgx-a100");
   SearchOptions o;
