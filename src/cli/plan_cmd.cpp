@@ -16,6 +16,7 @@
 #include "plan/report.h"
 #include "plan/search.h"
 #include "plan/sizing.h"
+#include "core/strings.h"
 #include "plan/validate.h"
 
 namespace scaletrain::cli {
@@ -40,6 +41,7 @@ struct PlanOptions {
   std::string plot;
   double tokens = 0, rack_kw = 40, usd_per_gpu_hour = 0, pue = 0, utilization = 0.85;
   double power_cap_w = 0, hbm_gib = 0;  // the cluster's GPU variant; 0: as catalogued
+  Uncertainty uncertainty;              // the step time's range
   size_t top = 5;
   std::string validate_csv;
 };
@@ -329,6 +331,14 @@ Status RunPredict(const PlanOptions& o, const PlanInputs& in, const LayoutFlags&
   }
   ST_RETURN_IF_ERROR(CheckProfileCovers(in.cluster, l.num_gpus()));
   ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
+  for (const auto& [flag, v] : {std::pair{"--kernel-uncertainty", o.uncertainty.kernel},
+                                {"--fabric-uncertainty", o.uncertainty.fabric}}) {
+    if (!(v >= 0 && v < 1)) {
+      return InvalidArgument(std::string(flag) + Fmt(" = %g is not a fraction; give a value in [0, 1)", v));
+    }
+  }
+  ST_ASSIGN_OR_RETURN(std::tie(p.step_time_lo_s, p.step_time_hi_s),
+                      StepTimeRange(in.preset.spec, in.cluster, in.sw, l, o.uncertainty));
   Sizing s = SizeRun(p, in.cluster, so);
   if (o.json) {
     std::printf("%s\n", PlanToJson(ctx, p, &s).dump(2).c_str());
@@ -396,6 +406,10 @@ void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_option("--power-cap", o->power_cap_w,
                    "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
                    "cube root of the power above idle (docs/planner.md)");
+  plan->add_option("--kernel-uncertainty", o->uncertainty.kernel,
+                   "how far the kernel efficiencies may be off, for the step time's range (default 0.10)");
+  plan->add_option("--fabric-uncertainty", o->uncertainty.fabric,
+                   "how far the link efficiencies may be off, for the step time's range (default 0.15)");
   plan->add_option("--hbm-gib", o->hbm_gib, "GPU memory in GiB, for a variant of the catalogued GPU (94 / 96 GB parts)");
   plan->add_option("--dp-reduce", o->dp_reduce,
                    "ZeRO-0's all-reduce: flat (one ring) or hierarchical (reduce-scatter in each node, "

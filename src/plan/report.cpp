@@ -72,6 +72,7 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
       {"software", ctx.model->software().name},
       {"layout", LayoutJson(p.layout)},
       {"step_time_s", p.step_time_s},
+      {"step_time_range_s", {p.step_time_lo_s, p.step_time_hi_s}},
       {"time_breakdown_s", TimeBreakdownJson(t)},
       {"tokens_per_s", p.tokens_per_s},
       {"tflops_per_gpu", p.tflops_per_gpu},
@@ -222,6 +223,10 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
                                                     static_cast<long long>(p.layout.micro_batches()));
   o += Fmt("step     %s   tokens/s %.4g   TFLOP/s/GPU %.1f (with recompute %.1f)   MFU %.1f%%\n",
            Secs(p.step_time_s).c_str(), p.tokens_per_s, p.tflops_per_gpu, p.hw_tflops_per_gpu, 100 * p.mfu);
+  if (p.step_time_hi_s > 0) {
+    o += Fmt("         range %s to %s (kernel and link efficiencies at the ends of their uncertainty)\n",
+             Secs(p.step_time_lo_s).c_str(), Secs(p.step_time_hi_s).c_str());
+  }
   const std::pair<const char*, double> parts[] = {{"compute", t.compute},   {"recompute", t.recompute},
                                                   {"tp_comm", t.tp_comm},   {"pp_comm", t.pp_comm},
                                                   {"dp_comm", t.dp_comm},   {"bubble", t.bubble},

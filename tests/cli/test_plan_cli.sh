@@ -69,6 +69,8 @@ expect_error "nearest valid global batch: 96 or 112" plan --model llama3-8b --cl
   --micro-batch 2 --global-batch 100
 expect_error "cannot open" plan validate "$tmp/missing.csv"
 expect_error "--stack: unknown software stack 'fancy'" plan validate "$root/tests/plan/korthikanti-2022.csv" --stack fancy
+expect_error "--kernel-uncertainty = 1.5 is not a fraction" plan --model llama3-8b --cluster dgx-h100 --gpus 8 \
+  --kernel-uncertainty 1.5
 expect_error "use fp32, compute" plan --model llama3-8b --cluster dgx-h100 --gpus 8 --grad-reduce bf32
 
 if [ "$fails" -ne 0 ]; then
