@@ -298,8 +298,8 @@ Result<std::vector<AllreduceMeasurement>> MeasureAllreduce(Communicator& world,
 // The all-reduce inside a host and, when the ranks span several hosts,
 // across them: the node and fabric entries of the profile.
 // `p2p_bytes`: the point-to-point message measured across hosts (the
-// model's pipeline message where there is a model: a message's rate depends
-// on its size, e.g. TCP's slow start after each idle gap).
+// model's pipeline message where there is a model, so that the rate is the
+// one of the size the pipeline sends).
 Status MeasureLinks(Communicator& world, const BenchOptions& opt, int64_t p2p_bytes, BenchResult* r) {
   ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> host, world.SplitByHost("bench_host"));
   int64_t counts[3] = {host->rank() == 0 ? 1 : 0, -host->size(), host->size()};
