@@ -49,7 +49,6 @@ GradCompressor::Region& GradCompressor::RegionAt(int64_t offset, int64_t count, 
 }
 
 CommHandle GradCompressor::Start(Communicator* group, float* buf, int64_t count, int64_t offset) {
-  Region& r = RegionAt(offset, count, group->size());
   switch (c_) {
     case DpCompression::kNone:
       return group->IAllreduce(buf, count, ReduceOp::kSum);
@@ -59,19 +58,19 @@ CommHandle GradCompressor::Start(Communicator* group, float* buf, int64_t count,
       return group->IAllreduce(h, count, ReduceOp::kSum);
     }
     case DpCompression::kFp16: {
+      const Region& r = regions_[offset];
       if (r.scale == 0) return group->IAllreduce(buf, count, ReduceOp::kSum);  // sets the scale
       f16* h = static_cast<f16*>(half_.data()) + offset;
       ToF16(buf, h, count, r.scale);
       return group->IAllreduce(h, count, ReduceOp::kSum);
     }
     case DpCompression::kSign:
-      return StartSign(group, r, buf, count, offset);
+      return StartSign(group, RegionAt(offset, count, group->size()), buf, count, offset);
   }
   return CommHandle();
 }
 
 Status GradCompressor::Finish(Communicator* group, float* buf, int64_t count, int64_t offset) {
-  Region& r = regions_.at(offset);
   switch (c_) {
     case DpCompression::kNone:
       return Status::Ok();
@@ -79,6 +78,7 @@ Status GradCompressor::Finish(Communicator* group, float* buf, int64_t count, in
       FromBf16(static_cast<const bf16*>(half_.data()) + offset, buf, count);
       return Status::Ok();
     case DpCompression::kFp16: {
+      Region& r = regions_.at(offset);
       if (r.scale != 0) {
         // buf still holds this rank's fp32 gradients until the sum is accepted.
         const f16* h = static_cast<const f16*>(half_.data()) + offset;
@@ -98,7 +98,7 @@ Status GradCompressor::Finish(Communicator* group, float* buf, int64_t count, in
                                    : Internal("the fp32 gradient sum is not finite (the loss diverged)");
     }
     case DpCompression::kSign:
-      FinishSign(group, r, buf, count);
+      FinishSign(group, regions_.at(offset), buf, count);
       return Status::Ok();
   }
   return Status::Ok();

@@ -60,12 +60,13 @@ class GradCompressor {
     Buffer send, recv;  // sign: this rank's message, every rank's
     float scale = 0;    // fp16: 0 until a reduction has set it
   };
+  // The sign region at `offset`, its message buffers allocated on first use.
   Region& RegionAt(int64_t offset, int64_t count, int64_t group_size);
   CommHandle StartSign(Communicator* group, Region& r, const float* buf, int64_t count, int64_t offset);
   void FinishSign(Communicator* group, const Region& r, float* buf, int64_t count) const;
 
   DpCompression c_;
-  std::map<int64_t, Region> regions_;
+  std::map<int64_t, Region> regions_;  // fp16 and sign only, by offset
   Buffer half_;      // bf16 / fp16: the 16-bit copy of every region, by offset
   Buffer residual_;  // sign: error feedback, by offset
   int64_t fallbacks_ = 0;
