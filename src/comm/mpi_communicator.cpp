@@ -59,10 +59,6 @@ void HalfOp(void* in, void* inout, int* len, MPI_Datatype*) {
     b[i] = To(kMax ? (x > y ? x : y) : x + y);
   }
 }
-bf16 ToBf16One(float x) { return ToBf16(x); }
-float FromBf16One(bf16 x) { return FromBf16(x); }
-f16 ToF16One(float x) { return ToF16(x); }
-float FromF16One(f16 x) { return FromF16(x); }
 
 struct HalfOps {
   MPI_Op bf16_sum = MPI_OP_NULL, bf16_max = MPI_OP_NULL, f16_sum = MPI_OP_NULL, f16_max = MPI_OP_NULL;
@@ -74,10 +70,10 @@ HalfOps& HalfMpiOps() {
 void CreateHalfMpiOps() {
   HalfOps& o = HalfMpiOps();
   if (o.bf16_sum != MPI_OP_NULL) return;
-  MPI_Op_create(&HalfOp<bf16, ToBf16One, FromBf16One, false>, 1, &o.bf16_sum);
-  MPI_Op_create(&HalfOp<bf16, ToBf16One, FromBf16One, true>, 1, &o.bf16_max);
-  MPI_Op_create(&HalfOp<f16, ToF16One, FromF16One, false>, 1, &o.f16_sum);
-  MPI_Op_create(&HalfOp<f16, ToF16One, FromF16One, true>, 1, &o.f16_max);
+  MPI_Op_create(&HalfOp<bf16, ToBf16, FromBf16, false>, 1, &o.bf16_sum);
+  MPI_Op_create(&HalfOp<bf16, ToBf16, FromBf16, true>, 1, &o.bf16_max);
+  MPI_Op_create(&HalfOp<f16, ToF16, FromF16, false>, 1, &o.f16_sum);
+  MPI_Op_create(&HalfOp<f16, ToF16, FromF16, true>, 1, &o.f16_max);
 }
 
 MPI_Op ToMpiOp(ReduceOp op, CommDType dtype) {

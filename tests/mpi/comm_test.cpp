@@ -143,10 +143,6 @@ void TestHalfAllreduce(const Group& g, int64_t world_rank, int64_t count, const 
   std::vector<H> avg(1, To(1.0f));
   CHECK_TRUE(!g.comm->Allreduce(avg.data(), 1, ReduceOp::kAverage).ok(), "%s average accepted", what);
 }
-bf16 Bf16Of(float x) { return ToBf16(x); }
-float OfBf16(bf16 x) { return FromBf16(x); }
-f16 F16Of(float x) { return ToF16(x); }
-float OfF16(f16 x) { return FromF16(x); }
 
 void TestReduceScatter(const Group& g, int64_t world_rank, int64_t block) {
   const int n = g.comm->size();
@@ -349,8 +345,8 @@ int RunSuite(ProcessGroups& pg) {
     TestBroadcast(g, rank, 100000);
     TestSendRecv(g, rank, 300000);
     TestByteCounts(g);
-    TestHalfAllreduce<bf16, Bf16Of, OfBf16>(g, rank, 300000, "bf16");
-    TestHalfAllreduce<f16, F16Of, OfF16>(g, rank, 1000, "fp16");
+    TestHalfAllreduce<bf16, ToBf16, FromBf16>(g, rank, 300000, "bf16");
+    TestHalfAllreduce<f16, ToF16, FromF16>(g, rank, 1000, "fp16");
   }
   TestConcurrent(groups, rank);
 
