@@ -132,16 +132,9 @@ Status LoadPlanInputs(const PlanOptions& o, PlanInputs* in) {
   ST_RETURN_IF_ERROR(CheckModelAndClusterFlags(o, in->catalog));
   ST_RETURN_IF_ERROR(LoadPlanModel(o, in));
   ST_ASSIGN_OR_RETURN(in->cluster, in->catalog.Cluster(o.cluster));
-  if (o.power_cap_w != 0) {
-    auto g = PowerCapped(in->cluster.gpu, o.power_cap_w);
-    if (!g.ok()) return g.status().WithContext("--power-cap");
-    in->cluster.gpu = *g;
-  }
-  if (o.hbm_gib != 0) {
-    auto g = WithMemory(in->cluster.gpu, o.hbm_gib);
-    if (!g.ok()) return g.status().WithContext("--hbm-gib");
-    in->cluster.gpu = *g;
-  }
+  auto gpu = GpuVariant(in->cluster.gpu, o.power_cap_w, o.hbm_gib);
+  if (!gpu.ok()) return gpu.status().WithContext("--power-cap / --hbm-gib");
+  in->cluster.gpu = *gpu;
   // A training config describes scaletrain's CPU trainer: its stack, fp32.
   const std::string stack = !o.stack.empty() ? o.stack : in->run_cfg ? "cpu" : "modern";
   ST_ASSIGN_OR_RETURN(in->sw, SoftwareFromName(stack));

@@ -112,8 +112,7 @@ DpSeconds HierarchicalDpSeconds(const ClusterSpec& cluster, const Software& sw, 
     const double elem = l.dp_compress == DpCompression::kNone ? static_cast<double>(grad_elem_bytes) : 2.0;
     cross_bytes = 2.0 * (hh - 1.0) / hh * block * elem;
   }
-  const Link node{cluster.IntraBusBytesPerS(),
-                  2.0 * std::log2(static_cast<double>(k)) * cluster.node.intra_latency_us * 1e-6};
+  const Link node = DpLink(cluster, l.tp, k);  // k members of one node
   const Link cross{cluster.NicBytesPerSPerGpu(), 2.0 * std::log2(hh) * cluster.fabric.latency_us * 1e-6};
   return DpHierarchicalSeconds(padded * static_cast<double>(grad_elem_bytes), cross_bytes, k, node, cross,
                                stage.bwd, static_cast<double>(l.vpp), sw.overlap_dp, buckets);

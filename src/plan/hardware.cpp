@@ -320,17 +320,21 @@ Result<ClusterSpec> HardwareCatalog::Cluster(const std::string& name) const {
   c.fabric = f->second;
   c.usd_per_gpu_hour = ref.usd_per_gpu_hour;
   c.pue = ref.pue;
-  if (ref.gpu_power_cap_w > 0) {
-    auto capped = PowerCapped(c.gpu, ref.gpu_power_cap_w);
-    if (!capped.ok()) return capped.status().WithContext("cluster " + name);
-    c.gpu = *capped;
-  }
-  if (ref.gpu_hbm_gib > 0) {
-    auto m = WithMemory(c.gpu, ref.gpu_hbm_gib);
-    if (!m.ok()) return m.status().WithContext("cluster " + name);
-    c.gpu = *m;
-  }
+  auto variant = GpuVariant(c.gpu, ref.gpu_power_cap_w, ref.gpu_hbm_gib);
+  if (!variant.ok()) return variant.status().WithContext("cluster " + name);
+  c.gpu = *variant;
   return c;
+}
+
+Result<GpuSpec> GpuVariant(const GpuSpec& g, double power_cap_w, double hbm_gib) {
+  GpuSpec v = g;
+  if (power_cap_w != 0) {
+    ST_ASSIGN_OR_RETURN(v, PowerCapped(v, power_cap_w));
+  }
+  if (hbm_gib != 0) {
+    ST_ASSIGN_OR_RETURN(v, WithMemory(v, hbm_gib));
+  }
+  return v;
 }
 
 Result<GpuSpec> PowerCapped(const GpuSpec& g, double cap_w) {

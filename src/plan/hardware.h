@@ -149,6 +149,10 @@ class HardwareCatalog {
 Result<GpuSpec> PowerCapped(const GpuSpec& g, double cap_w);
 // The GPU with another memory size (a 94 or 96 GB part of an 80 GB design).
 Result<GpuSpec> WithMemory(const GpuSpec& g, double hbm_gib);
+// A fleet's variant: PowerCapped and WithMemory, each where its value is not
+// 0 (0: as catalogued). A cluster preset's, `plan --power-cap --hbm-gib` and
+// a validation row's columns all go through here.
+Result<GpuSpec> GpuVariant(const GpuSpec& g, double power_cap_w, double hbm_gib);
 
 // "unknown cluster 'x'; did you mean 'y'? known: a, b, c" — the shared form
 // of every unknown-name error in the planner.

@@ -305,16 +305,9 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   row.run = run;
   ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, catalog.ClusterForGpu(run.gpu));
-  if (run.power_cap_w > 0) {
-    auto g = PowerCapped(cluster.gpu, run.power_cap_w);
-    if (!g.ok()) return g.status().WithContext(run.id + ": power_cap_w");
-    cluster.gpu = *g;
-  }
-  if (run.hbm_gib > 0) {
-    auto g = WithMemory(cluster.gpu, run.hbm_gib);
-    if (!g.ok()) return g.status().WithContext(run.id + ": hbm_gib");
-    cluster.gpu = *g;
-  }
+  auto gpu = GpuVariant(cluster.gpu, run.power_cap_w, run.hbm_gib);
+  if (!gpu.ok()) return gpu.status().WithContext(run.id + ": power_cap_w / hbm_gib");
+  cluster.gpu = *gpu;
   ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack));
   // Legacy stacks counted TFLOP/s with the recomputed forward included.
   const bool legacy = sw.name == "legacy";
