@@ -36,7 +36,12 @@ train_args=("$root/configs/shakespeare_char.toml"
   --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1
   --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
   --set checkpoint.interval=200 --set training.steps=3000 --set parallel.dp=2
+  --set faults.slow_rank=0 --set faults.slow_ms=3
   --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
+# faults.slow_ms holds each step to >= 3 ms (a sleep: the numbers are those of
+# a plain run), so the 3000 steps take >= 9 s and the signal sent after the
+# first 300 records lands mid-run: on an idle machine the whole run once took
+# 1.2 s and ended before the requeue reached it.
 one_node=(--nodes=1 --ntasks-per-node=2)
 
 if sbatch --test-only "${one_node[@]}" "$sbatch_script" "${train_args[0]}" "$work/x" >"$work/out" 2>&1 \
