@@ -40,7 +40,7 @@ struct PlanOptions {
   std::vector<int64_t> sweep;
   std::string plot;
   double tokens = 0, rack_kw = 40, usd_per_gpu_hour = 0, pue = 0, utilization = 0.85;
-  double power_cap_w = 0, hbm_gib = 0;  // the cluster's GPU variant; 0: as catalogued
+  GpuVariantSpec variant;  // the cluster's GPU variant; 0: as catalogued
   Uncertainty uncertainty;              // the step time's range
   size_t top = 5;
   std::string validate_csv;
@@ -132,8 +132,8 @@ Status LoadPlanInputs(const PlanOptions& o, PlanInputs* in) {
   ST_RETURN_IF_ERROR(CheckModelAndClusterFlags(o, in->catalog));
   ST_RETURN_IF_ERROR(LoadPlanModel(o, in));
   ST_ASSIGN_OR_RETURN(in->cluster, in->catalog.Cluster(o.cluster));
-  auto gpu = GpuVariant(in->cluster.gpu, o.power_cap_w, o.hbm_gib);
-  if (!gpu.ok()) return gpu.status().WithContext("--power-cap / --hbm-gib");
+  auto gpu = GpuVariant(in->cluster.gpu, o.variant);
+  if (!gpu.ok()) return gpu.status().WithContext("--power-cap / --hbm-gib / --hbm-tbps");
   in->cluster.gpu = *gpu;
   // A training config describes scaletrain's CPU trainer: its stack, fp32.
   const std::string stack = !o.stack.empty() ? o.stack : in->run_cfg ? "cpu" : "modern";
@@ -314,11 +314,20 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   return l;
 }
 
+// What the stack does where the flags are silent: FSDP shards over any DP
+// group; "selective" is the stack's own recomputation.
+Layout OnStack(Layout l, const LayoutFlags& f, const Software& sw) {
+  l.recompute = RecomputeOn(sw, l.recompute);
+  if (!f.zero && sw.fully_sharded && l.dp > 1) l.zero = 3;
+  return l;
+}
+
 // `plan` of one layout: its step, memory, and the run's time, energy and cost.
 Status RunPredict(const PlanOptions& o, const PlanInputs& in, const LayoutFlags& f,
                   const SearchOptions& search, CostModel& model, const PlanContext& ctx,
                   const SizingOptions& so) {
-  ST_ASSIGN_OR_RETURN(const Layout l, SingleLayout(f, search));
+  ST_ASSIGN_OR_RETURN(const Layout given, SingleLayout(f, search));
+  const Layout l = OnStack(given, f, in.sw);
   if (l.num_gpus() != f.gpus) {
     ST_RETURN_IF_ERROR(ValidateLayout(in.preset.spec, f.gpus, l));
   }
@@ -396,14 +405,15 @@ Result<Prediction> PredictTrainingConfig(const std::string& config_path, const s
 
 // The data-parallel reduction's form and the GPU variant (plan's flags).
 void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
-  plan->add_option("--power-cap", o->power_cap_w,
+  plan->add_option("--power-cap", o->variant.power_cap_w,
                    "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
                    "cube root of the power above idle (docs/planner.md)");
   plan->add_option("--kernel-uncertainty", o->uncertainty.kernel,
                    "how far the kernel efficiencies may be off, for the step time's range (default 0.10)");
   plan->add_option("--fabric-uncertainty", o->uncertainty.fabric,
                    "how far the link efficiencies may be off, for the step time's range (default 0.15)");
-  plan->add_option("--hbm-gib", o->hbm_gib, "GPU memory in GiB, for a variant of the catalogued GPU (94 / 96 GB parts)");
+  plan->add_option("--hbm-gib", o->variant.hbm_gib, "GPU memory in GiB, for a variant of the catalogued GPU (94 / 96 GB parts)");
+  plan->add_option("--hbm-tbps", o->variant.hbm_tbps, "GPU memory bandwidth in TB/s, for a variant of the catalogued GPU (H100 96 GB HBM2e: 2.4)");
   plan->add_option("--dp-reduce", o->dp_reduce,
                    "ZeRO-0's all-reduce: flat (one ring) or hierarchical (reduce-scatter in each node, "
                    "all-reduce across, all-gather in the node; where the DP group has >= 2 members on "
@@ -454,7 +464,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   AddCommunicationAndVariantOptions(plan, o.get());
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   plan->add_option("--stack", o->stack,
-                   "software stack: modern, modern-triton, legacy or cpu (default modern; with "
+                   "software stack: modern (Megatron-Core, NeMo), modern-triton, legacy, pytorch (PyTorch eager + FSDP2, torchtitan), pytorch-compile (the same with torch.compile) or cpu (default modern; with "
                    "--train-config cpu; see "
                    "docs/planner.md)");
   plan->add_flag("--search", o->search,
@@ -486,7 +496,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   validate->add_flag("--json", o->json, "print JSON: rows and mape");
   validate->add_option("--stack", o->stack,
                        "software stack of the rows without a `stack` column value: modern (default), "
-                       "modern-triton, legacy or cpu");
+                       "modern-triton, legacy, pytorch, pytorch-compile or cpu");
   validate->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/");
   validate->callback([o, exit_code] {
     Status st = RunValidate(*o);

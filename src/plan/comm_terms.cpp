@@ -36,6 +36,22 @@ PassSeconds TpCommSeconds(const std::vector<StepCollective>& cs, int64_t tp, con
           TpSecondsPerMicroBatch(cs, StepPhase::kBackward, tp, link, micro_batches)};
 }
 
+PassSeconds OverlappedTpSeconds(const PassSeconds& tp_comm, const PassSeconds& gemm, int64_t tp,
+                                double sm_share) {
+  auto pass = [&](double comm, double gemm_s) {
+    const double hidden = std::min(comm * (1.0 - 1.0 / static_cast<double>(tp)), gemm_s);
+    return comm - hidden + OverlapCostSeconds(hidden, sm_share);
+  };
+  return {pass(tp_comm.fwd, gemm.fwd), pass(tp_comm.bwd, gemm.bwd)};
+}
+
+double OverlapCostSeconds(double hidden_s, double sm_share) {
+  // The compute beside the transfer runs on 1 - share of the SMs for
+  // hidden_s: it finishes hidden_s x share / (1 - share) later.
+  if (!(sm_share > 0 && sm_share < 1)) return 0;
+  return hidden_s * sm_share / (1.0 - sm_share);
+}
+
 double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw) {
   const ModelShard first_stage{l.tp, 0, l.pp, 0, l.vpp, l.sp && l.tp > 1};
   return static_cast<double>(PipelineMessageNumel(TpPaddedSpec(m, l.tp), first_stage, l.micro_batch,

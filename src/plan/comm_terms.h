@@ -41,6 +41,17 @@ double TpSecondsPerMicroBatch(const std::vector<StepCollective>& cs, StepPhase p
 // Forward and backward; not overlapped with compute.
 PassSeconds TpCommSeconds(const std::vector<StepCollective>& cs, int64_t tp, const Link& link,
                           int64_t micro_batches);
+// The same collectives pipelined with the GEMMs beside them
+// (Software::tp_comm_overlap, with SP): each pass's collectives, cut into tp
+// chunks, hide under that pass's `gemm` time except the first chunk; while
+// they hide, the GEMMs run without the `sm_share` of the SMs the transfers
+// occupy, which the result charges (OverlapCostSeconds).
+PassSeconds OverlappedTpSeconds(const PassSeconds& tp_comm, const PassSeconds& gemm, int64_t tp,
+                                double sm_share);
+// What communication that runs beside compute for `hidden_s` costs that
+// compute: the `sm_share` of the SMs it occupies (Software::comm_sms /
+// GpuSpec::sm_count; 0 where either is not known).
+double OverlapCostSeconds(double hidden_s, double sm_share);
 
 // ---- pipeline parallelism ----
 // Bytes of one pipeline message, an activation or its gradient:

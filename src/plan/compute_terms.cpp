@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace scaletrain::plan {
 
@@ -59,6 +60,8 @@ LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l) {
   s.sp = l.sp;
   s.swiglu = m.activation() == Activation::kSwiGLU;
   s.rope = m.arch == Arch::kLlama;
+  s.rmsnorm = m.arch == Arch::kLlama;
+  s.squared_relu = m.activation() == Activation::kSquaredReLU;
   s.elem_bytes = ActivationElemBytes(l.precision);
   return s;
 }
@@ -99,45 +102,128 @@ PassSeconds WeightGemmSeconds(const GpuSpec& gpu, const GpuRates& r, double elem
   return {f, 2.0 * f};
 }
 
-PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuRates& r) {
+PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuRates& r,
+                             bool separate_projections) {
   const double T = s.tokens, h = s.hidden, F = s.ffn_hidden, kvd = s.kv_dim, t = s.tp;
   auto weight = [&](double m, double n, double k) {
     return WeightGemmSeconds(gpu, r, s.elem_bytes, m, n, k);
   };
-  PassSeconds sum;
-  for (const auto& [fwd, bwd] :
-       {weight(T, (h + 2 * kvd) / t, h), weight(T, h, h / t),
-        s.swiglu ? weight(T, 2 * F / t, h) : weight(T, F / t, h), weight(T, h, F / t)}) {
-    sum.fwd += fwd, sum.bwd += bwd;
+  std::vector<PassSeconds> gemms = {weight(T, h, h / t), weight(T, h, F / t)};  // out, down
+  if (separate_projections) {
+    gemms.insert(gemms.end(), {weight(T, h / t, h), weight(T, kvd / t, h), weight(T, kvd / t, h),
+                               weight(T, F / t, h)});
+    if (s.swiglu) gemms.push_back(weight(T, F / t, h));
+  } else {
+    gemms.insert(gemms.end(), {weight(T, (h + 2 * kvd) / t, h), weight(T, (s.swiglu ? 2 : 1) * F / t, h)});
   }
+  PassSeconds sum;
+  for (const auto& [fwd, bwd] : gemms) sum.fwd += fwd, sum.bwd += bwd;
   return sum;
 }
 
+namespace {
+
+// Bytes per element and kernels of one element-wise op, forward and backward.
+struct OpTraffic {
+  double fwd_bytes = 0, bwd_bytes = 0, fwd_kernels = 0, bwd_kernels = 0;
+};
+// The ops of a layer: `rows` runs on every TP rank's whole token rows unless
+// SP splits them (norms, residual adds, the gradient sums of a shared
+// input), `split` on the rank's 1/tp of the heads or the MLP width. Bytes
+// per token.
+struct LayerTraffic {
+  OpTraffic rows, split;
+};
+// `count` instances of `op`, each over `elems` elements per token.
+void Add(OpTraffic* into, double count, double elems, const OpTraffic& op) {
+  into->fwd_bytes += count * elems * op.fwd_bytes, into->bwd_bytes += count * elems * op.bwd_bytes;
+  into->fwd_kernels += count * op.fwd_kernels, into->bwd_kernels += count * op.bwd_kernels;
+}
+
+// Per element, e the activation's bytes, f = 4 (fp32), from the ops each
+// kernel runs (docs/planner.md, "Element-wise work"):
+//  fused (Megatron-Core / Transformer Engine, torch.compile):
+//   norm             fwd: read x, write y (2e)     bwd: read x, dy, write dx (3e)
+//   GeLU             fwd: 2e                        bwd: 3e
+//   SwiGLU           fwd: read gate, up, write (3e) bwd: read gate, up, dy, write two (5e)
+//   squared ReLU     fwd: 2e                        bwd: 3e
+//   RoPE             fwd and bwd: read, write (2e)
+//  PyTorch eager:
+//   RMSNorm          fwd: x.float() (e+f), pow (2f), mean (f), x*rsqrt (2f),
+//                    type_as (f+e), *weight (2e) = 4e + 7f, 6 kernels;
+//                    bwd: *weight's two gradients (6e), the cast (e+f), the
+//                    scale's two gradients (6f), pow (4f), the sum of x's two
+//                    gradients (3f), the cast back (f+e) = 8e + 15f, 7 kernels
+//   LayerNorm, GeLU  one ATen kernel each way: as fused
+//   SwiGLU           silu (2e), * up (3e) = 5e; bwd: the product's two
+//                    gradients (6e), silu's (3e) = 9e
+//   squared ReLU     relu (2e), square (2e); bwd: square's (3e), relu's (3e)
+//   RoPE             q.float() (e+f), complex multiply (2f), type_as (f+e) =
+//                    2e + 4f each way, 3 kernels
+OpTraffic Norm(const LayerShape& s, const Software& sw) {
+  const double e = s.elem_bytes, f = 4.0;
+  if (sw.unfused_elementwise && s.rmsnorm) return {4 * e + 7 * f, 8 * e + 15 * f, 6, 7};
+  return {2 * e, 3 * e, 1, 1};
+}
+OpTraffic Activation(const LayerShape& s, const Software& sw) {
+  const double e = s.elem_bytes;
+  if (s.swiglu) return sw.unfused_elementwise ? OpTraffic{5 * e, 9 * e, 2, 3} : OpTraffic{3 * e, 5 * e, 1, 1};
+  if (s.squared_relu && sw.unfused_elementwise) return {4 * e, 6 * e, 2, 2};
+  return {2 * e, 3 * e, 1, 1};
+}
+OpTraffic Rope(const LayerShape& s, const Software& sw) {
+  const double e = s.elem_bytes, f = 4.0;
+  return sw.unfused_elementwise ? OpTraffic{2 * e + 4 * f, 2 * e + 4 * f, 3, 3} : OpTraffic{2 * e, 2 * e, 1, 1};
+}
+
+LayerTraffic LayerElementwiseTraffic(const LayerShape& s, const Software& sw) {
+  const double e = s.elem_bytes, h = s.hidden, F = s.ffn_hidden, kvd = s.kv_dim;
+  LayerTraffic t;
+  Add(&t.rows, 2, h, Norm(s, sw));
+  // Residual adds: read two, write one; backward sums the branches' gradients.
+  // With dropout (legacy), bias-dropout-add: x, residual, out and a 1-byte
+  // mask (3.5h); backward reads dy and the mask, writes dx (2.5h), reduces the
+  // bias gradient (1h) and sums the branches (3h). Bytes for e = 2.
+  if (sw.dropout) {
+    Add(&t.rows, 2, h, {3.5 * e, 6.5 * e, 1, 3});
+  } else {
+    Add(&t.rows, 2, h, {3 * e, 3 * e, 1, 1});
+  }
+  // Separate q/k/v (and gate/up) Linears: autograd sums their input's gradients.
+  if (sw.separate_projections) Add(&t.rows, s.swiglu ? 3 : 2, h, {0, 3 * e, 0, 1});
+  Add(&t.split, 1, F, Activation(s, sw));
+  if (s.rope) {
+    Add(&t.split, 1, h, Rope(s, sw));    // q
+    Add(&t.split, 1, kvd, Rope(s, sw));  // k
+  }
+  if (sw.attention_layout_copies) {
+    // repeat_kv: keys and values copied out to every query head (grouped-query
+    // attention only), summed back in backward; the output made contiguous.
+    if (kvd < h) Add(&t.split, 2, h, {e + e * kvd / h, e + e * kvd / h, 1, 1});
+    Add(&t.split, 1, h, {2 * e, 2 * e, 1, 1});
+  }
+  return t;
+}
+
+}  // namespace
+
 PassSeconds ElementwiseSeconds(const LayerShape& s, const Software& sw, double hbm_bytes_per_s) {
-  // Elements read + written per token by each op, forward and backward, from
-  // the op definitions:
-  //   LayerNorm        fwd: read x, write y (2h)   bwd: read x, dy, write dx (3h)
-  //   residual add     fwd: read 2, write 1 (3h)   bwd: the two branches' gradients
-  //                                                 are summed: read 2, write 1 (3h)
-  //   bias-dropout-add fwd: x, residual in, out, 1-byte mask (3.5h)
-  //   (legacy)         bwd: read dy and mask, write dx (2.5h), bias gradient
-  //                         reduction reads dy (1h), plus the branch sum (3h)
-  //   GeLU             fwd: read, write (2F)       bwd: read x, dy, write dx (3F)
-  //   SwiGLU           fwd: read gate, up, write (3F)
-  //                    bwd: read gate, up, dy, write both gradients (5F)
-  //   RoPE on q and k  fwd and bwd: read, write (2 (h + kvd))
-  const double h = s.hidden, F = s.ffn_hidden, kvd = s.kv_dim, t = s.tp, T = s.tokens;
-  const double rep_div = s.sp ? t : 1.0;
-  const double norms_f = 2 * 2 * h, norms_b = 2 * 3 * h;
-  const double adds_f = sw.dropout ? 2 * 3.5 * h : 2 * 3 * h;
-  const double adds_b = sw.dropout ? 2 * (2.5 * h + 1 * h + 3 * h) : 2 * 3 * h;
-  const double act_f = s.swiglu ? 3 * F : 2 * F, act_b = s.swiglu ? 5 * F : 3 * F;
-  const double rope = s.rope ? 2 * (h + kvd) : 0.0;
-  const double elem_f =
-      T * s.elem_bytes * ((norms_f + adds_f) / rep_div + (act_f + rope) / t) / hbm_bytes_per_s;
-  const double elem_b =
-      T * s.elem_bytes * ((norms_b + adds_b) / rep_div + (act_b + rope) / t) / hbm_bytes_per_s;
-  return {elem_f, elem_b};
+  // The bytes of LayerElementwiseTraffic; the parts outside the TP region run
+  // on every TP rank unless SP splits them.
+  const LayerTraffic t = LayerElementwiseTraffic(s, sw);
+  const double rows_div = s.sp ? s.tp : 1.0, T = s.tokens;
+  return {T * (t.rows.fwd_bytes / rows_div + t.split.fwd_bytes / s.tp) / hbm_bytes_per_s,
+          T * (t.rows.bwd_bytes / rows_div + t.split.bwd_bytes / s.tp) / hbm_bytes_per_s};
+}
+
+PassSeconds LayerKernels(const LayerShape& s, const Software& sw) {
+  const LayerTraffic t = LayerElementwiseTraffic(s, sw);
+  const double gemms = sw.separate_projections ? (s.swiglu ? 7 : 6) : 4;
+  // A GEMM is one kernel forward and two backward; FlashAttention-2's
+  // backward is three (the dO.O preprocessing, the main kernel, dq's cast).
+  const double attention_f = sw.flash_attention ? 1 : 4, attention_b = sw.flash_attention ? 3 : 6;
+  return {gemms + attention_f + t.rows.fwd_kernels + t.split.fwd_kernels,
+          2 * gemms + attention_b + t.rows.bwd_kernels + t.split.bwd_kernels};
 }
 
 PassSeconds HeadSeconds(const LayerShape& s, const GpuSpec& gpu, const Software& sw,
@@ -171,26 +257,29 @@ double GradAccumulationSeconds(int64_t numel, int64_t grad_elem_bytes, double hb
 }
 
 double LayerRecomputeSeconds(Recompute rc, const Software& sw, const PassSeconds& layer,
-                             const PassSeconds& attention) {
+                             const PassSeconds& attention, double gemm_fwd) {
   // Full recomputation's repeated TP collectives are in the TP list
   // (TpPpStepOptions::recompute_full), not here.
   if (rc == Recompute::kFull) return layer.fwd;
   if (rc == Recompute::kSelective && !sw.flash_attention) return attention.fwd;
-  // Every other matmul and the element-wise work between them: about half
-  // of the layer's forward outside attention.
-  if (rc == Recompute::kOp) return 0.5 * (layer.fwd - attention.fwd);
+  // Every other matmul and all the element-wise work between them (the
+  // policy saves matmul and attention outputs only).
+  if (rc == Recompute::kOp) return layer.fwd - attention.fwd - 0.5 * gemm_fwd;
   return 0;
 }
 
 MicroBatchSeconds MicroBatchComputeSeconds(const LayerShape& s, const GpuSpec& gpu,
                                            const Software& sw, const GpuRates& r, Recompute rc) {
-  const PassSeconds gemm = LayerGemmSeconds(s, gpu, r);
+  const PassSeconds gemm = LayerGemmSeconds(s, gpu, r, sw.separate_projections);
   const PassSeconds attention = AttentionSeconds(s, gpu, sw, r);
   const PassSeconds elementwise = ElementwiseSeconds(s, sw, r.hbm_bytes_per_s);
+  // The GPU runs a layer's kernels no faster than the CPU issues them.
+  const PassSeconds kernels = LayerKernels(s, sw);
   MicroBatchSeconds mb;
-  mb.layer.fwd = gemm.fwd + attention.fwd + elementwise.fwd;
-  mb.layer.bwd = gemm.bwd + attention.bwd + elementwise.bwd;
-  mb.layer_recompute = LayerRecomputeSeconds(rc, sw, mb.layer, attention);
+  mb.layer.fwd = std::max(gemm.fwd + attention.fwd + elementwise.fwd, kernels.fwd * sw.launch_us * 1e-6);
+  mb.layer.bwd = std::max(gemm.bwd + attention.bwd + elementwise.bwd, kernels.bwd * sw.launch_us * 1e-6);
+  mb.layer_gemm = gemm;
+  mb.layer_recompute = LayerRecomputeSeconds(rc, sw, mb.layer, attention, gemm.fwd);
   mb.head = HeadSeconds(s, gpu, sw, r);
   mb.embedding = EmbeddingSeconds(s, r.hbm_bytes_per_s);
   return mb;

@@ -59,6 +59,8 @@ struct LayerShape {
   bool sp = false;        // sequence parallelism also splits the parts outside the TP region
   bool swiglu = false;    // a SwiGLU MLP (three matrices); GeLU and squared ReLU: two
   bool rope = false;      // Llama-style blocks: rotary embeddings on q and k
+  bool rmsnorm = false;   // Llama-style blocks: RMSNorm (LayerNorm otherwise)
+  bool squared_relu = false;
   double elem_bytes = 2;  // ActivationElemBytes
 };
 LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l);
@@ -82,10 +84,11 @@ double GemmSeconds(const GpuRates& r, double elem_bytes, double batch, double m,
 // backward = 2x forward (the input and the weight gradient: the same shapes).
 PassSeconds WeightGemmSeconds(const GpuSpec& gpu, const GpuRates& r, double elem_bytes, double m,
                               double n, double k);
-// The four weight GEMMs of a layer, split over tp: QKV, the attention output
+// The weight GEMMs of a layer, split over tp: QKV, the attention output
 // projection, the MLP's up projection (gate and up with SwiGLU) and its down
-// projection.
-PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuRates& r);
+// projection; with `separate_projections` q, k, v (and gate, up) each its own.
+PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuRates& r,
+                             bool separate_projections = false);
 
 // The attention core (softmax(QK^T) V) of a layer, three ways; AttentionSeconds
 // picks the one the stack and the profile give.
@@ -111,7 +114,13 @@ PassSeconds AttentionSeconds(const LayerShape& s, const GpuSpec& gpu, const Soft
 // bias-dropout-add, the MLP's activation, RoPE): bytes read and written per
 // token over HBM bandwidth; the parts outside the TP region run on every TP
 // rank unless SP splits them.
+// The ops and their bytes: fused kernels, or PyTorch eager's one kernel per
+// op (Software::unfused_elementwise), and the copies and gradient sums of
+// PyTorch model code (separate_projections, attention_layout_copies).
 PassSeconds ElementwiseSeconds(const LayerShape& s, const Software& sw, double hbm_bytes_per_s);
+// Kernels a layer launches forward and backward: its GEMMs, attention and
+// element-wise ops (Software::launch_us issues each).
+PassSeconds LayerKernels(const LayerShape& s, const Software& sw);
 // The head: the logits GEMM (the vocabulary split over tp) and the fp32
 // cross-entropy over the logits.
 PassSeconds HeadSeconds(const LayerShape& s, const GpuSpec& gpu, const Software& sw,
@@ -126,13 +135,16 @@ double GradAccumulationSeconds(int64_t numel, int64_t grad_elem_bytes, double hb
 
 // Forward work one layer repeats during its backward: the whole forward under
 // full recomputation, the attention core under selective recomputation
-// (nothing with FlashAttention, which keeps no scores to drop), else none.
+// (nothing with FlashAttention, which keeps no scores to drop), under
+// PyTorch's op-level policy the forward less attention and half the GEMMs
+// (`gemm_fwd`), else none.
 double LayerRecomputeSeconds(Recompute rc, const Software& sw, const PassSeconds& layer,
-                             const PassSeconds& attention);
+                             const PassSeconds& attention, double gemm_fwd);
 
 // The pieces a stage's micro-batch is made of.
 struct MicroBatchSeconds {
   PassSeconds layer;           // one transformer layer: GEMMs + attention + element-wise
+  PassSeconds layer_gemm;      // its weight GEMMs (what overlapped TP collectives hide under)
   double layer_recompute = 0;  // LayerRecomputeSeconds
   PassSeconds head;            // on the last virtual stage
   double embedding = 0;        // on virtual stage 0, forward and backward each

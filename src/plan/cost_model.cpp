@@ -226,12 +226,26 @@ CostModel::SlowestStage CostModel::FindSlowestStage(
   for (size_t i = 0; i < stages.size(); ++i) {
     const PassSeconds compute =
         StageComputeSeconds(stages[i], mb, sw_, grad_elem_bytes, hbm_bytes_per_s);
-    const PassSeconds tp = TpCommSeconds(collectives[i].tp, l.tp, tp_link, l.micro_batches());
+    const PassSeconds tp = TpSeconds(l, collectives[i].tp, tp_link, mb, stages[i].layers);
     const StageSeconds t = StageMicroBatchSeconds(compute, static_cast<double>(stages[i].layers),
                                                   mb.layer_recompute, tp);
     if (t.fwd + t.bwd > slowest.time.fwd + slowest.time.bwd) slowest = {i, t};
   }
   return slowest;
+}
+
+double CostModel::CommSmShare() const {
+  return cluster_.gpu.sm_count > 0 ? sw_.comm_sms / cluster_.gpu.sm_count : 0.0;
+}
+
+PassSeconds CostModel::TpSeconds(const Layout& l, const std::vector<StepCollective>& tp_collectives,
+                                 const Link& link, const MicroBatchSeconds& mb, int64_t layers) const {
+  const PassSeconds tp = TpCommSeconds(tp_collectives, l.tp, link, l.micro_batches());
+  if (!(sw_.tp_comm_overlap && l.sp && l.tp > 1)) return tp;
+  // The GEMMs of the stage's layers, the recomputed forward's with the backward.
+  const double n = static_cast<double>(layers), rc = l.recompute == Recompute::kFull ? 1.0 : 0.0;
+  const PassSeconds gemm{n * mb.layer_gemm.fwd, n * (mb.layer_gemm.bwd + rc * mb.layer_gemm.fwd)};
+  return OverlappedTpSeconds(tp, gemm, l.tp, CommSmShare());
 }
 
 void CostModel::SetMemory(const Layout& l, const std::vector<StageParams>& stages,
@@ -330,7 +344,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
                                   p.dp_buckets)
           : DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp), reductions, stage,
                           stages[slowest.index].layers, sw_.overlap_dp, p.dp_buckets);
-  p.time_s.dp_comm = dp.exposed;
+  // What hides still takes SMs from the compute it runs beside.
+  p.time_s.dp_comm = dp.exposed + OverlapCostSeconds(dp.total - dp.exposed, CommSmShare());
   p.dp_comm_total_s = dp.total;
   p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, l, sw_, rates.hbm_bytes_per_s);
   p.step_time_s = p.time_s.Total();

@@ -17,6 +17,7 @@
 #include "parallel/dp_layout.h"
 #include "parallel/schedule.h"
 #include "parallel/tp_pp_layout.h"
+#include "plan/comm_terms.h"
 #include "plan/compute_terms.h"
 #include "plan/hardware.h"
 #include "plan/layout.h"
@@ -161,6 +162,13 @@ class CostModel {
                                 const std::vector<Prediction::StageCollectives>& collectives,
                                 const MicroBatchSeconds& mb, int64_t grad_elem_bytes,
                                 double hbm_bytes_per_s) const;
+  // The share of the GPU's SMs a communication kernel takes from the
+  // compute it overlaps (Software::comm_sms / GpuSpec::sm_count; 0 unknown).
+  double CommSmShare() const;
+  // A stage's TP collectives per micro-batch: in full, or pipelined with its
+  // layers' GEMMs (Software::tp_comm_overlap, with SP).
+  PassSeconds TpSeconds(const Layout& l, const std::vector<StepCollective>& tp_collectives, const Link& link,
+                        const MicroBatchSeconds& mb, int64_t layers) const;
   // The memory of a rank of each stage (p->stage_bytes); the most loaded
   // one's is p->memory and p->rank_bytes.
   void SetMemory(const Layout& l, const std::vector<StageParams>& stages, const ScheduleInfo& sched,

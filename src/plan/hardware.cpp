@@ -269,8 +269,9 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
         r.Add("fabric", &c.fabric, true);
         r.Add("usd_per_gpu_hour", &c.usd_per_gpu_hour);
         r.Add("pue", &c.pue);
-        r.Add("gpu_power_cap_w", &c.gpu_power_cap_w);
-        r.Add("gpu_hbm_gib", &c.gpu_hbm_gib);
+        r.Add("gpu_power_cap_w", &c.variant.power_cap_w);
+        r.Add("gpu_hbm_tbps", &c.variant.hbm_tbps);
+        r.Add("gpu_hbm_gib", &c.variant.hbm_gib);
         ST_RETURN_IF_ERROR(r.Read(*t));
         clusters_[name] = c;
       }
@@ -320,21 +321,34 @@ Result<ClusterSpec> HardwareCatalog::Cluster(const std::string& name) const {
   c.fabric = f->second;
   c.usd_per_gpu_hour = ref.usd_per_gpu_hour;
   c.pue = ref.pue;
-  auto variant = GpuVariant(c.gpu, ref.gpu_power_cap_w, ref.gpu_hbm_gib);
+  auto variant = GpuVariant(c.gpu, ref.variant);
   if (!variant.ok()) return variant.status().WithContext("cluster " + name);
   c.gpu = *variant;
   return c;
 }
 
-Result<GpuSpec> GpuVariant(const GpuSpec& g, double power_cap_w, double hbm_gib) {
+Result<GpuSpec> GpuVariant(const GpuSpec& g, const GpuVariantSpec& spec) {
   GpuSpec v = g;
-  if (power_cap_w != 0) {
-    ST_ASSIGN_OR_RETURN(v, PowerCapped(v, power_cap_w));
+  if (spec.power_cap_w != 0) {
+    ST_ASSIGN_OR_RETURN(v, PowerCapped(v, spec.power_cap_w));
   }
-  if (hbm_gib != 0) {
-    ST_ASSIGN_OR_RETURN(v, WithMemory(v, hbm_gib));
+  if (spec.hbm_gib != 0) {
+    ST_ASSIGN_OR_RETURN(v, WithMemory(v, spec.hbm_gib));
+  }
+  if (spec.hbm_tbps != 0) {
+    ST_ASSIGN_OR_RETURN(v, WithBandwidth(v, spec.hbm_tbps));
   }
   return v;
+}
+
+Result<GpuSpec> WithBandwidth(const GpuSpec& g, double hbm_tbps) {
+  if (!(hbm_tbps > 0)) {
+    return InvalidArgument(Fmt("a GPU memory bandwidth must be positive (TB/s), got %g", hbm_tbps));
+  }
+  GpuSpec c = g;
+  c.hbm_tbps = hbm_tbps;
+  c.description = g.description + Fmt(", %g TB/s", hbm_tbps);
+  return c;
 }
 
 Result<GpuSpec> PowerCapped(const GpuSpec& g, double cap_w) {

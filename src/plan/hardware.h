@@ -112,6 +112,11 @@ struct ClusterSpec {
   }
 };
 
+// A fleet's variant of a catalogued GPU; 0: as catalogued.
+struct GpuVariantSpec {
+  double power_cap_w = 0, hbm_gib = 0, hbm_tbps = 0;
+};
+
 class HardwareCatalog {
  public:
   // Adds every [gpu.X], [node.X], [fabric.X], [cluster.X] table of the file;
@@ -133,7 +138,7 @@ class HardwareCatalog {
     std::string gpu, node, fabric;
     double usd_per_gpu_hour = 0, pue = 1.2;
     // A fleet's variant of the GPU: a power cap (W) and a memory size (GiB); 0: as catalogued.
-    double gpu_power_cap_w = 0, gpu_hbm_gib = 0;
+    GpuVariantSpec variant;
   };
   std::map<std::string, GpuSpec> gpus_;
   std::map<std::string, NodeSpec> nodes_;
@@ -149,10 +154,13 @@ class HardwareCatalog {
 Result<GpuSpec> PowerCapped(const GpuSpec& g, double cap_w);
 // The GPU with another memory size (a 94 or 96 GB part of an 80 GB design).
 Result<GpuSpec> WithMemory(const GpuSpec& g, double hbm_gib);
-// A fleet's variant: PowerCapped and WithMemory, each where its value is not
-// 0 (0: as catalogued). A cluster preset's, `plan --power-cap --hbm-gib` and
-// a validation row's columns all go through here.
-Result<GpuSpec> GpuVariant(const GpuSpec& g, double power_cap_w, double hbm_gib);
+// The GPU with another memory bandwidth (TB/s): an HBM2e part of an HBM3
+// design (H100 96 GB HBM2e: 2.4 TB/s).
+Result<GpuSpec> WithBandwidth(const GpuSpec& g, double hbm_tbps);
+// PowerCapped, WithMemory and WithBandwidth, each where its value is not 0.
+// A cluster preset's, `plan --power-cap --hbm-gib --hbm-tbps` and a
+// validation row's columns all go through here.
+Result<GpuSpec> GpuVariant(const GpuSpec& g, const GpuVariantSpec& v);
 
 // "unknown cluster 'x'; did you mean 'y'? known: a, b, c" — the shared form
 // of every unknown-name error in the planner.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace scaletrain::plan {
@@ -72,17 +74,68 @@ std::string LayoutToString(const Layout& l) {
   return s;
 }
 
-Result<Software> SoftwareFromName(const std::string& name) {
+namespace {
+
+// scaletrain's own CPU trainer (src/model/gpt.cpp): attention as explicit
+// matmuls and a softmax over the full s x s scores, no dropout, each gradient
+// bucket reduced on the communicator's thread while backward goes on,
+// backward adding straight into the gradient buffer, kernels that are C++
+// functions (no launch cost).
+Software CpuTrainerStack() {
+  Software s;
+  s.name = "cpu";
+  s.flash_attention = false;
+  s.causal_block_rows = 64;     // kRowBlock of src/kernels/cpu/attention.cpp
+  s.pp_scatter_gather = false;  // src/parallel/pipeline.cpp sends residual_rows x n_embd
+  s.pp_async_sends = true;      // src/parallel/pipeline.cpp: ISend, waited for after the step
+  s.framework_gib = 0;
+  s.launch_us = 0;
+  s.comm_sms = 0;
+  return s;
+}
+
+// Other names of the stacks, as runs and users write them.
+const std::map<std::string, std::string>& StackAliases() {
+  static const std::map<std::string, std::string> aliases = {
+      // What current Megatron-LM / Megatron-Core and NeMo run (fused kernels,
+      // FlashAttention, overlapped gradient reduction).
+      {"megatron", "modern"}, {"megatron-lm", "modern"}, {"megatron-core", "modern"}, {"nemo", "modern"},
+      // PyTorch-native training (torchtitan, FSDP / FSDP2 with eager model code).
+      {"pytorch-eager", "pytorch"}, {"pytorch-fsdp", "pytorch"}, {"fsdp", "pytorch"}, {"fsdp2", "pytorch"},
+      {"torchtitan", "pytorch"}, {"eager", "pytorch"},
+      {"torch-compile", "pytorch-compile"}, {"torchtitan-compile", "pytorch-compile"},
+      {"compile", "pytorch-compile"}, {"inductor", "pytorch-compile"}};
+  return aliases;
+}
+
+// PyTorch-native stacks: torchtitan's Llama (separate wq/wk/wv and w1/w3
+// Linears, repeat_kv before SDPA, the output transposed back), FSDP2 with its
+// per-block gathers prefetched under compute, SDPA's FlashAttention-2
+// kernel. Eager runs every element-wise op as its own kernel; torch.compile
+// (Inductor) fuses them, as Megatron's kernels are fused.
+Software PyTorchStack(const std::string& name, bool compiled) {
   Software s;
   s.name = name;
-  // "modern" is what current Megatron-LM / Megatron-Core and NeMo run (fused
-  // kernels, FlashAttention, overlapped gradient reduction): their names
-  // select it too.
-  if (name == "megatron" || name == "megatron-lm" || name == "megatron-core" || name == "nemo") {
-    s.name = "modern";
+  s.unfused_elementwise = !compiled;
+  s.separate_projections = true;
+  s.attention_layout_copies = true;
+  s.fully_sharded = true;
+  s.selective_is_op = true;
+  return s;
+}
+
+}  // namespace
+
+Result<Software> SoftwareFromName(const std::string& given) {
+  const auto alias = StackAliases().find(given);
+  const std::string name = alias == StackAliases().end() ? given : alias->second;
+  Software s;
+  s.name = name;
+  if (name == "modern") {
+    s.tp_comm_overlap = true;
     return s;
   }
-  if (name == "modern") return s;
+  if (name == "pytorch" || name == "pytorch-compile") return PyTorchStack(name, name == "pytorch-compile");
   if (name == "modern-triton") {
     // As modern, with MPT's Triton FlashAttention (llm-foundry's
     // `attn_impl: triton`): FlashAttention-2 is "around 1.3-1.5x faster than
@@ -106,20 +159,15 @@ Result<Software> SoftwareFromName(const std::string& name) {
     s.separate_optimizer_passes = true;
     return s;
   }
-  if (name == "cpu") {
-    // scaletrain's own CPU trainer (src/model/gpt.cpp): attention as explicit
-    // matmuls and a softmax over the full s x s scores, no dropout, each
-    // gradient bucket reduced on the communicator's thread while backward
-    // goes on, backward adding straight into the gradient buffer.
-    s.flash_attention = false;
-    s.causal_block_rows = 64;     // kRowBlock of src/kernels/cpu/attention.cpp
-    s.pp_scatter_gather = false;  // src/parallel/pipeline.cpp sends residual_rows x n_embd
-    s.pp_async_sends = true;      // src/parallel/pipeline.cpp: ISend, waited for after the step
-    s.framework_gib = 0;
-    return s;
-  }
-  return InvalidArgument("unknown software stack '" + name +
-                         "'; use modern (also megatron, megatron-core, nemo), modern-triton, legacy or cpu");
+  if (name == "cpu") return CpuTrainerStack();
+  return InvalidArgument("unknown software stack '" + given +
+                         "'; use modern (also megatron, megatron-core, nemo), modern-triton, legacy, "
+                         "pytorch (PyTorch eager + FSDP: also fsdp, torchtitan), pytorch-compile "
+                         "(with torch.compile) or cpu");
+}
+
+Recompute RecomputeOn(const Software& sw, Recompute rc) {
+  return rc == Recompute::kSelective && sw.selective_is_op ? Recompute::kOp : rc;
 }
 
 GradReduce GradReduceFor(const Layout& l, const Software& sw) {

@@ -123,6 +123,42 @@ struct Software {
   // transfer is part of the action that sends or receives (Megatron's
   // blocking p2p between 1F1B actions).
   bool pp_async_sends = false;
+  // PyTorch eager model code (torchtitan, Hugging Face): each element-wise
+  // op of a block is a kernel of its own that reads and writes HBM (RMSNorm
+  // as upcast, square, mean, rsqrt, scale, downcast, weight; RoPE through
+  // fp32 complex numbers; SwiGLU as silu then multiply), and autograd runs a
+  // kernel per op again in backward (ElementwiseSeconds). false: fused
+  // kernels (Megatron-Core / Transformer Engine, torch.compile's Inductor).
+  bool unfused_elementwise = false;
+  // q, k and v (and SwiGLU's gate and up) are separate Linear layers:
+  // separate GEMMs, and in backward autograd adds up the gradients of their
+  // shared input (one add per extra consumer).
+  bool separate_projections = false;
+  // The model code hands SDPA full-width keys and values (grouped-query
+  // attention's KV heads repeated into a copy) and copies the attention
+  // output back to token-major rows; Megatron's kernels take both as they are.
+  bool attention_layout_copies = false;
+  // TP collectives with sequence parallelism are cut into tp chunks and
+  // pipelined with the GEMM beside them (Transformer Engine's userbuffers,
+  // Megatron-Core's --tp-comm-overlap, on in NeMo's performance recipes):
+  // all but one chunk hides under the pass's GEMMs (OverlappedTpSeconds).
+  bool tp_comm_overlap = false;
+  // SMs a communication kernel occupies while it runs beside compute (NCCL:
+  // one thread block per channel; docs/planner.md "Overlap is not free"): the
+  // compute it overlaps runs on the rest. 0: not modelled (the CPU trainer).
+  double comm_sms = 16;
+  // FSDP: parameters, gradients and optimizer state are always sharded over
+  // the DP group (ZeRO-3 wherever dp > 1) unless a layout states its stage.
+  bool fully_sharded = false;
+  // "selective" recomputation means the stack's own: PyTorch's op-level
+  // policy (torchtitan's default selective AC) rather than Megatron's.
+  bool selective_is_op = false;
+  // CPU time to issue one GPU kernel (Python, the dispatcher, autograd's
+  // bookkeeping, cudaLaunchKernel), in microseconds: a layer can go no faster
+  // than its kernels can be issued (small models, small micro-batches). 0: not
+  // modelled (the CPU trainer, whose kernels are its own functions). 6: PyTorch
+  // on a server CPU, docs/planner.md "Issuing kernels".
+  double launch_us = 6.0;
   // Memory outside the model: CUDA context, cuBLAS/NCCL workspaces and
   // allocator slack, as nvidia-smi shows for an idle PyTorch/Megatron
   // process after its first step (1-2 GiB); none for the CPU trainer, which
@@ -130,6 +166,8 @@ struct Software {
   double framework_gib = 1.5;
 };
 Result<Software> SoftwareFromName(const std::string& name);
+// The recomputation `rc` names on this stack (Software::selective_is_op).
+Recompute RecomputeOn(const Software& sw, Recompute rc);
 
 // The layout's gradient reduction with kAuto resolved for its stack: the
 // 16-bit compute precision where the stack's fp16 default keeps an fp16

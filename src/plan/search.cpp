@@ -76,11 +76,15 @@ std::vector<int64_t> VppSizes(const ModelSpec& M, const SearchOptions& opt, int6
 // Every ZeRO stage, recomputation and SP setting searched for `base`.
 void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Software& sw,
                      std::vector<Layout>* out) {
+  const bool fixed_rc = opt.recompute.has_value();
+  const Recompute wanted = RecomputeOn(sw, opt.recompute.value_or(Recompute::kNone));
   for (int zero = 0; zero <= 3; ++zero) {
     if (opt.zero && zero != *opt.zero) continue;
     if (base.dp == 1 && zero > 0) continue;  // nothing to shard over
+    // FSDP shards whatever the DP group holds.
+    if (!opt.zero && sw.fully_sharded && base.dp > 1 && zero != 3) continue;
     for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
-      if (opt.recompute && rc != *opt.recompute) continue;
+      if (fixed_rc && rc != wanted) continue;
       // PyTorch's op-level policy only where asked for (a stack that has it).
       if (!opt.recompute && rc == Recompute::kOp) continue;
       // With FlashAttention there are no stored scores for selective

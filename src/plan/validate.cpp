@@ -113,6 +113,14 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("ffn_hidden")) ST_RETURN_IF_ERROR(r.Integer("ffn_hidden", &run->ffn_hidden));
   if (r.Has("power_cap_w")) ST_RETURN_IF_ERROR(r.Number("power_cap_w", &run->power_cap_w));
   if (r.Has("hbm_gib")) ST_RETURN_IF_ERROR(r.Number("hbm_gib", &run->hbm_gib));
+  if (r.Has("hbm_tbps")) ST_RETURN_IF_ERROR(r.Number("hbm_tbps", &run->hbm_tbps));
+  if (r.Has("zero") && !r.Get("zero").empty()) {
+    ST_RETURN_IF_ERROR(r.Integer("zero", &run->zero));
+    if (run->zero < 0 || run->zero > 3) {
+      return InvalidArgument(r.where + ": column zero = " + std::to_string(run->zero) +
+                             " is not a ZeRO stage; give 0, 1, 2 or 3 (or leave it empty to search)");
+    }
+  }
   return Status::Ok();
 }
 
@@ -258,7 +266,9 @@ void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
   // precision.
   if (Contains(run.notes, "/PURE")) o->grad_reduce = GradReduce::kCompute;
   if (Contains(run.notes, "/DEFAULT")) o->grad_reduce = GradReduce::kFp32;
-  if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3")) {
+  if (run.zero >= 0) {
+    o->zero = static_cast<int>(run.zero);
+  } else if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3")) {
     o->zero = 3;
   } else if (Contains(run.notes, "ZeRO-2")) {
     o->zero = 2;
@@ -305,8 +315,8 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   row.run = run;
   ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, catalog.ClusterForGpu(run.gpu));
-  auto gpu = GpuVariant(cluster.gpu, run.power_cap_w, run.hbm_gib);
-  if (!gpu.ok()) return gpu.status().WithContext(run.id + ": power_cap_w / hbm_gib");
+  auto gpu = GpuVariant(cluster.gpu, {run.power_cap_w, run.hbm_gib, run.hbm_tbps});
+  if (!gpu.ok()) return gpu.status().WithContext(run.id + ": power_cap_w / hbm_gib / hbm_tbps");
   cluster.gpu = *gpu;
   ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack));
   // Legacy stacks counted TFLOP/s with the recomputed forward included.

@@ -27,7 +27,10 @@ struct PublishedRun {
   int64_t kv_heads = 0, ffn_hidden = 0;
   std::string activation, tied_embeddings;
   // Optional GPU-variant columns (0: as catalogued): a power cap (W) and a memory size (GiB).
-  double power_cap_w = 0, hbm_gib = 0;
+  double power_cap_w = 0, hbm_gib = 0, hbm_tbps = 0;
+  // The optional `zero` column: the ZeRO stage the run used (-1: not stated;
+  // FULL_SHARD / ZeRO-n in the notes, or the stack's default, else searched).
+  int64_t zero = -1;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };
 

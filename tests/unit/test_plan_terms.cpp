@@ -211,6 +211,75 @@ TEST(PlanTerms, ElementwiseBytesPerToken) {
   EXPECT_DOUBLE_EQ(t.bwd, 10 * 2 * ((600 + 1300) + (2000 + 300) / 2.0) / 1e9);
 }
 
+// PyTorch eager (torchtitan's Llama): RMSNorm, RoPE and SwiGLU op by op,
+// repeat_kv and the output copy, the sums of the shared inputs' gradients.
+TEST(PlanTerms, EagerElementwiseBytesPerToken) {
+  LayerShape s;
+  s.tokens = 10, s.hidden = 100, s.ffn_hidden = 400, s.kv_dim = 50, s.tp = 2, s.elem_bytes = 2;
+  s.swiglu = s.rope = s.rmsnorm = true;
+  // Per token, whole rows: 2 RMSNorms x 100 x (4e + 7f = 36) = 7200 forward,
+  // x (8e + 15f = 76) = 15200 backward; residual adds 2 x 100 x 3e = 1200
+  // both ways; three gradient sums of the shared inputs (q/k/v: 2, gate/up:
+  // 1) x 100 x 3e = 1800 backward.
+  const double rows_f = 7200 + 1200, rows_b = 15200 + 1200 + 1800;
+  // Split over tp: SwiGLU 400 x 5e = 4000 / 400 x 9e = 7200; RoPE (100 + 50)
+  // x (2e + 4f = 20) = 3000 each way; repeat_kv 2 x 100 x (e + e x 50/100) =
+  // 600 each way; the output copy 100 x 2e = 400 each way.
+  const double split_f = 4000 + 3000 + 600 + 400, split_b = 7200 + 3000 + 600 + 400;
+  const PassSeconds t = ElementwiseSeconds(s, Stack("pytorch"), 1e9);
+  EXPECT_DOUBLE_EQ(t.fwd, 10 * (rows_f + split_f / 2) / 1e9);
+  EXPECT_DOUBLE_EQ(t.bwd, 10 * (rows_b + split_b / 2) / 1e9);
+  // torch.compile fuses the element-wise ops (as Megatron's kernels); the
+  // model code's copies and gradient sums stay.
+  const PassSeconds c = ElementwiseSeconds(s, Stack("pytorch-compile"), 1e9);
+  // Fused: norms 2 x 100 x 2e = 800 / 2 x 100 x 3e = 1200, SwiGLU 400 x 3e /
+  // 400 x 5e, RoPE 150 x 2e.
+  EXPECT_DOUBLE_EQ(c.fwd, 10 * (800 + 1200 + (400 * 6 + 150 * 4 + 600 + 400) / 2.0) / 1e9);
+  EXPECT_DOUBLE_EQ(c.bwd, 10 * (1200 + 1200 + 1800 + (400 * 10 + 150 * 4 + 600 + 400) / 2.0) / 1e9);
+  // Kernels forward, eager: 7 GEMMs, attention, 2 norms x 6, 2 adds, SwiGLU's
+  // 2, RoPE's 3 on q and on k, repeat_kv on k and v, the output copy.
+  EXPECT_DOUBLE_EQ(LayerKernels(s, Stack("pytorch")).fwd, 7 + 1 + 12 + 2 + 2 + 6 + 2 + 1);
+  // Megatron's: 4 GEMMs, attention, 2 norms, 2 adds, SwiGLU, RoPE on q and k.
+  EXPECT_DOUBLE_EQ(LayerKernels(s, Stack("modern")).fwd, 4 + 1 + 2 + 2 + 1 + 2);
+}
+
+// Separate q, k, v (and gate, up) GEMMs do the fused GEMMs' FLOPs.
+TEST(PlanTerms, SeparateProjectionsDoTheSameMath) {
+  const GpuSpec gpu = RoundCluster().gpu;
+  LayerShape s;
+  s.tokens = 1000, s.hidden = 128, s.ffn_hidden = 512, s.kv_dim = 64, s.tp = 1, s.swiglu = true;
+  const GpuRates math_bound{40e12, 1e18, 0};
+  EXPECT_NEAR(LayerGemmSeconds(s, gpu, math_bound, true).fwd, LayerGemmSeconds(s, gpu, math_bound).fwd, 1e-15);
+}
+
+// TP collectives pipelined with the GEMMs: all but one of tp chunks hide
+// under the pass's GEMMs, and what hides costs the SMs it takes.
+TEST(PlanTerms, OverlappedTpHidesAllButOneChunk) {
+  // Forward: 4 s of collectives, 2 s of GEMMs: 2 hide (3 could), 2 show.
+  // Backward: 8 s beside 100 s of GEMMs: 6 hide, the first chunk (2) shows.
+  PassSeconds t = OverlappedTpSeconds({4, 8}, {2, 100}, 4, 0);
+  EXPECT_DOUBLE_EQ(t.fwd, 2);
+  EXPECT_DOUBLE_EQ(t.bwd, 2);
+  // Transfers on a fifth of the SMs: the hidden time costs 1/4 of itself.
+  t = OverlappedTpSeconds({4, 8}, {2, 100}, 4, 0.2);
+  EXPECT_DOUBLE_EQ(t.fwd, 2 + 2 * 0.25);
+  EXPECT_DOUBLE_EQ(t.bwd, 2 + 6 * 0.25);
+  EXPECT_EQ(OverlapCostSeconds(1.0, 0), 0);
+}
+
+// A layer runs no faster than the CPU issues its kernels (not the CPU trainer).
+TEST(PlanTerms, KernelIssueFloorsASmallLayer) {
+  const GpuSpec gpu = RoundCluster().gpu;
+  LayerShape s;
+  s.tokens = 1, s.seq = 1, s.micro_batch = 1, s.hidden = 8, s.ffn_hidden = 32, s.kv_dim = 8, s.heads = 1,
+  s.head_dim = 8, s.vocab = 16;
+  const Software sw = Stack("pytorch");
+  const MicroBatchSeconds mb = MicroBatchComputeSeconds(s, gpu, sw, kRates, Recompute::kNone);
+  EXPECT_DOUBLE_EQ(mb.layer.fwd, LayerKernels(s, sw).fwd * sw.launch_us * 1e-6);
+  EXPECT_DOUBLE_EQ(mb.layer.bwd, LayerKernels(s, sw).bwd * sw.launch_us * 1e-6);
+  EXPECT_LT(MicroBatchComputeSeconds(s, gpu, Stack("cpu"), kRates, Recompute::kNone).layer.fwd, 1e-6);
+}
+
 TEST(PlanTerms, HeadIsTheLogitsGemmAndTheCrossEntropy) {
   const GpuSpec gpu = RoundCluster().gpu;
   const LayerShape s = ThousandTokens();
@@ -238,11 +307,13 @@ TEST(PlanTerms, EmbeddingAndGradientAccumulation) {
 
 TEST(PlanTerms, RecomputeRepeatsTheForwardOrTheAttention) {
   const PassSeconds layer{3, 6}, attention{1, 2};
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kFull, Stack("modern"), layer, attention), 3);
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, Stack("legacy"), layer, attention), 1);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kFull, Stack("modern"), layer, attention, 1.5), 3);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, Stack("legacy"), layer, attention, 1.5), 1);
   // FlashAttention keeps no scores: selective recomputation has nothing to do.
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, Stack("modern"), layer, attention), 0);
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kNone, Stack("legacy"), layer, attention), 0);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, Stack("modern"), layer, attention, 1.5), 0);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kNone, Stack("legacy"), layer, attention, 1.5), 0);
+  // PyTorch's op-level policy: the forward less attention and half the GEMMs.
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kOp, Stack("pytorch"), layer, attention, 1.5), 3 - 1 - 0.75);
 }
 
 TEST(PlanTerms, MicroBatchPiecesAddUp) {
