@@ -179,6 +179,19 @@ Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& i
   return search;
 }
 
+// The step time with kernel and link efficiencies at the ends of their
+// uncertainty (p->step_time_lo_s, step_time_hi_s).
+Status WithRange(const Uncertainty& u, const CostModel& model, Prediction* p) {
+  for (const auto& [flag, v] : {std::pair{"--kernel-uncertainty", u.kernel}, {"--fabric-uncertainty", u.fabric}}) {
+    if (!(v >= 0 && v < 1)) {
+      return InvalidArgument(std::string(flag) + Fmt(" = %g is not a fraction; give a value in [0, 1)", v));
+    }
+  }
+  ST_ASSIGN_OR_RETURN(std::tie(p->step_time_lo_s, p->step_time_hi_s),
+                      StepTimeRange(model.spec(), model.cluster(), model.software(), p->layout, u));
+  return Status::Ok();
+}
+
 // `plan --sweep`: the best layout at each GPU count, and where more GPUs
 // stop helping.
 Status RunSweep(const PlanOptions& o, CostModel& model, const PlanContext& ctx,
@@ -187,6 +200,9 @@ Status RunSweep(const PlanOptions& o, CostModel& model, const PlanContext& ctx,
     if (n < 1) return InvalidArgument("--sweep GPU counts must be >= 1");
   }
   ST_ASSIGN_OR_RETURN(auto pts, SweepGpuCounts(model, search, o.sweep));
+  for (SweepPoint& pt : pts) {
+    if (pt.found) ST_RETURN_IF_ERROR(WithRange(o.uncertainty, model, &pt.best));
+  }
   if (!o.plot.empty()) ST_RETURN_IF_ERROR(WriteFile(o.plot, SweepToSvg(ctx, pts)));
   if (o.json) {
     std::printf("%s\n", SweepToJson(ctx, pts).dump(2).c_str());
@@ -259,6 +275,7 @@ Status RunSearch(const PlanOptions& o, const ClusterSpec& cluster, CostModel& mo
                  const PlanContext& ctx, const SearchOptions& search, const SizingOptions& so) {
   ST_RETURN_IF_ERROR(CheckProfileCovers(cluster, search.num_gpus));
   ST_ASSIGN_OR_RETURN(SearchResult r, SearchLayouts(model, search));
+  for (Prediction& p : r.top) ST_RETURN_IF_ERROR(WithRange(o.uncertainty, model, &p));
   if (o.json) {
     std::printf("%s\n", SearchToJson(ctx, r, so).dump(2).c_str());
   } else {
@@ -333,14 +350,7 @@ Status RunPredict(const PlanOptions& o, const PlanInputs& in, const LayoutFlags&
   }
   ST_RETURN_IF_ERROR(CheckProfileCovers(in.cluster, l.num_gpus()));
   ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
-  for (const auto& [flag, v] : {std::pair{"--kernel-uncertainty", o.uncertainty.kernel},
-                                {"--fabric-uncertainty", o.uncertainty.fabric}}) {
-    if (!(v >= 0 && v < 1)) {
-      return InvalidArgument(std::string(flag) + Fmt(" = %g is not a fraction; give a value in [0, 1)", v));
-    }
-  }
-  ST_ASSIGN_OR_RETURN(std::tie(p.step_time_lo_s, p.step_time_hi_s),
-                      StepTimeRange(in.preset.spec, in.cluster, in.sw, l, o.uncertainty));
+  ST_RETURN_IF_ERROR(WithRange(o.uncertainty, model, &p));
   Sizing s = SizeRun(p, in.cluster, so);
   if (o.json) {
     std::printf("%s\n", PlanToJson(ctx, p, &s).dump(2).c_str());

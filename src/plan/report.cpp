@@ -263,11 +263,14 @@ std::string SearchToText(const PlanContext& ctx, const SearchResult& r) {
     if (r.fastest_unfit) o += Fmt(" (the fastest needs %.1f GiB)", r.fastest_unfit->memory_gib);
     o += "; use more GPUs, a GPU with more memory, or a smaller global batch\n";
   } else {
-    o += Fmt("%-4s %-48s %12s %8s %6s %8s  %s\n", "rank", "layout", "tokens/s", "step", "MFU", "mem GiB", "limited by");
+    o += Fmt("%-4s %-48s %12s %8s %19s %6s %8s  %s\n", "rank", "layout", "tokens/s", "step", "step range", "MFU",
+             "mem GiB", "limited by");
     for (size_t i = 0; i < r.top.size(); ++i) {
       const auto& p = r.top[i];
-      o += Fmt("%-4zu %-48s %12.4g %8s %5.1f%% %8.1f  %s\n", i + 1, LayoutToString(p.layout).c_str(), p.tokens_per_s,
-               Secs(p.step_time_s).c_str(), 100 * p.mfu, p.memory_gib, p.limiter.c_str());
+      const std::string range = Secs(p.step_time_lo_s) + " - " + Secs(p.step_time_hi_s);
+      o += Fmt("%-4zu %-48s %12.4g %8s %19s %5.1f%% %8.1f  %s\n", i + 1, LayoutToString(p.layout).c_str(),
+               p.tokens_per_s, Secs(p.step_time_s).c_str(), range.c_str(), 100 * p.mfu, p.memory_gib,
+               p.limiter.c_str());
     }
   }
   o += "\nby (tp, pp) family:\n";

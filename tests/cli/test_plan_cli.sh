@@ -47,6 +47,20 @@ fi
   || fail "search exited non-zero"
 grep -q "^searched [0-9]* layouts" "$tmp/search.txt" || fail "search prints the layout count"
 grep -q "by (tp, pp) family" "$tmp/search.txt" || fail "search explains families"
+# Every search row and sweep point carries the step's range from the uncertain inputs.
+"$bin" plan --model gpt3-6.7b --cluster dgx-a100 --gpus 64 --search --top 3 --json >"$tmp/search.json" 2>&1 \
+  || fail "search --json exited non-zero"
+"$bin" plan --model gpt3-6.7b --cluster dgx-a100 --sweep 32,64 --json >"$tmp/sweep.json" 2>&1 \
+  || fail "sweep --json exited non-zero"
+python3 - "$tmp/search.json" "$tmp/sweep.json" <<'PY' || fail "search and sweep rows carry step_time_range_s"
+import json, sys
+search, sweep = (json.load(open(f)) for f in sys.argv[1:3])
+plans = search["top"] + [p["plan"] for p in sweep["points"] if p["found"]]
+assert len(plans) == 5, len(plans)
+for p in plans:
+    lo, hi = p["step_time_range_s"]
+    assert 0 < lo < p["step_time_s"] < hi, (lo, p["step_time_s"], hi)
+PY
 "$bin" plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 --global-batch 128 \
   --plot "$tmp/sweep.svg" >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
 grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"
