@@ -7,6 +7,8 @@ pkgs=(
   build-essential cmake pkg-config git
   libopenblas-openmp-dev libdnnl-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev libcpp-httplib-dev
+  # byte-level BPE: GPT-2's pre-tokenizer pattern (Unicode classes) runs in PCRE2
+  libpcre2-dev
   libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
   # the Slurm requeue test runs a real one-node cluster (scripts/slurm/local-cluster.sh),

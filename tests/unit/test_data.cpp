@@ -657,9 +657,9 @@ TEST_F(DataTest, PrepareOptionErrors) {
     EXPECT_NE(st.message().find("val_fraction"), std::string::npos) << st.message();
   }
 
-  Status kind = run({Path("good.txt"), Path("out"), 0.1, "bpe"});
+  Status kind = run({Path("good.txt"), Path("out"), 0.1, "wordpiece"});
   EXPECT_EQ(kind.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(kind.message().find("bpe"), std::string::npos);
+  EXPECT_NE(kind.message().find("wordpiece"), std::string::npos);
 
   Status utf8 = run({Path("latin1.txt"), Path("out"), 0.1, "char"});
   EXPECT_EQ(utf8.code(), StatusCode::kInvalidArgument);
