@@ -33,3 +33,10 @@ if ! command -v kubernetes-validate >/dev/null; then
     python3 -m pip install -q --break-system-packages kubernetes-validate ||
     echo "warning: could not install kubernetes-validate from PyPI; its test will skip" >&2
 fi
+# The byte-level BPE test (tests/cli/test_bpe_cli.sh) and bench/bpe_train.sh compare with
+# Hugging Face's tokenizers (pinned: its trainer's output is part of what they check).
+if ! python3 -c "import tokenizers" 2>/dev/null; then
+  python3 -m pip install -q tokenizers==0.23.3 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages tokenizers==0.23.3 ||
+    echo "warning: could not install tokenizers from PyPI; the BPE comparison will skip" >&2
+fi
