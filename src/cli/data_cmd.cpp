@@ -25,7 +25,8 @@ Status ResolveTokenizer(DataPrepareFlags* f) {
     if (!f->vocab.empty() && f->vocab != "char" && f->vocab != "byte") {
       return InvalidArgument("data prepare: --vocab " + f->vocab +
                              " without --tokenizer hf: alone, --vocab is the old spelling of "
-                             "--tokenizer char|byte" + usage);
+                             "--tokenizer char|byte" +
+                             usage);
     }
     o.tokenizer = f->vocab.empty() ? "char" : f->vocab;
     return Status::Ok();
@@ -52,12 +53,12 @@ void RunPrepare(DataPrepareFlags* f, int* exit_code) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const bool bpe = f->opts.tokenizer == "bpe" || f->opts.tokenizer == "hf";
-  std::printf("wrote %s/{train.bin,val.bin,vocab.json%s}: %s vocab %lld, train %lld tokens, "
-              "val %lld tokens (%.2f s)\n",
-              f->opts.output_dir.c_str(), bpe ? ",hf_vocab.json,hf_merges.txt" : "",
-              f->opts.tokenizer.c_str(), static_cast<long long>(r->vocab_size),
-              static_cast<long long>(r->train_tokens), static_cast<long long>(r->val_tokens),
-              seconds);
+  std::printf(
+      "wrote %s/{train.bin,val.bin,vocab.json%s}: %s vocab %lld, train %lld tokens, "
+      "val %lld tokens (%.2f s)\n",
+      f->opts.output_dir.c_str(), bpe ? ",hf_vocab.json,hf_merges.txt" : "",
+      f->opts.tokenizer.c_str(), static_cast<long long>(r->vocab_size),
+      static_cast<long long>(r->train_tokens), static_cast<long long>(r->val_tokens), seconds);
 }
 
 }  // namespace

@@ -106,10 +106,9 @@ Result<const Gpt2PreTokenizer*> Gpt2PreTokenizer::Get() {
     Compiled() {
       int code = 0;
       PCRE2_SIZE at = 0;
-      pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2Pattern),
-                                     PCRE2_ZERO_TERMINATED,
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at,
-                                     nullptr);
+      pcre2_code* re =
+          pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2Pattern), PCRE2_ZERO_TERMINATED,
+                        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, nullptr);
       if (re == nullptr) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof(msg));
@@ -167,9 +166,7 @@ Status Gpt2PreTokenizer::Split(std::string_view text,
 Result<BpeModel> BpeModel::Create(std::vector<std::string> pieces, std::vector<BpeMerge> merges,
                                   const std::string& source) {
   BpeModel m;
-  const auto bad = [&](const std::string& why) {
-    return InvalidArgument(source + ": " + why);
-  };
+  const auto bad = [&](const std::string& why) { return InvalidArgument(source + ": " + why); };
   if (pieces.empty()) return bad("no tokens");
   if (pieces.size() > static_cast<size_t>(INT32_MAX)) return bad("more than 2^31-1 tokens");
   m.id_of_.reserve(pieces.size());
@@ -181,7 +178,8 @@ Result<BpeModel> BpeModel::Create(std::vector<std::string> pieces, std::vector<B
       return bad("tokens " + std::to_string(it->second) + " and " + std::to_string(i) +
                  " are the same, " + QuoteBytes(pieces[i]));
     }
-    if (pieces[i].size() == 1) m.byte_id_[static_cast<uint8_t>(pieces[i][0])] = static_cast<int32_t>(i);
+    if (pieces[i].size() == 1)
+      m.byte_id_[static_cast<uint8_t>(pieces[i][0])] = static_cast<int32_t>(i);
   }
   m.pieces_ = std::move(pieces);
   m.merge_of_.reserve(merges.size());
@@ -196,8 +194,8 @@ Result<BpeModel> BpeModel::Create(std::vector<std::string> pieces, std::vector<B
       return bad(rank + " makes " + QuoteBytes(m.pieces_[mg.left] + m.pieces_[mg.right]) +
                  ", which is not a token");
     }
-    auto [it, fresh] = m.merge_of_.emplace(PairKey(mg.left, mg.right),
-                                           MergeTarget{static_cast<int32_t>(r), id});
+    auto [it, fresh] =
+        m.merge_of_.emplace(PairKey(mg.left, mg.right), MergeTarget{static_cast<int32_t>(r), id});
     if (!fresh) return bad(rank + " repeats merge " + std::to_string(it->second.rank));
   }
   m.merges_ = std::move(merges);
@@ -230,9 +228,7 @@ struct Candidate {
   int32_t rank;
   int32_t pos;
   int32_t id;
-  bool operator>(const Candidate& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 }  // namespace
@@ -453,8 +449,7 @@ Result<BpeModel> TrainBpe(std::string_view text, int64_t vocab_size) {
   ST_ASSIGN_OR_RETURN(std::vector<TrainWord> words, CountWords(text));
   BpeTrainer trainer(std::move(words), vocab_size);
   trainer.Run();
-  return BpeModel::Create(std::move(trainer.pieces()), std::move(trainer.merges()),
-                          "trained BPE");
+  return BpeModel::Create(std::move(trainer.pieces()), std::move(trainer.merges()), "trained BPE");
 }
 
 // ------------------------------------------------------ Hugging Face files
@@ -476,8 +471,7 @@ Result<BpeModel> BpeFromSpelled(const std::vector<std::string>& spelled,
   std::unordered_map<std::string_view, int32_t> id_of;
   for (size_t i = 0; i < spelled.size(); ++i) {
     if (!UnspellBytes(spelled[i], &pieces[i])) {
-      return InvalidArgument(source + ": token " + Quote(spelled[i]) + " (id " +
-                             std::to_string(i) +
+      return InvalidArgument(source + ": token " + Quote(spelled[i]) + " (id " + std::to_string(i) +
                              ") is not spelled in GPT-2's byte alphabet (bytes-to-unicode); a "
                              "byte-level BPE vocabulary holds only such tokens");
     }
@@ -519,7 +513,8 @@ Result<std::vector<std::string>> ReadHfVocab(const std::string& path) {
   ST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path, "vocabulary file"));
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   const std::string fix = "; give the vocab.json of a Hugging Face byte-level BPE (token -> id)";
-  if (j.is_discarded()) return InvalidArgument("vocabulary file " + path + " is not valid JSON" + fix);
+  if (j.is_discarded())
+    return InvalidArgument("vocabulary file " + path + " is not valid JSON" + fix);
   if (!j.is_object()) {
     return InvalidArgument("vocabulary file " + path + " is not a JSON object" + fix);
   }
@@ -527,14 +522,16 @@ Result<std::vector<std::string>> ReadHfVocab(const std::string& path) {
   std::vector<bool> seen(j.size(), false);
   for (const auto& [token, id] : j.items()) {
     const std::string at = "vocabulary file " + path + ": token " + Quote(token);
-    if (!id.is_number_integer()) return InvalidArgument(at + " has an id that is not an integer" + fix);
+    if (!id.is_number_integer())
+      return InvalidArgument(at + " has an id that is not an integer" + fix);
     const int64_t v = id.get<int64_t>();
     if (v < 0 || v >= static_cast<int64_t>(j.size())) {
       return InvalidArgument(at + " has id " + std::to_string(v) + ", outside 0.." +
                              std::to_string(j.size() - 1) + " (ids must be 0..N-1, each once)");
     }
     if (seen[static_cast<size_t>(v)]) {
-      return InvalidArgument(at + " has id " + std::to_string(v) + ", which another token has too" + fix);
+      return InvalidArgument(at + " has id " + std::to_string(v) + ", which another token has too" +
+                             fix);
     }
     seen[static_cast<size_t>(v)] = true;
     spelled[static_cast<size_t>(v)] = token;
@@ -544,7 +541,8 @@ Result<std::vector<std::string>> ReadHfVocab(const std::string& path) {
 
 // merges.txt: an optional "#version" first line, then "left right" lines.
 // Returns each merge with its 1-based line number.
-Status ReadHfMerges(const std::string& path, std::vector<std::pair<std::string, std::string>>* merges,
+Status ReadHfMerges(const std::string& path,
+                    std::vector<std::pair<std::string, std::string>>* merges,
                     std::vector<size_t>* lines) {
   ST_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path, "merges file"));
   std::istringstream in(text);

@@ -52,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
   const size_t nul = input.find('\0');
   const std::string merges = input.substr(0, nul);
-  const std::string text = nul == std::string::npos ? "the thing in there\n" : input.substr(nul + 1);
+  const std::string text =
+      nul == std::string::npos ? "the thing in there\n" : input.substr(nul + 1);
   const std::string merges_path = fuzz::WriteScratchFile(
       "merges.txt", reinterpret_cast<const uint8_t*>(merges.data()), merges.size());
   auto model = scaletrain::LoadHfBpe(VocabPath(), merges_path);
@@ -69,7 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const scaletrain::Vocabulary vocab = scaletrain::Vocabulary::Bpe(*model);
   auto ids = vocab.Encode(text);
-  if (!ids.ok()) fuzz::Fail("a vocabulary of all 256 bytes cannot encode: " + ids.status().message());
+  if (!ids.ok())
+    fuzz::Fail("a vocabulary of all 256 bytes cannot encode: " + ids.status().message());
   if (vocab.Decode(*ids) != text) fuzz::Fail("decode(encode(text)) != text");
   return 0;
 }

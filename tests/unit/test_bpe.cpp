@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "test_files.h"
 #include "train/bpe.h"
 #include "train/data.h"
 #include "train/tokenizer.h"
-#include "test_files.h"
 
 namespace scaletrain {
 namespace {
@@ -63,7 +63,9 @@ TEST(Gpt2PreTokenizer, UnicodeClasses) {
                     " \xF0\x9F\x99\x82!"}));
   // U+00A0 (no-break space) is whitespace, but only U+0020 joins the word
   // after it.
-  EXPECT_EQ(Split("a\xC2\xA0\xC2\xA0" "b c"), (Pieces{"a", "\xC2\xA0", "\xC2\xA0", "b", " c"}));
+  EXPECT_EQ(Split("a\xC2\xA0\xC2\xA0"
+                  "b c"),
+            (Pieces{"a", "\xC2\xA0", "\xC2\xA0", "b", " c"}));
 }
 
 TEST(Gpt2PreTokenizer, BytesThatAreNotUtf8AreTheirOwnPieces) {
@@ -184,9 +186,13 @@ TEST(BpeEncode, MatchesTheReferenceAndRoundTripsArbitraryBytes) {
     ASSERT_TRUE(ids.ok()) << ids.status().message();
     EXPECT_EQ(v.Decode(*ids), text) << trial;
     std::vector<int32_t> expected;
-    ASSERT_TRUE((*pre)->Split(text, [&](std::string_view w) {
-      for (int32_t id : ReferenceEncodeWord(*m, std::string(w))) expected.push_back(id);
-    }).ok());
+    ASSERT_TRUE((*pre)
+                    ->Split(text,
+                            [&](std::string_view w) {
+                              for (int32_t id : ReferenceEncodeWord(*m, std::string(w)))
+                                expected.push_back(id);
+                            })
+                    .ok());
     EXPECT_EQ(*ids, expected) << trial;
   }
   // It compresses: Shakespeare takes far fewer tokens than bytes.
@@ -214,19 +220,20 @@ TEST(BpeEncode, AByteWithoutATokenIsAnError) {
 TEST(BpeSpelling, GptTwoAlphabet) {
   EXPECT_EQ(SpellBytes(" the\n"), "\xC4\xA0the\xC4\x8A");  // Ġthe Ċ
   EXPECT_EQ(SpellBytes("!~"), "!~");
-  EXPECT_EQ(SpellBytes("\xA1\xAD"), "\xC2\xA1\xC5\x83");    // ¡ stays, 0xAD is U+0143
+  EXPECT_EQ(SpellBytes("\xA1\xAD"), "\xC2\xA1\xC5\x83");  // ¡ stays, 0xAD is U+0143
   std::string all;
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
   std::string back;
   ASSERT_TRUE(UnspellBytes(SpellBytes(all), &back));
   EXPECT_EQ(back, all);
-  EXPECT_FALSE(UnspellBytes("a b", &back));            // a space is spelled U+0120
-  EXPECT_FALSE(UnspellBytes("\xE6\x97\xA5", &back));   // not in the alphabet
-  EXPECT_FALSE(UnspellBytes("\xC0\xA1", &back));       // overlong '!'
+  EXPECT_FALSE(UnspellBytes("a b", &back));           // a space is spelled U+0120
+  EXPECT_FALSE(UnspellBytes("\xE6\x97\xA5", &back));  // not in the alphabet
+  EXPECT_FALSE(UnspellBytes("\xC0\xA1", &back));      // overlong '!'
 }
 
 TEST_F(BpeTest, HfFilesRoundTripAndVocabJsonToo) {
-  auto m = TrainBpe("the cat sat on the mat; the cat's hat. \xC3\xA9t\xC3\xA9 \xC3\xA9t\xC3\xA9", 300);
+  auto m =
+      TrainBpe("the cat sat on the mat; the cat's hat. \xC3\xA9t\xC3\xA9 \xC3\xA9t\xC3\xA9", 300);
   ASSERT_TRUE(m.ok());
   WriteBytes(Path("vocab.json"), HfVocabJson(*m));
   WriteBytes(Path("merges.txt"), HfMergesText(*m));
@@ -256,7 +263,8 @@ TEST_F(BpeTest, HfFileErrorsNameTheFileAndLine) {
   EXPECT_TRUE(load("a b").ok());
   Status st = load("#version: 0.2\na b\nab c d\n");
   EXPECT_NE(st.message().find(Path("merges.txt") + " line 3: expected two tokens"),
-            std::string::npos) << st.message();
+            std::string::npos)
+      << st.message();
   st = load("a b\n\n");
   EXPECT_NE(st.message().find("line 2"), std::string::npos) << st.message();
   st = load("a b\na x\n");
@@ -310,8 +318,9 @@ TEST_F(BpeTest, PrepareTrainsAndWritesBothVocabularyForms) {
   EXPECT_EQ(v->Decode(ids), text);
   EXPECT_EQ(*v->Encode(text), ids);
   // The HF pair beside it encodes the same.
-  PrepareOptions hf{Path("in.txt"), Path("out_hf"), 0.1, "hf", 0, Path("out/hf_vocab.json"),
-                    Path("out/hf_merges.txt")};
+  PrepareOptions hf{
+      Path("in.txt"),           Path("out_hf"), 0.1, "hf", 0, Path("out/hf_vocab.json"),
+      Path("out/hf_merges.txt")};
   ASSERT_TRUE(PrepareTextData(hf).ok());
   EXPECT_EQ(ReadBytes(Path("out_hf/train.bin")), ReadBytes(Path("out/train.bin")));
   EXPECT_EQ(ReadBytes(Path("out_hf/vocab.json")), ReadBytes(Path("out/vocab.json")));
