@@ -32,7 +32,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "error: --seconds must be a whole number of seconds >= 1, got '$seconds'" >&2
   exit 2
 fi
-all=(run_config vocab token_shard safetensors checkpoint_manifest plan_csv hardware_catalog)
+all=(run_config vocab token_shard safetensors checkpoint_manifest plan_csv hardware_catalog hf_merges)
 if [ ${#harnesses[@]} -eq 0 ]; then harnesses=("${all[@]}"); fi
 for h in "${harnesses[@]}"; do
   if [ ! -f "tests/fuzz/fuzz_$h.cpp" ]; then

@@ -7,6 +7,8 @@ pkgs=(
   build-essential cmake pkg-config git
   libopenblas-openmp-dev libdnnl-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev libcpp-httplib-dev
+  # byte-level BPE: GPT-2's pre-tokenizer pattern (Unicode classes) runs in PCRE2
+  libpcre2-dev
   libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
   # the Slurm requeue test runs a real one-node cluster (scripts/slurm/local-cluster.sh),
@@ -30,4 +32,11 @@ if ! command -v kubernetes-validate >/dev/null; then
   python3 -m pip install -q kubernetes-validate 2>/dev/null ||
     python3 -m pip install -q --break-system-packages kubernetes-validate ||
     echo "warning: could not install kubernetes-validate from PyPI; its test will skip" >&2
+fi
+# The byte-level BPE test (tests/cli/test_bpe_cli.sh) and bench/bpe_train.sh compare with
+# Hugging Face's tokenizers (pinned: its trainer's output is part of what they check).
+if ! python3 -c "import tokenizers" 2>/dev/null; then
+  python3 -m pip install -q tokenizers==0.23.3 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages tokenizers==0.23.3 ||
+    echo "warning: could not install tokenizers from PyPI; the BPE comparison will skip" >&2
 fi

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
@@ -140,6 +141,14 @@ Vocabulary Vocabulary::Bytes() {
   return v;
 }
 
+Vocabulary Vocabulary::Bpe(BpeModel model) {
+  Vocabulary v;
+  v.kind_ = "bpe";
+  v.pieces_ = model.pieces();
+  v.bpe_ = std::make_shared<const BpeModel>(std::move(model));
+  return v;
+}
+
 Result<Vocabulary> Vocabulary::CharsOf(const std::string& text) {
   if (text.empty()) return InvalidArgument("cannot build a char vocabulary from empty text");
   std::vector<bool> seen(kMaxCodePoint + 1, false);
@@ -166,6 +175,7 @@ Result<std::vector<int32_t>> Vocabulary::Encode(const std::string& text) const {
     for (char c : text) ids.push_back(static_cast<unsigned char>(c));
     return ids;
   }
+  if (kind_ == "bpe") return bpe_->Encode(text);
   if (kind_ != "char") {
     return FailedPrecondition("cannot encode with an empty or unknown vocabulary (kind '" + kind_ +
                               "'); build or load one first");
@@ -220,6 +230,18 @@ std::string Vocabulary::Decode(const std::vector<int32_t>& ids) const {
 }
 
 nlohmann::json Vocabulary::ToJson() const {
+  if (kind_ == "bpe") {
+    nlohmann::json pieces = nlohmann::json::array(), merges = nlohmann::json::array();
+    for (const std::string& p : pieces_) pieces.push_back(SpellBytes(p));
+    for (const BpeMerge& m : bpe_->merges()) {
+      merges.push_back(SpellBytes(pieces_[m.left]) + " " + SpellBytes(pieces_[m.right]));
+    }
+    return {{"kind", kind_},
+            {"vocab_size", size()},
+            {"pre_tokenizer", "gpt2"},
+            {"pieces", std::move(pieces)},
+            {"merges", std::move(merges)}};
+  }
   nlohmann::json pieces = nlohmann::json::array();
   for (size_t i = 0; i < pieces_.size(); ++i) {
     pieces.push_back(kind_ == "byte" ? BytePieceForJson(static_cast<int>(i)) : pieces_[i]);
@@ -228,7 +250,7 @@ nlohmann::json Vocabulary::ToJson() const {
 }
 
 Status Vocabulary::Save(const std::string& path) const {
-  if (kind_ != "char" && kind_ != "byte") {
+  if (kind_ != "char" && kind_ != "byte" && kind_ != "bpe") {
     return FailedPrecondition("cannot save a vocabulary of unknown kind '" + kind_ + "'");
   }
   std::string text;
@@ -291,7 +313,10 @@ Result<Vocabulary> Vocabulary::FromJson(const nlohmann::json& j, const std::stri
     }
     return Bytes();
   }
-  if (kind != "char") return corrupt("unknown kind '" + kind + "' (expected \"char\" or \"byte\")");
+  if (kind == "bpe") return BpeFromJson(j, source);
+  if (kind != "char") {
+    return corrupt("unknown kind '" + kind + "' (expected \"char\", \"byte\" or \"bpe\")");
+  }
 
   Vocabulary v;
   v.kind_ = "char";
@@ -317,7 +342,62 @@ Result<Vocabulary> Vocabulary::FromJson(const nlohmann::json& j, const std::stri
   return v;
 }
 
+Result<Vocabulary> Vocabulary::BpeFromJson(const nlohmann::json& j, const std::string& source) {
+  const std::string fix = "; re-run `scaletrain data prepare` to regenerate it";
+  auto corrupt = [&](const std::string& why) {
+    return DataLoss(source + " is invalid: " + why + fix);
+  };
+  if (!j.contains("pre_tokenizer") || j["pre_tokenizer"] != "gpt2") {
+    return corrupt("a bpe vocabulary needs \"pre_tokenizer\": \"gpt2\" (the only one there is)");
+  }
+  if (!j.contains("merges") || !j["merges"].is_array()) return corrupt("missing array \"merges\"");
+  std::vector<std::string> spelled;
+  for (const nlohmann::json& p : j["pieces"]) spelled.push_back(p.get<std::string>());
+  std::vector<std::pair<std::string, std::string>> merges(j["merges"].size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const nlohmann::json& m = j["merges"][i];
+    if (!m.is_string() || !ParseMergeLine(m.get<std::string>(), &merges[i])) {
+      return corrupt("merge " + std::to_string(i) + " is not a string \"left right\"");
+    }
+  }
+  Result<BpeModel> model = BpeFromSpelled(spelled, merges, source, [&](size_t i) {
+    return source + " merge " + std::to_string(i);
+  });
+  if (!model.ok()) return DataLoss(model.status().message() + fix);
+  return Bpe(std::move(*model));
+}
+
 namespace {
+
+const char* const kTokenizers = "char, byte, bpe or hf";
+
+Status CheckTokenizerOptions(const PrepareOptions& opts) {
+  const std::string& t = opts.tokenizer;
+  if (t != "char" && t != "byte" && t != "bpe" && t != "hf") {
+    return InvalidArgument("data prepare: unknown tokenizer '" + t + "'; use " + kTokenizers);
+  }
+  if (t == "bpe" && opts.vocab_size == 0) {
+    return InvalidArgument("data prepare: --tokenizer bpe needs --vocab-size N (N >= 256: the "
+                           "256 bytes, then one token per merge learnt)");
+  }
+  if (t == "bpe" && opts.vocab_size < 256) {
+    return InvalidArgument("data prepare: --vocab-size must be at least 256 (the 256 bytes are "
+                           "the first tokens), got " + std::to_string(opts.vocab_size));
+  }
+  if (t != "bpe" && opts.vocab_size != 0) {
+    return InvalidArgument("data prepare: --vocab-size applies to --tokenizer bpe only (the " + t +
+                           " vocabulary's size follows from its kind or files)");
+  }
+  if (t == "hf" && (opts.hf_vocab.empty() || opts.hf_merges.empty())) {
+    return InvalidArgument(std::string("data prepare: --tokenizer hf needs both --vocab FILE ") +
+                           "(vocab.json) and --merges FILE (merges.txt); missing " +
+                           (opts.hf_vocab.empty() ? "--vocab" : "--merges"));
+  }
+  if (t != "hf" && !opts.hf_merges.empty()) {
+    return InvalidArgument("data prepare: --merges applies to --tokenizer hf only");
+  }
+  return Status::Ok();
+}
 
 Status CheckPrepareOptions(const PrepareOptions& opts) {
   if (opts.input.empty()) return InvalidArgument("data prepare: no input file given");
@@ -326,11 +406,7 @@ Status CheckPrepareOptions(const PrepareOptions& opts) {
     return InvalidArgument("data prepare: val_fraction must be strictly between 0 and 1, got " +
                            std::to_string(opts.val_fraction));
   }
-  if (opts.vocab != "char" && opts.vocab != "byte") {
-    return InvalidArgument("data prepare: unknown vocab kind '" + opts.vocab +
-                           "'; use \"char\" or \"byte\"");
-  }
-  return Status::Ok();
+  return CheckTokenizerOptions(opts);
 }
 
 // The input's text; a missing or empty file is an error.
@@ -350,9 +426,20 @@ Result<std::string> ReadInputText(const std::string& input) {
   return text;
 }
 
-// The vocabulary of kind opts.vocab ("char": the characters of `text`).
+// The vocabulary of kind opts.tokenizer ("char": the characters of `text`,
+// "bpe": merges learnt from it).
 Result<Vocabulary> VocabularyFor(const PrepareOptions& opts, const std::string& text) {
-  if (opts.vocab != "char") return Vocabulary::Bytes();
+  if (opts.tokenizer == "byte") return Vocabulary::Bytes();
+  if (opts.tokenizer == "hf") {
+    Result<BpeModel> m = LoadHfBpe(opts.hf_vocab, opts.hf_merges);
+    if (!m.ok()) return m.status().WithContext("data prepare");
+    return Vocabulary::Bpe(std::move(*m));
+  }
+  if (opts.tokenizer == "bpe") {
+    Result<BpeModel> m = TrainBpe(text, opts.vocab_size);
+    if (!m.ok()) return m.status().WithContext("data prepare: input file " + opts.input);
+    return Vocabulary::Bpe(std::move(*m));
+  }
   Result<Vocabulary> v = Vocabulary::CharsOf(text);
   if (!v.ok()) return v.status().WithContext("data prepare: input file " + opts.input);
   return v;
@@ -396,26 +483,54 @@ void DiscardStaged(const std::vector<StagedOutput>& outputs) {
   for (const StagedOutput& o : outputs) fs::remove(o.staged_path, ignored);
 }
 
-// Writes train.bin (the first n_train ids), val.bin (the rest) and
-// vocab.json into `dir`. All three files are staged first and only then
-// renamed, so a failure while writing (disk full, say) cannot leave a new
-// train.bin beside an old val.bin or vocab.json.
+// The files of a prepared directory, each with what writes it to a path.
+struct PreparedFile {
+  std::string name;
+  std::function<Status(const std::string&)> write;
+};
+
+// The Hugging Face pair, beside vocab.json for "bpe" vocabularies.
+constexpr const char* kHfVocabName = "hf_vocab.json";
+constexpr const char* kHfMergesName = "hf_merges.txt";
+
+std::vector<PreparedFile> PreparedFiles(const std::vector<int32_t>& ids, int64_t n_train,
+                                        const Vocabulary& vocab) {
+  std::vector<PreparedFile> files = {
+      {"train.bin",
+       [&ids, n_train](const std::string& p) {
+         return WriteTokenShard(p, std::vector<int32_t>(ids.begin(), ids.begin() + n_train));
+       }},
+      {"val.bin",
+       [&ids, n_train](const std::string& p) {
+         return WriteTokenShard(p, std::vector<int32_t>(ids.begin() + n_train, ids.end()));
+       }},
+      {"vocab.json", [&vocab](const std::string& p) { return vocab.Save(p); }}};
+  if (vocab.bpe() != nullptr) {
+    files.push_back({kHfVocabName, [&vocab](const std::string& p) {
+                       return WriteFileAtomically(p, HfVocabJson(*vocab.bpe()));
+                     }});
+    files.push_back({kHfMergesName, [&vocab](const std::string& p) {
+                       return WriteFileAtomically(p, HfMergesText(*vocab.bpe()));
+                     }});
+  }
+  return files;
+}
+
+// Writes train.bin (the first n_train ids), val.bin (the rest), vocab.json
+// (and the Hugging Face pair for BPE) into `dir`. All files are staged first
+// and only then renamed, so a failure while writing (disk full, say) cannot
+// leave a new train.bin beside an old val.bin or vocab.json. A Hugging Face
+// pair left by an earlier BPE run is removed when the new vocabulary is not
+// BPE: it would describe other data.
 Status WritePreparedFiles(const std::string& dir, const std::vector<int32_t>& ids, int64_t n_train,
                           const Vocabulary& vocab) {
   const std::string suffix = ".staging-" + std::to_string(::getpid());
-  auto staged = [&](const std::string& name) {
-    return StagedOutput{(fs::path(dir) / name).string(),
-                        (fs::path(dir) / (name + suffix)).string()};
-  };
-  const StagedOutput train = staged("train.bin"), val = staged("val.bin"),
-                     voc = staged("vocab.json");
-  const std::vector<StagedOutput> outputs = {train, val, voc};
-  Status st =
-      WriteTokenShard(train.staged_path, std::vector<int32_t>(ids.begin(), ids.begin() + n_train));
-  if (st.ok()) {
-    st = WriteTokenShard(val.staged_path, std::vector<int32_t>(ids.begin() + n_train, ids.end()));
+  std::vector<StagedOutput> outputs;
+  Status st;
+  for (const PreparedFile& f : PreparedFiles(ids, n_train, vocab)) {
+    outputs.push_back({(fs::path(dir) / f.name).string(), (fs::path(dir) / (f.name + suffix)).string()});
+    if (st.ok()) st = f.write(outputs.back().staged_path);
   }
-  if (st.ok()) st = vocab.Save(voc.staged_path);
   if (!st.ok()) {
     DiscardStaged(outputs);
     return st.WithContext("data prepare");
@@ -427,6 +542,11 @@ Status WritePreparedFiles(const std::string& dir, const std::vector<int32_t>& id
       return IoError("data prepare: cannot move " + o.staged_path + " to " + o.final_path + ": " +
                      ErrnoText(err));
     }
+  }
+  if (vocab.bpe() == nullptr) {
+    std::error_code ignored;
+    fs::remove(fs::path(dir) / kHfVocabName, ignored);
+    fs::remove(fs::path(dir) / kHfMergesName, ignored);
   }
   return Status::Ok();
 }

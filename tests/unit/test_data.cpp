@@ -626,7 +626,7 @@ TEST_F(DataTest, PrepareByteVocabulary) {
   const std::string text(raw, sizeof(raw) - 1);  // keeps the NUL byte
   ASSERT_EQ(text.size(), 14u);
   WriteBytes(Path("in.bin"), text);
-  PrepareOptions opts{Path("in.bin"), Path("out"), 0.5, "byte"};
+  PrepareOptions opts{Path("in.bin"), Path("out"), 0.5, "byte", 0, "", ""};
   auto summary = PrepareTextData(opts);
   ASSERT_TRUE(summary.ok()) << summary.status().message();
   EXPECT_EQ(summary->vocab_size, 256);
@@ -643,35 +643,35 @@ TEST_F(DataTest, PrepareOptionErrors) {
   WriteBytes(Path("latin1.txt"), "caf\xE9\n");
   auto run = [&](PrepareOptions o) { return PrepareTextData(o).status(); };
 
-  Status missing = run({Path("nope.txt"), Path("out"), 0.1, "char"});
+  Status missing = run({Path("nope.txt"), Path("out"), 0.1, "char", 0, "", ""});
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
   EXPECT_NE(missing.message().find("nope.txt"), std::string::npos) << missing.message();
 
-  Status empty = run({Path("empty.txt"), Path("out"), 0.1, "char"});
+  Status empty = run({Path("empty.txt"), Path("out"), 0.1, "char", 0, "", ""});
   EXPECT_EQ(empty.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(empty.message().find("empty"), std::string::npos) << empty.message();
 
   for (double f : {0.0, 1.0, -0.1, 1.5, std::nan("")}) {
-    Status st = run({Path("good.txt"), Path("out"), f, "char"});
+    Status st = run({Path("good.txt"), Path("out"), f, "char", 0, "", ""});
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << f;
     EXPECT_NE(st.message().find("val_fraction"), std::string::npos) << st.message();
   }
 
-  Status kind = run({Path("good.txt"), Path("out"), 0.1, "bpe"});
+  Status kind = run({Path("good.txt"), Path("out"), 0.1, "wordpiece", 0, "", ""});
   EXPECT_EQ(kind.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(kind.message().find("bpe"), std::string::npos);
+  EXPECT_NE(kind.message().find("wordpiece"), std::string::npos);
 
-  Status utf8 = run({Path("latin1.txt"), Path("out"), 0.1, "char"});
+  Status utf8 = run({Path("latin1.txt"), Path("out"), 0.1, "char", 0, "", ""});
   EXPECT_EQ(utf8.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(utf8.message().find("latin1.txt"), std::string::npos) << utf8.message();
   EXPECT_NE(utf8.message().find("byte offset 3"), std::string::npos) << utf8.message();
 
   // 22 characters: 1% of them is not even one token of training data.
-  Status too_small = run({Path("good.txt"), Path("out"), 0.99, "char"});
+  Status too_small = run({Path("good.txt"), Path("out"), 0.99, "char", 0, "", ""});
   EXPECT_EQ(too_small.code(), StatusCode::kInvalidArgument) << too_small.message();
 
   WriteBytes(Path("a_file"), "x");
-  Status not_dir = run({Path("good.txt"), Path("a_file"), 0.5, "char"});
+  Status not_dir = run({Path("good.txt"), Path("a_file"), 0.5, "char", 0, "", ""});
   EXPECT_EQ(not_dir.code(), StatusCode::kIoError);
 
   // None of the failures created the output directory's files.
@@ -680,7 +680,7 @@ TEST_F(DataTest, PrepareOptionErrors) {
 
 TEST_F(DataTest, FailedPrepareLeavesExistingOutputsUntouched) {
   WriteBytes(Path("good.txt"), "a good corpus, long enough to split.\n");
-  PrepareOptions opts{Path("good.txt"), Path("out"), 0.2, "char"};
+  PrepareOptions opts{Path("good.txt"), Path("out"), 0.2, "char", 0, "", ""};
   ASSERT_TRUE(PrepareTextData(opts).ok());
   const std::string train_before = ReadBytes(Path("out/train.bin"));
   const std::string val_before = ReadBytes(Path("out/val.bin"));
@@ -690,7 +690,7 @@ TEST_F(DataTest, FailedPrepareLeavesExistingOutputsUntouched) {
   WriteBytes(Path("bad.txt"), "fine start then \xFF garbage");
   WriteBytes(Path("empty.txt"), "");
   for (const std::string& input : {Path("bad.txt"), Path("empty.txt"), Path("missing.txt")}) {
-    PrepareOptions bad{input, Path("out"), 0.2, "char"};
+    PrepareOptions bad{input, Path("out"), 0.2, "char", 0, "", ""};
     ASSERT_FALSE(PrepareTextData(bad).ok()) << input;
   }
   EXPECT_EQ(ReadBytes(Path("out/train.bin")), train_before);
@@ -705,8 +705,8 @@ TEST_F(DataTest, FailedPrepareLeavesExistingOutputsUntouched) {
 TEST_F(DataTest, PrepareReplacesOutputsWhenItSucceeds) {
   WriteBytes(Path("one.txt"), "aaaa bbbb cccc dddd\n");
   WriteBytes(Path("two.txt"), "xyz xyz xyz xyz xyz xyz\n");
-  ASSERT_TRUE(PrepareTextData({Path("one.txt"), Path("out"), 0.1, "char"}).ok());
-  auto second = PrepareTextData({Path("two.txt"), Path("out"), 0.1, "char"});
+  ASSERT_TRUE(PrepareTextData({Path("one.txt"), Path("out"), 0.1, "char", 0, "", ""}).ok());
+  auto second = PrepareTextData({Path("two.txt"), Path("out"), 0.1, "char", 0, "", ""});
   ASSERT_TRUE(second.ok());
   auto vocab = Vocabulary::Load(Path("out/vocab.json"));
   ASSERT_TRUE(vocab.ok());
