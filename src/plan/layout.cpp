@@ -116,6 +116,7 @@ Result<Software> SoftwareFromName(const std::string& name) {
     s.pp_scatter_gather = false;  // src/parallel/pipeline.cpp sends residual_rows x n_embd
     s.pp_async_sends = true;      // src/parallel/pipeline.cpp: ISend, waited for after the step
     s.framework_gib = 0;
+    s.trainer_activation_buffer = true;
     return s;
   }
   return InvalidArgument("unknown software stack '" + name +
