@@ -174,6 +174,11 @@ Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& i
   if (!o.recompute.empty()) {
     ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(o.recompute));
     search.recompute = rc;
+  } else if (in.run_cfg) {
+    // The training config's training.recompute (the config check took only
+    // none, selective and full).
+    ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(in.run_cfg->training.recompute));
+    search.recompute = rc;
   }
   if (o.sp) search.sp = true;
   return search;

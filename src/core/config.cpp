@@ -41,6 +41,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("training", "sample_tokens", c.training.sample_tokens);
   f("training", "device", c.training.device);
   f("training", "precision", c.training.precision);
+  f("training", "recompute", c.training.recompute);
   f("parallel", "dp", c.parallel.dp);
   f("parallel", "tp", c.parallel.tp);
   f("parallel", "pp", c.parallel.pp);
@@ -313,6 +314,15 @@ Status ValidateDeviceAndPrecision(const TrainingConfig& t) {
   if (t.precision != "fp32") {
     return InvalidArgument("training.precision = '" + t.precision +
                            "' is not supported on the CPU backend; use \"fp32\"");
+  }
+  if (t.recompute == "op" || t.recompute == "selective-op" || t.recompute == "selective_op") {
+    return InvalidArgument("training.recompute = '" + t.recompute +
+                           "' (op-level checkpointing) is modelled by the planner only; the "
+                           "trainer runs \"none\", \"selective\" or \"full\"");
+  }
+  if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full") {
+    return InvalidArgument("training.recompute = '" + t.recompute +
+                           "' is unknown; use \"none\", \"selective\" or \"full\"");
   }
   return Status::Ok();
 }

@@ -48,6 +48,10 @@ struct TrainingConfig {
   int64_t sample_tokens = 200; // text generated at the end; 0: none
   std::string device = "cpu";
   std::string precision = "fp32";
+  // Activation recomputation (model/gpt.h ActivationRecompute): "none",
+  // "selective" (the attention probabilities are recomputed in backward) or
+  // "full" (each block's forward is rerun before its backward).
+  std::string recompute = "none";
 };
 
 struct ParallelConfig {

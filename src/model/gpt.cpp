@@ -36,8 +36,11 @@ struct GPT::Chunk {
 };
 
 // Gradient scratch shared by all layers and slots (one backward at a time).
+// `att`: the attention probabilities every layer and slot shares under
+// selective recompute (null otherwise).
 struct GPT::Scratch {
   float *partial, *dres, *dres_full, *dln, *dln_shard, *dqkv, *datty, *datt, *dfch, *dfch_gelu;
+  float* att = nullptr;
   float* replicated;  // ReplicatedGrads' partial sums under sequence parallelism
 };
 
@@ -49,24 +52,39 @@ void Zero(float* x, int64_t n) { std::memset(x, 0, static_cast<size_t>(n) * size
 
 }  // namespace
 
-GPT::GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch)
+const char* ActivationRecomputeName(ActivationRecompute r) {
+  switch (r) {
+    case ActivationRecompute::kSelective:
+      return "selective";
+    case ActivationRecompute::kFull:
+      return "full";
+    case ActivationRecompute::kNone:
+      break;
+  }
+  return "none";
+}
+
+GPT::GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch,
+         ActivationRecompute recompute)
     : spec_(spec),
       shard_(shard),
       tp_(tp_comm, shard.tp, shard.tp_rank, shard.sp),
       layout_(BuildRankLayout(spec, shard)),
       max_batch_(max_batch),
-      vocab_(tp_.VocabShardOf(spec.vocab_size, spec.padded_vocab_size)) {}
+      vocab_(tp_.VocabShardOf(spec.vocab_size, spec.padded_vocab_size)),
+      recompute_(recompute) {}
 
 GPT::~GPT() = default;
 
 Result<std::unique_ptr<GPT>> GPT::Create(const ModelSpec& spec, int64_t max_batch,
-                                         int64_t flat_multiple) {
-  return CreateShard(spec, ModelShard{}, nullptr, max_batch, flat_multiple);
+                                         int64_t flat_multiple, ActivationRecompute recompute) {
+  return CreateShard(spec, ModelShard{}, nullptr, max_batch, flat_multiple, {}, recompute);
 }
 
 Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const ModelShard& shard_in,
                                               Communicator* tp_comm, int64_t max_batch,
-                                              int64_t flat_multiple, std::vector<int64_t> slots) {
+                                              int64_t flat_multiple, std::vector<int64_t> slots,
+                                              ActivationRecompute recompute) {
   ST_RETURN_IF_ERROR(ValidateModelSpec(spec));
   if (spec.arch != Arch::kGPT2) {
     return InvalidArgument(std::string("the trainer runs GPT-2 style models only; arch '") +
@@ -90,7 +108,7 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
                            " token rows over tp = " + std::to_string(shard.tp) +
                            "; make micro_batch_size x block_size a multiple of tp");
   }
-  std::unique_ptr<GPT> m(new GPT(spec, shard, tp_comm, max_batch));
+  std::unique_ptr<GPT> m(new GPT(spec, shard, tp_comm, max_batch, recompute));
   const ParamLayout& lay = m->layout_;
   auto off = [&](const std::string& name) {
     const ParamEntry* e = lay.Find(name);
@@ -152,26 +170,59 @@ LayerRange GPT::ChunkLayers(int64_t c) const {
 
 int64_t GPT::residual_rows(int64_t B, int64_t T) const { return tp_.ResidualRows(B * T); }
 
-size_t GPT::LayOutActivations(float* base) {
+void GPT::TakeLayerActs(FloatArena& arena, LayerActs& L, bool shared_att) const {
   const int64_t tp = shard_.tp;
-  const int64_t N = max_batch_ * spec_.block_size, Nr = residual_rows(max_batch_, spec_.block_size);
+  const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N);
+  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
+  const bool sp = tp_.sp();
+  L.ln1 = arena.Take(Nr * C); L.ln1_mean = arena.Take(Nr); L.ln1_rstd = arena.Take(Nr);
+  L.ln1_full = sp ? arena.Take(N * C) : L.ln1;
+  L.qkv = arena.Take(N * 3 * Cl); L.atty = arena.Take(N * Cl);
+  L.att = shared_att ? scratch_->att : arena.Take(max_batch_ * NHl * spec_.block_size * spec_.block_size);
+  L.res2 = arena.Take(Nr * C);
+  L.ln2 = arena.Take(Nr * C); L.ln2_mean = arena.Take(Nr); L.ln2_rstd = arena.Take(Nr);
+  L.ln2_full = sp ? arena.Take(N * C) : L.ln2;
+  L.fch = arena.Take(N * Fl); L.fch_gelu = arena.Take(N * Fl); L.res3 = arena.Take(Nr * C);
+}
+
+void GPT::TakeScratch(FloatArena& arena) {
+  const int64_t tp = shard_.tp;
+  const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N);
   const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
   const int64_t att = max_batch_ * NHl * spec_.block_size * spec_.block_size;
-  const int64_t Vl = vocab_.rows;
+  const bool sp = tp_.sp();
+  Scratch& S = *scratch_;
+  S.partial = arena.Take(N * C); S.dres = arena.Take(Nr * C);
+  S.dres_full = sp ? arena.Take(N * C) : S.dres;
+  S.dln = arena.Take(N * C); S.dln_shard = sp ? arena.Take(Nr * C) : S.dln;
+  S.dqkv = arena.Take(N * 3 * Cl); S.datty = arena.Take(N * Cl); S.datt = arena.Take(att);
+  S.dfch = arena.Take(N * Fl);
+  S.dfch_gelu = arena.Take(N * Fl);
+  S.replicated = arena.Take(kReplicatedPerBlock * C);
+  S.att = recompute_ == ActivationRecompute::kSelective ? arena.Take(att) : nullptr;
+}
+
+size_t GPT::LayOutActivations(float* base) {
+  const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N);
+  const int64_t C = spec_.n_embd, Vl = vocab_.rows;
   const bool sp = tp_.sp();
   FloatArena arena(base);
+  TakeScratch(arena);
+  if (recompute_ == ActivationRecompute::kFull) {
+    work_ = std::make_unique<LayerActs>();
+    TakeLayerActs(arena, *work_, false);
+  }
   for (Chunk& ch : chunks_) {
     for (SlotActs& s : ch.slots) {
       s.layers.resize(ch.layers.size());
       s.input = arena.Take(Nr * C);
       for (LayerActs& L : s.layers) {
-        L.ln1 = arena.Take(Nr * C); L.ln1_mean = arena.Take(Nr); L.ln1_rstd = arena.Take(Nr);
-        L.ln1_full = sp ? arena.Take(N * C) : L.ln1;
-        L.qkv = arena.Take(N * 3 * Cl); L.atty = arena.Take(N * Cl); L.att = arena.Take(att);
-        L.res2 = arena.Take(Nr * C);
-        L.ln2 = arena.Take(Nr * C); L.ln2_mean = arena.Take(Nr); L.ln2_rstd = arena.Take(Nr);
-        L.ln2_full = sp ? arena.Take(N * C) : L.ln2;
-        L.fch = arena.Take(N * Fl); L.fch_gelu = arena.Take(N * Fl); L.res3 = arena.Take(Nr * C);
+        if (recompute_ == ActivationRecompute::kFull) {
+          L = LayerActs{};
+          L.res3 = arena.Take(Nr * C);  // the next block's input
+        } else {
+          TakeLayerActs(arena, L, recompute_ == ActivationRecompute::kSelective);
+        }
       }
       if (ch.head) {
         s.lnf = arena.Take(Nr * C); s.lnf_mean = arena.Take(Nr); s.lnf_rstd = arena.Take(Nr);
@@ -181,14 +232,6 @@ size_t GPT::LayOutActivations(float* base) {
       }
     }
   }
-  Scratch& S = *scratch_;
-  S.partial = arena.Take(N * C); S.dres = arena.Take(Nr * C);
-  S.dres_full = sp ? arena.Take(N * C) : S.dres;
-  S.dln = arena.Take(N * C); S.dln_shard = sp ? arena.Take(Nr * C) : S.dln;
-  S.dqkv = arena.Take(N * 3 * Cl); S.datty = arena.Take(N * Cl); S.datt = arena.Take(att);
-  S.dfch = arena.Take(N * Fl);
-  S.dfch_gelu = arena.Take(N * Fl);
-  S.replicated = arena.Take(kReplicatedPerBlock * C);
   return arena.used_floats();
 }
 
@@ -262,7 +305,12 @@ Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, in
                                               L.ln2_full, P(o.fcw), N, C, Fl));
   cpu::LayerNormBackward(S.dres, rg.Target(G(o.ln2w)), rg.Target(G(o.ln2b)), S.dln_shard, L.res2,
                          P(o.ln2w), L.ln2_mean, L.ln2_rstd, Nr, C);
-  // Attention half.
+  // Attention half. Under selective recompute the probabilities are not
+  // kept: rebuild them from the kept q, k, v (the output goes to S.datty,
+  // which the next call overwrites).
+  if (recompute_ == ActivationRecompute::kSelective) {
+    cpu::AttentionForward(S.datty, L.att, L.qkv, B, T, Cl, NHl);
+  }
   ST_RETURN_IF_ERROR(tp_.RowLinearBackward(S.datty, G(o.attprojw), rg.Target(G(o.attprojb)), S.dres,
                                            S.dres_full, L.atty, P(o.attprojw), N, Cl, C));
   Zero(S.dqkv, N * 3 * Cl);
@@ -350,7 +398,8 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
   }
   const float* x = s.input;
   for (size_t i = 0; i < ch.layers.size(); ++i) {
-    ST_RETURN_IF_ERROR(LayerForward(ch.layers[i], s.layers[i], x, B, T));
+    LayerActs L = ForwardActs(s, i);
+    ST_RETURN_IF_ERROR(LayerForward(ch.layers[i], L, x, B, T));
     x = s.layers[i].res3;
     done(ch.layers[i]);
   }
@@ -360,6 +409,13 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
     done(HeadLayer(spec_.n_layer));
   }
   return loss;
+}
+
+GPT::LayerActs GPT::ForwardActs(SlotActs& s, size_t i) {
+  if (recompute_ != ActivationRecompute::kFull) return s.layers[i];
+  LayerActs L = *work_;
+  L.res3 = s.layers[i].res3;
+  return L;
 }
 
 const float* GPT::ChunkOutput(int64_t chunk, int64_t slot) const {
@@ -387,7 +443,15 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
   }
   for (size_t i = ch.layers.size(); i-- > 0;) {
     const float* x = i == 0 ? s.input : s.layers[i - 1].res3;
-    ST_RETURN_IF_ERROR(LayerBackward(ch.layers[i], s.layers[i], x, B, T));
+    LayerActs* L = &s.layers[i];
+    if (recompute_ == ActivationRecompute::kFull) {
+      // The block's forward again, from its kept input, into the working
+      // set (whose own res3 takes the output: the slot's may be in flight
+      // to the next stage).
+      L = work_.get();
+      ST_RETURN_IF_ERROR(LayerForward(ch.layers[i], *L, x, B, T));
+    }
+    ST_RETURN_IF_ERROR(LayerBackward(ch.layers[i], *L, x, B, T));
     ready(ch.layers[i]);
   }
   if (ch.embedding) {

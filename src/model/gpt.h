@@ -40,6 +40,25 @@
 
 namespace scaletrain {
 
+// What the backward pass recomputes instead of keeping (training.recompute;
+// Korthikanti et al. 2022):
+//  - kNone: every activation a block's backward reads is kept, per layer and
+//    micro-batch in flight;
+//  - kSelective: the attention probabilities (B x heads x T x T per layer,
+//    the only s x s tensor) are not kept: the forward writes them into one
+//    buffer shared by all layers and slots, and the backward recomputes them
+//    from the kept q, k, v just before the attention backward;
+//  - kFull: only each block's input is kept (per layer and micro-batch in
+//    flight; the chunk's input and every block's output residual); the
+//    forward and, before each block's backward, its recomputation run in one
+//    block's working set shared by all blocks and slots. The recomputed
+//    forward repeats the block's TP collectives.
+// The ops and their order are the same in every mode, so losses and
+// gradients are bitwise those of kNone. The head (final norm, logits,
+// softmax) is kept in every mode.
+enum class ActivationRecompute { kNone, kSelective, kFull };
+const char* ActivationRecomputeName(ActivationRecompute r);
+
 class GPT {
  public:
   // The whole model on one rank. Allocates parameters and gradients (zeroed)
@@ -47,15 +66,18 @@ class GPT {
   // tokens. The flat parameter and gradient buffers are padded to a multiple
   // of `flat_multiple` elements (data parallelism splits them evenly); the
   // padding stays zero.
-  static Result<std::unique_ptr<GPT>> Create(const ModelSpec& spec, int64_t max_batch,
-                                             int64_t flat_multiple = 1);
+  static Result<std::unique_ptr<GPT>> Create(
+      const ModelSpec& spec, int64_t max_batch, int64_t flat_multiple = 1,
+      ActivationRecompute recompute = ActivationRecompute::kNone);
   // One rank of a tp x pp layout. `tp_comm` is the TP group (needed when
   // shard.tp > 1). `slots[c]`: micro-batches chunk c holds activations for
   // at once (empty: one each). spec.padded_vocab_size must divide by tp.
   static Result<std::unique_ptr<GPT>> CreateShard(const ModelSpec& spec, const ModelShard& shard,
                                                   Communicator* tp_comm, int64_t max_batch,
                                                   int64_t flat_multiple,
-                                                  std::vector<int64_t> slots = {});
+                                                  std::vector<int64_t> slots = {},
+                                                  ActivationRecompute recompute =
+                                                      ActivationRecompute::kNone);
   ~GPT();
 
   const ModelSpec& spec() const { return spec_; }
@@ -68,7 +90,10 @@ class GPT {
   const float* params() const { return params_.f32(); }
   float* grads() { return grads_.f32(); }
   const float* grads() const { return grads_.f32(); }
+  // The activation buffer (every slot's kept activations, the shared working
+  // set and the gradient scratch), sized for the recompute mode.
   size_t activation_bytes() const { return acts_.size_bytes(); }
+  ActivationRecompute recompute() const { return recompute_; }
 
   // GPT-2 initialisation (as nanoGPT): N(0, 0.02) for weights and embeddings,
   // residual projections N(0, 0.02/sqrt(2 n_layer)), biases 0, norms 1; the
@@ -142,10 +167,19 @@ class GPT {
   struct LayerOffsets {
     int64_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
   };
-  GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch);
+  GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch,
+      ActivationRecompute recompute);
   // Points every activation slice into `base` (null: a dry run); returns
   // the floats used.
   size_t LayOutActivations(float* base);
+  // One block's full set of activations; the attention probabilities its
+  // own or (shared_att) the scratch's shared buffer.
+  void TakeLayerActs(FloatArena& arena, LayerActs& L, bool shared_att) const;
+  void TakeScratch(FloatArena& arena);
+  // The activations block i of slot s writes in the forward: its own set, or
+  // (full recompute) the shared working set with the block's output residual
+  // kept in the slot.
+  LayerActs ForwardActs(SlotActs& s, size_t i);
 
   Status LayerForward(int64_t layer, LayerActs& L, const float* x, int64_t B, int64_t T);
   Status LayerBackward(int64_t layer, LayerActs& L, const float* x, int64_t B, int64_t T);
@@ -167,6 +201,9 @@ class GPT {
   std::vector<LayerOffsets> layer_off_;  // by global layer; only this rank's are set
   std::vector<Chunk> chunks_;
   std::unique_ptr<Scratch> scratch_;
+  ActivationRecompute recompute_ = ActivationRecompute::kNone;
+  // Full recompute: the one block's working set (forward and recomputation).
+  std::unique_ptr<LayerActs> work_;
   std::unique_ptr<ReplicatedGrads> replicated_grads_;
   Buffer params_, grads_, acts_;
   // The single-rank API's last forward.

@@ -53,8 +53,8 @@ struct TpPpStepOptions {
   // trainer's fp32). The cross-entropy statistics are always fp32.
   int64_t elem_bytes = 4;
   // Full activation recomputation repeats each block's forward collectives
-  // during backward (the planner's GPU stacks; the trainer does not
-  // recompute).
+  // during backward (the trainer's training.recompute = "full" reruns each
+  // block's forward, collectives included, before its backward).
   bool recompute_full = false;
   // Megatron-LM's scatter-gather of pipeline messages: without sequence
   // parallelism each TP rank sends 1/tp of the activation and the receivers

@@ -252,9 +252,14 @@ void CostModel::SetMemory(const Layout& l, const std::vector<StageParams>& stage
                           const ScheduleInfo& sched, int64_t grad_elem_bytes, Prediction* p) const {
   double most = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
-    const RankBytes rb = StageRankBytes(stages[i].numel, l, grad_elem_bytes);
-    const MemoryBreakdown mem = StageMemory(spec_, l, sw_, stages[i], rb, sched.in_flight[i],
-                                            sched.first_chunk_in_flight[i]);
+    RankBytes rb = StageRankBytes(stages[i].numel, l, grad_elem_bytes);
+    MemoryBreakdown mem = StageMemory(spec_, l, sw_, stages[i], rb, sched.in_flight[i],
+                                      sched.first_chunk_in_flight[i]);
+    if (sw_.trainer_activation_buffer && l.recompute != Recompute::kOp) {
+      const auto chunks = TrainerChunksOf(spec_, l, sched.schedule, static_cast<int64_t>(i));
+      mem.activations = static_cast<double>(TrainerActivationBytes(spec_, l, chunks));
+    }
+    rb.activations = std::llround(mem.activations);
     p->stage_bytes.push_back(rb);
     if (mem.Total() > most) most = mem.Total(), p->memory = mem, p->rank_bytes = rb;
   }

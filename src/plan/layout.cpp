@@ -91,6 +91,7 @@ Software CpuTrainerStack() {
   s.framework_gib = 0;
   s.launch_us = 0;
   s.comm_sms = 0;
+  s.trainer_activation_buffer = true;
   return s;
 }
 

@@ -164,6 +164,11 @@ struct Software {
   // process after its first step (1-2 GiB); none for the CPU trainer, which
   // allocates everything up front in its own buffers.
   double framework_gib = 1.5;
+  // Activations as the CPU trainer allocates them (one flat buffer, counted
+  // float for float: TrainerActivationBytes in memory_terms.h) rather than
+  // Korthikanti's per-layer estimate. Applies to recompute none, selective
+  // and full (the modes the trainer runs); op keeps the estimate.
+  bool trainer_activation_buffer = false;
 };
 Result<Software> SoftwareFromName(const std::string& name);
 // The recomputation `rc` names on this stack (Software::selective_is_op).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/param_layout.h"
 #include "parallel/dp_layout.h"
 #include "plan/compute_terms.h"
 
@@ -86,6 +87,73 @@ double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software&
   if (stage.embedding && sw.dropout) act += first_chunk_in_flight * T * h / rep_div;
   if (stage.head) act += T * (V / t) * (act_bytes + 4.0);  // logits + fp32 softmax
   return act;
+}
+
+std::vector<TrainerChunk> TrainerChunksOf(const ModelSpec& m, const Layout& l,
+                                          const PipelineSchedule& schedule, int64_t stage) {
+  const std::vector<int64_t> virtual_stage = VirtualStageOfLayers(m, l.pp, l.vpp);
+  std::vector<TrainerChunk> chunks(static_cast<size_t>(l.vpp));
+  for (int64_t c = 0; c < l.vpp; ++c) {
+    TrainerChunk& ch = chunks[static_cast<size_t>(c)];
+    const int64_t v = c * l.pp + stage;
+    ch.embedding = v == 0;
+    ch.head = v == l.pp * l.vpp - 1;
+    ch.layers = std::count(virtual_stage.begin(), virtual_stage.end(), v);
+    const int32_t peak = PeakActivations(schedule, static_cast<int32_t>(c))[static_cast<size_t>(stage)];
+    ch.slots = std::max<int64_t>(1, peak);
+  }
+  return chunks;
+}
+
+namespace {
+
+// The float counts of the trainer's activation slices (GPT::LayOutActivations):
+// each slice is rounded up to 16 floats (FloatArena).
+struct TrainerSlices {
+  int64_t N, Nr, C, Cl, Fl, att, Vl;
+  bool sp;
+  static int64_t R(int64_t n) { return (n + 15) / 16 * 16; }
+  // One block's full set (TakeLayerActs), with or without its own
+  // attention probabilities.
+  int64_t Layer(bool own_att) const {
+    const int64_t norm = R(Nr * C) + 2 * R(Nr) + (sp ? R(N * C) : 0);  // out, mean, rstd, gathered
+    return 2 * norm + R(N * 3 * Cl) + R(N * Cl) + (own_att ? R(att) : 0) + 2 * R(Nr * C) +
+           2 * R(N * Fl);
+  }
+  int64_t Scratch(bool shared_att) const {  // TakeScratch
+    return R(N * C) + R(Nr * C) + (sp ? R(N * C) + R(Nr * C) : 0) + R(N * C) + R(N * 3 * Cl) +
+           R(N * Cl) + R(att) + 2 * R(N * Fl) + (shared_att ? R(att) : 0);
+  }
+  int64_t Head() const {
+    return R(Nr * C) + 2 * R(Nr) + (sp ? R(N * C) : 0) + 2 * R(N * Vl) + R(N) + R(3 * N);
+  }
+};
+
+}  // namespace
+
+int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
+                               const std::vector<TrainerChunk>& chunks) {
+  if (l.recompute == Recompute::kOp) return 0;
+  TrainerSlices z{};
+  z.sp = l.sp && l.tp > 1;
+  z.N = l.micro_batch * m.block_size;
+  z.Nr = z.sp ? z.N / l.tp : z.N;
+  z.C = m.n_embd;
+  z.Cl = m.n_embd / l.tp;
+  z.Fl = m.ffn_hidden / l.tp;
+  z.att = l.micro_batch * (m.n_head / l.tp) * m.block_size * m.block_size;
+  z.Vl = m.padded_vocab_size / l.tp;
+  const bool full = l.recompute == Recompute::kFull;
+  const bool selective = l.recompute == Recompute::kSelective;
+  // The 6 x C partial sums of ReplicatedGrads sit at the scratch's end.
+  int64_t floats = z.Scratch(selective) + TrainerSlices::R(6 * z.C) + (full ? z.Layer(true) : 0);
+  const int64_t per_layer = full ? TrainerSlices::R(z.Nr * z.C) : z.Layer(!selective);
+  for (const TrainerChunk& ch : chunks) {
+    const int64_t per_slot =
+        TrainerSlices::R(z.Nr * z.C) + ch.layers * per_layer + (ch.head ? z.Head() : 0);
+    floats += ch.slots * per_slot;
+  }
+  return floats * static_cast<int64_t>(sizeof(float));
 }
 
 double OtherMemoryBytes(const Layout& l, const Software& sw, const RankParams& stage) {

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/spec.h"
+#include "parallel/schedule.h"
 #include "parallel/tp_pp_layout.h"
 #include "plan/layout.h"
 
@@ -26,6 +28,9 @@ struct MemoryBreakdown {  // bytes on one GPU
 // the parameters are the master copy, so 8 B; ZeRO >= 1: 1/dp).
 struct RankBytes {
   int64_t params = 0, grads = 0, optimizer = 0;
+  // The stage's activation bytes (MemoryBreakdown::activations, rounded):
+  // exact for the cpu stack (TrainerActivationBytes), an estimate otherwise.
+  int64_t activations = 0;
   int64_t numel = 0;         // parameters of the rank (stage, TP share)
   int64_t padded_numel = 0;  // flat buffer elements
 };
@@ -47,6 +52,27 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
 double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software& sw,
                             const RankParams& stage, int32_t in_flight,
                             int32_t first_chunk_in_flight);
+
+// One model chunk of a stage as the CPU trainer holds it (src/model/gpt.cpp).
+struct TrainerChunk {
+  int64_t layers = 0;  // transformer blocks
+  int64_t slots = 1;   // micro-batches whose activations it keeps at once
+  bool embedding = false, head = false;
+};
+// The chunks of `stage`: their blocks (VirtualStageOfLayers) and slots (the
+// most micro-batches the schedule has in flight in each, at least 1: what
+// PipelineExecutor::SlotsPerChunk gives the trainer).
+std::vector<TrainerChunk> TrainerChunksOf(const ModelSpec& m, const Layout& l,
+                                          const PipelineSchedule& schedule, int64_t stage);
+// The CPU trainer's activation buffer on a rank with these chunks, exactly
+// (GPT::LayOutActivations): every slot's kept activations for the recompute
+// mode (none: a block's full set; selective: without the B x heads/tp x s x s
+// probabilities, one shared copy instead; full: only each block's input),
+// the head's logits and softmax, full recompute's one working block and the
+// backward's scratch, each slice rounded up to 16 floats. fp32. Recompute op
+// is not the trainer's: 0.
+int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
+                               const std::vector<TrainerChunk>& chunks);
 
 // Memory outside the model's flat buffers: the framework's
 // (Software::framework_gib) and, under ZeRO-3, the buffers its layer-by-layer

@@ -97,6 +97,7 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
     return nlohmann::json{{"params", rb.params},
                           {"grads", rb.grads},
                           {"optimizer", rb.optimizer},
+                          {"activations", rb.activations},
                           {"numel", rb.numel},
                           {"padded_numel", rb.padded_numel}};
   };

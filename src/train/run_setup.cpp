@@ -114,6 +114,13 @@ Status PlanMicroBatches(TrainingRun& run) {
   return Status::Ok();
 }
 
+// training.recompute (the config check took only these names).
+ActivationRecompute ActivationRecomputeOf(const std::string& name) {
+  if (name == "selective") return ActivationRecompute::kSelective;
+  if (name == "full") return ActivationRecompute::kFull;
+  return ActivationRecompute::kNone;
+}
+
 // This rank's model shard, data parallelism, optimizer and executor.
 Status BuildRankModel(TrainingRun& run) {
   const ParallelConfig& par = run.cfg.parallel;
@@ -125,7 +132,8 @@ Status BuildRankModel(TrainingRun& run) {
   DpCompression compression = DpCompression::kNone;
   DpCompressionFromName(par.dp_compress, &compression);  // the config check took only known names
   ST_ASSIGN_OR_RETURN(
-      run.model, GPT::CreateShard(run_spec, shard, g.tp.get(), tc.micro_batch_size, par.dp, slots));
+      run.model, GPT::CreateShard(run_spec, shard, g.tp.get(), tc.micro_batch_size, par.dp, slots,
+                                  ActivationRecomputeOf(tc.recompute)));
   run.dp = std::make_unique<DataParallel>(
       run.model->layout(), g.dp.get(),
       DataParallelOptions{par.zero, static_cast<int64_t>(par.bucket_mb * 1048576.0), par.pp > 1,

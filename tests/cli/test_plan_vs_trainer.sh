@@ -3,11 +3,14 @@
 # layouts the trainer runs (dp = 1, 2, 4 x ZeRO 0, 1, 2; tp 2 and 4 with and
 # without sequence parallelism; pp 2 and 4 under gpipe, 1f1b and
 # interleaved; dp x tp x pp = 2 x 2 x 2 with ZeRO 0, 1, 2; the compressed
-# gradient reductions bf16 and sign (parallel.dp_compress); a tiny GPT-2,
-# fp32, small gradient buckets), the bytes of parameters, gradients and
-# optimizer state per rank that `scaletrain plan --train-config ... --json`
-# predicts for stage 0 equal the trainer's memory.json (rank 0 is on stage
-# 0), and the payload bytes and calls per step that it predicts for a rank of
+# gradient reductions bf16 and sign (parallel.dp_compress); activation
+# recomputation (training.recompute selective and full over dp, tp, tp + sp,
+# pp 1f1b, gpipe and interleaved, 2 x 2 x 2); a tiny GPT-2, fp32, small
+# gradient buckets), the bytes of parameters, gradients, optimizer state and
+# activations per rank that `scaletrain plan --train-config ... --json`
+# predicts for each stage equal the trainer's memory.json (the activations
+# exactly too, where the brief of issue 22 asked for 5%: the cpu stack
+# counts the trainer's buffer float for float), and the payload bytes and calls per step that it predicts for a rank of
 # stage 0 on each of its DP, TP and PP groups equal each step's comm_bytes /
 # comm_calls in metrics.jsonl (written by rank 0).
 # Usage: test_plan_vs_trainer.sh PATH/TO/scaletrain REPO_ROOT
@@ -31,6 +34,8 @@ l4=(--set model.n_layer=4)
 l8=(--set model.n_layer=8)
 gpipe=(--set 'parallel.schedule="gpipe"')
 inter=(--set 'parallel.schedule="interleaved"' --set parallel.vpp=2)
+sel=(--set 'training.recompute="selective"')
+full=(--set 'training.recompute="full"')
 
 # "dp tp pp zero micro-batches-per-step [extra config ...]". Two or four
 # micro-batches of 2 sequences per DP rank: ZeRO-2 reduces after each, at
@@ -45,7 +50,11 @@ cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "
   "2 2 2 0 2" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${inter[*]}" "2 2 2 2 4 ${sp[*]} ${gpipe[*]}"
   "2 1 2 2 4 ${l4[*]} ${inter[*]}" "2 1 4 2 4 ${l4[*]}"
   "2 1 1 0 2 --set parallel.dp_compress=\"sign\"" "4 1 1 0 2 --set parallel.dp_compress=\"bf16\""
-  "2 2 2 0 2 --set parallel.dp_compress=\"sign\"")
+  "2 2 2 0 2 --set parallel.dp_compress=\"sign\""
+  "2 1 1 1 2 ${sel[*]}" "2 1 1 2 2 ${full[*]}" "1 2 1 0 2 ${sel[*]}" "1 2 1 0 2 ${full[*]}"
+  "1 2 1 0 2 ${sp[*]} ${sel[*]}" "1 2 1 0 2 ${sp[*]} ${full[*]}" "1 1 2 0 4 ${l4[*]} ${sel[*]}"
+  "1 1 2 0 4 ${gpipe[*]} ${full[*]}" "1 1 2 0 4 ${l4[*]} ${inter[*]} ${full[*]}"
+  "1 1 2 0 4 ${l4[*]} ${inter[*]} ${sel[*]}" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${inter[*]} ${full[*]}")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"
@@ -73,6 +82,8 @@ import json, sys
 run, plan_path = sys.argv[1], sys.argv[2]
 dp, tp, pp = (int(x) for x in sys.argv[3:6])
 sp = "parallel.sp=true" in sys.argv[6]
+recompute = ("selective" if 'recompute="selective"' in sys.argv[6] else
+             "full" if 'recompute="full"' in sys.argv[6] else "none")
 plan = json.load(open(plan_path))
 memory = json.load(open(run + "/memory.json"))
 mem = memory["per_rank"]
@@ -81,11 +92,12 @@ bad = []
 assert len(memory["per_stage"]) == pp and memory["per_stage"][0] == mem, memory
 assert plan["layout"]["precision"] == "fp32" and (plan["layout"]["dp"], plan["layout"]["tp"], plan["layout"]["pp"]) == (dp, tp, pp)
 assert plan["layout"]["sp"] == sp, plan["layout"]
+assert plan["layout"]["recompute"] == recompute, plan["layout"]
 assert len(plan["bytes_per_stage"]) == pp and len(plan["step_per_stage"]) == pp
 stage0 = plan["bytes_per_stage"][0]  # rank 0 is on stage 0
 # Every stage: memory.json's per_stage holds one rank of each (dp 0, tp 0).
 for st, (planned, trained) in enumerate(zip(plan["bytes_per_stage"], memory["per_stage"])):
-    for k in ("params", "grads", "optimizer"):
+    for k in ("params", "grads", "optimizer", "activations"):
         if planned[k] != trained[k + "_bytes"]:
             bad.append(f"stage {st} {k}: planner {planned[k]} bytes, trainer {trained[k + '_bytes']}")
 want = plan["step_per_stage"][0]  # what a rank of stage 0 issues per step
@@ -121,12 +133,14 @@ if tp > 1 and sp != any("norm/bias" in c["what"] for c in want["tp"]["collective
 if pp > 1 and not any(c["op"] == "send" and "tied" in c["what"] for c in want["pp"]["collectives"]):
     bad.append("stage 0 does not exchange the tied embedding")
 print("; ".join(bad) if bad else
-      f"params/grads/optimizer {mem['params_bytes']}/{mem['grads_bytes']}/{mem['optimizer_bytes']} B; per step "
+      f"params/grads/optimizer/activations {mem['params_bytes']}/{mem['grads_bytes']}/{mem['optimizer_bytes']}/"
+      f"{mem['activations_bytes']} B; per step "
       + ", ".join(f"{g.upper()} {want[g]['payload_bytes']} B in {want[g]['calls']}"
                   for g in ("dp", "tp", "pp") if want[g]["calls"])
       + f": equal ({stage0['numel']} parameters, padded {stage0['padded_numel']})"
       + ("" if pp == 1 else "; stages 1-%d: " % (pp - 1) + ", ".join(
-          "%d/%d/%d B, PP %d B in %d" % (b["params"], b["grads"], b["optimizer"], w["pp"]["payload_bytes"],
+          "%d/%d/%d/%d B, PP %d B in %d" % (b["params"], b["grads"], b["optimizer"], b["activations"],
+                                           w["pp"]["payload_bytes"],
                                         w["pp"]["calls"])
           for b, w in zip(plan["bytes_per_stage"][1:], plan["step_per_stage"][1:])) + ": equal"))
 sys.exit(1 if bad else 0)

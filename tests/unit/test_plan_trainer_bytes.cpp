@@ -6,11 +6,14 @@
 
 #include <memory>
 
+#include "model/gpt.h"
 #include "model/param_layout.h"
 #include "parallel/dp_layout.h"
+#include "parallel/pipeline.h"
 #include "parallel/tp_pp_layout.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
+#include "plan/memory_terms.h"
 #include "plan/model_preset.h"
 
 namespace scaletrain::plan {
@@ -271,6 +274,50 @@ TEST(TpPpLayout, UntiedModelsKeepNoEmbeddingCopy) {
   TpPpStepOptions o;
   o.micro_batch = 2, o.micro_batches = 2;
   EXPECT_EQ(Calls(PipelineStepCollectives(s, last, r, *sched, o)), 4 + 2);
+}
+
+// The cpu stack's activation count against the trainer's own buffer
+// (GPT::activation_bytes), float for float: every recompute mode the trainer
+// runs, pp 1, 2 and 3 under 1f1b, gpipe and interleaved (each stage with
+// its schedule's slots per chunk), sizes that are not multiples of the
+// buffer's 16-float alignment. (TP ranks need a communicator: covered by
+// tests/cli/test_plan_vs_trainer.sh.)
+TEST(TrainerActivations, CountEqualsTheTrainersBuffer) {
+  ModelSpec spec;
+  spec.n_layer = 6; spec.n_head = 3; spec.n_kv_head = 3; spec.n_embd = 30; spec.ffn_hidden = 120;
+  spec.block_size = 13; spec.vocab_size = 37; spec.padded_vocab_size = 40;
+  const std::pair<Recompute, ActivationRecompute> modes[] = {
+      {Recompute::kNone, ActivationRecompute::kNone},
+      {Recompute::kSelective, ActivationRecompute::kSelective},
+      {Recompute::kFull, ActivationRecompute::kFull}};
+  struct Case { ScheduleKind kind; int32_t pp, vpp, m; };
+  const Case cases[] = {{ScheduleKind::k1F1B, 1, 1, 3}, {ScheduleKind::k1F1B, 2, 1, 4},
+                        {ScheduleKind::kGPipe, 2, 1, 3}, {ScheduleKind::kInterleaved, 2, 3, 4},
+                        {ScheduleKind::k1F1B, 3, 1, 6}};
+  int checked = 0;
+  for (const Case& c : cases) {
+    auto sched = BuildPipelineSchedule(c.kind, c.pp, c.vpp, c.m);
+    ASSERT_TRUE(sched.ok()) << sched.status().message();
+    for (const auto& [rc, mode] : modes) {
+      Layout l;
+      l.pp = c.pp, l.vpp = c.vpp, l.micro_batch = 3, l.global_batch = 3 * c.m, l.recompute = rc;
+      for (int64_t stage = 0; stage < c.pp; ++stage) {
+        const auto chunks = TrainerChunksOf(spec, l, *sched, stage);
+        const ModelShard shard{1, 0, c.pp, stage, c.vpp, false};
+        auto gpt = GPT::CreateShard(spec, shard, nullptr, l.micro_batch, 1,
+                                    PipelineExecutor::SlotsPerChunk(*sched, stage), mode);
+        ASSERT_TRUE(gpt.ok()) << gpt.status().message();
+        EXPECT_EQ(TrainerActivationBytes(spec, l, chunks),
+                  static_cast<int64_t>((*gpt)->activation_bytes()))
+            << RecomputeName(rc) << " pp " << c.pp << " vpp " << c.vpp << " stage " << stage;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3 * (1 + 2 + 2 + 2 + 3));
+  Layout op;
+  op.recompute = Recompute::kOp;  // not the trainer's
+  EXPECT_EQ(TrainerActivationBytes(spec, op, {TrainerChunk{}}), 0);
 }
 
 }  // namespace
