@@ -15,7 +15,7 @@ pkgs=(
   # the emulated cluster (scripts/cluster.sh: network namespaces, a bridge, tc)
   iproute2
   # reference checks (PyTorch on the CPU) and the benchmarks
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-pip
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -30,4 +30,12 @@ if ! command -v kubernetes-validate >/dev/null; then
   python3 -m pip install -q kubernetes-validate 2>/dev/null ||
     python3 -m pip install -q --break-system-packages kubernetes-validate ||
     echo "warning: could not install kubernetes-validate from PyPI; its test will skip" >&2
+fi
+# The Hugging Face interop tests (tests/unit/test_hf_interop.cpp, tests/cli/test_hf_interop.sh):
+# transformers, pinned to a release that runs on Debian's torch 1.13, into Debian's python3
+# (where python3-torch is); tests/requirements.txt lists it.
+if ! /usr/bin/python3 -c "import transformers" 2>/dev/null; then
+  /usr/bin/python3 -m pip install -q -r "$(dirname "$0")/../tests/requirements.txt" 2>/dev/null ||
+    /usr/bin/python3 -m pip install -q --break-system-packages -r "$(dirname "$0")/../tests/requirements.txt" ||
+    echo "warning: could not install transformers from PyPI; the Hugging Face checks will skip" >&2
 fi

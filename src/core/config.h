@@ -48,6 +48,11 @@ struct TrainingConfig {
   int64_t sample_tokens = 200; // text generated at the end; 0: none
   std::string device = "cpu";
   std::string precision = "fp32";
+  // A checkpoint (directory, or a run directory's newest) whose weights
+  // start this run: step 0, a fresh optimizer (fine-tuning, e.g. from
+  // `scaletrain import`). Empty: random initial weights. A resumed run
+  // (--resume) continues its checkpoint instead.
+  std::string init_from;
 };
 
 struct ParallelConfig {
