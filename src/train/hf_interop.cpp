@@ -35,7 +35,8 @@ nlohmann::json Gpt2Config(const ModelSpec& s) {
           {"n_embd", s.n_embd},
           {"n_layer", s.n_layer},
           {"n_head", s.n_head},
-          {"n_inner", s.ffn_hidden},
+          // null: transformers' default, 4 x n_embd.
+          {"n_inner", s.ffn_hidden == 4 * s.n_embd ? nlohmann::json() : nlohmann::json(s.ffn_hidden)},
           {"activation_function", "gelu_new"},
           {"layer_norm_epsilon", kGpt2LayerNormEps},
           {"tie_word_embeddings", true},
@@ -376,7 +377,8 @@ Status CheckLeftover(const std::string& name, const NamedTensor& t, const HfArch
       return Status::Ok();
   }
   if (name == mapping.tied_head) {
-    const ParamEntry* emb = BuildParamLayout(w.spec).Find(mapping.embedding);
+    const ParamLayout layout = BuildParamLayout(w.spec);
+    const ParamEntry* emb = layout.Find(mapping.embedding);
     ST_ASSIGN_OR_RETURN(std::vector<float> head, AsF32(t, file));
     if (emb != nullptr && t.shape == emb->shape &&
         std::memcmp(head.data(), w.params.data() + emb->offset, head.size() * sizeof(float)) == 0)
