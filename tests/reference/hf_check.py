@@ -6,11 +6,12 @@ Usage:
       DIR/hf is a model directory `scaletrain export --format hf` wrote and
       DIR/outputs.safetensors holds `tokens` (I32 [B,T]) and scaletrain's
       `logits` (F32 [B,T,V], V = the real vocabulary) on them; metadata
-      `vocab_text` (optional): text whose characters are the vocabulary, in
-      id order. Loads the model with AutoModelForCausalLM.from_pretrained,
-      runs it on the tokens, and compares the logits (max abs difference);
-      with vocab_text, also loads the tokenizer with AutoTokenizer and checks
-      it encodes the text to ids 0, 1, 2, ... and decodes it back.
+      (optional) `text` and `text_ids` (a JSON list): a text and the ids our
+      vocabulary encodes it to. Loads the model with
+      AutoModelForCausalLM.from_pretrained, runs it on the tokens, and
+      compares the logits (max abs difference); with `text`, also loads the
+      tokenizer with AutoTokenizer and checks it encodes the text to
+      text_ids and decodes them back to the text.
   /usr/bin/python3 tests/reference/hf_check.py make DIR
       Creates a GPT-2 with transformers (GPT2LMHeadModel(GPT2Config(small)),
       random weights with non-zero biases and LayerNorm weights away from 1),
@@ -24,6 +25,7 @@ over the tolerance or a tokenizer mismatch; 2 inputs missing or malformed;
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -59,12 +61,12 @@ def check(d, tol):
     status = 0 if diff <= tol else 1
     print(f"{'ok  ' if status == 0 else 'FAIL'} logits {list(ref.shape)}: max abs difference "
           f"{diff:.3g} (tolerance {tol:g}; largest logit {scale:.3g})")
-    text = meta.get("vocab_text")
+    text = meta.get("text")
     if text is not None:
         tok = transformers.AutoTokenizer.from_pretrained(os.path.join(d, "hf"))
         ids = tok(text)["input_ids"]
         back = tok.decode(ids)
-        good = ids == list(range(len(text))) and back == text
+        good = ids == json.loads(meta["text_ids"]) and back == text
         print(f"{'ok  ' if good else 'FAIL'} tokenizer: {len(ids)} ids, decoded back "
               f"{'identical' if back == text else repr(back)}")
         status = status or (0 if good else 1)

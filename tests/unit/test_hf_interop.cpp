@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,16 +45,17 @@ int RunChecker(const std::string& args) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-// 2 layers, 4 heads, 32 wide, context 16, a char vocabulary of 61 padded to 64.
-ModelSpec SmallSpec() {
+// 2 layers, 4 heads, 32 wide, context 16, a char vocabulary of 61 padded to
+// 64 (or `vocab` entries, padded to a multiple of 64).
+ModelSpec SmallSpec(int64_t vocab = 61) {
   ModelSpec s;
   s.n_layer = 2;
   s.n_head = s.n_kv_head = 4;
   s.n_embd = 32;
   s.ffn_hidden = 128;
   s.block_size = 16;
-  s.vocab_size = 61;
-  s.padded_vocab_size = 64;
+  s.vocab_size = vocab;
+  s.padded_vocab_size = RoundUp(vocab, 64);
   return s;
 }
 
@@ -79,25 +81,27 @@ void Perturb(GPT& model) {
       else if (norm) w = 1.0f + 0.2f * rng.Normal();
       else if (e.name.find("c_fc.weight") != std::string::npos) w *= 25.0f;
       else if (e.name.find("c_attn.weight") != std::string::npos) w *= 8.0f;
-      else if (e.name == "transformer.wte.weight") w = i >= 61 * 32 ? 0.5f * rng.Normal() : 10.0f * w;
+      else if (e.name == "transformer.wte.weight")
+        w = i >= model.spec().vocab_size * 32 ? 0.5f * rng.Normal() : 10.0f * w;
     }
   }
 }
 
 class HfInteropTest : public ScratchDirTest {
  protected:
-  // A perturbed model saved as a whole-tensor checkpoint in run directory Path("ckpt").
-  std::unique_ptr<GPT> SaveCheckpoint() {
-    auto m = GPT::Create(SmallSpec(), 3);
+  // A perturbed model saved as a whole-tensor checkpoint in run directory
+  // Path("ckpt"), with the char vocabulary of VocabText() or the bytes.
+  std::unique_ptr<GPT> SaveCheckpoint(bool bytes = false) {
+    const Vocabulary vocab = bytes ? Vocabulary::Bytes() : *Vocabulary::CharsOf(VocabText());
+    const ModelSpec spec = SmallSpec(vocab.size());
+    auto m = GPT::Create(spec, 3);
     EXPECT_TRUE(m.ok()) << m.status().message();
     (*m)->InitWeights(1);
     Perturb(**m);
-    auto vocab = Vocabulary::CharsOf(VocabText());
-    EXPECT_TRUE(vocab.ok());
     CheckpointContents c;
     c.model = LayoutTensors((*m)->layout(), (*m)->params());
-    c.manifest = {{"format", "scaletrain-checkpoint"}, {"version", 1},       {"step", 5},
-                  {"model", SpecToJson(SmallSpec())},  {"vocab", vocab->ToJson()}};
+    c.manifest = {{"format", "scaletrain-checkpoint"}, {"version", 1}, {"step", 5},
+                  {"model", SpecToJson(spec)},         {"vocab", vocab.ToJson()}};
     const Status st = WriteCheckpoint(Path("ckpt/checkpoints"), 5, c);
     EXPECT_TRUE(st.ok()) << st.message();
     return std::move(*m);
@@ -122,29 +126,47 @@ std::vector<float> Logits(GPT& model, const std::vector<int32_t>& tokens, int64_
   return out;
 }
 
-TEST_F(HfInteropTest, ExportLoadsInTransformersWithTheSameLogits) {
-  if (!TransformersAvailable()) GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
-  std::unique_ptr<GPT> model = SaveCheckpoint();
-  auto s = ExportHf(Path("ckpt"), Path("case/hf"));
+// Exports the checkpoint, runs our model on random tokens and has
+// hf_check.py compare transformers' logits and tokenizer with ours.
+void CheckExport(GPT& model, const std::string& dir, const std::string& text,
+                 const std::string& vocab_kind) {
+  auto s = ExportHf(dir + "/ckpt", dir + "/case/hf");
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(s->vocab_kind, "char");
-  const int64_t B = 3, T = 16;
-  const std::vector<int32_t> tokens = RandomTokens(B * T, 61);
-  const std::vector<float> logits = Logits(*model, tokens, B, T);
-  const Status st = WriteSafetensors(Path("case/outputs.safetensors"),
-                                     {{"tokens", DType::kI32, {B, T}, tokens.data()},
-                                      {"logits", DType::kF32, {B, T, 61}, logits.data()}},
-                                     {{"vocab_text", VocabText()}});
-  ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(RunChecker("check " + Path("case")), 0);
+  EXPECT_EQ(s->vocab_kind, vocab_kind);
+  const int64_t B = 3, T = 16, V = model.spec().vocab_size;
+  const std::vector<int32_t> tokens = RandomTokens(B * T, V);
+  const std::vector<float> logits = Logits(model, tokens, B, T);
+  auto vocab = LoadModelForInference(dir + "/ckpt", 1);
+  ASSERT_TRUE(vocab.ok());
+  auto ids = vocab->vocab.Encode(text);
+  ASSERT_TRUE(ids.ok());
+  const std::map<std::string, std::string> meta = {{"text", text},
+                                                   {"text_ids", nlohmann::json(*ids).dump()}};
+  auto write = [&](const std::vector<float>& l) {
+    return WriteSafetensors(dir + "/case/outputs.safetensors",
+                            {{"tokens", DType::kI32, {B, T}, tokens.data()},
+                             {"logits", DType::kF32, {B, T, V}, l.data()}},
+                            meta);
+  };
+  ASSERT_TRUE(write(logits).ok());
+  EXPECT_EQ(RunChecker("check " + dir + "/case"), 0);
   // The negative control: logits moved by 10x the tolerance must fail.
   std::vector<float> moved = logits;
   moved[100] += 1e-3f;
-  ASSERT_TRUE(WriteSafetensors(Path("case/outputs.safetensors"),
-                               {{"tokens", DType::kI32, {B, T}, tokens.data()},
-                                {"logits", DType::kF32, {B, T, 61}, moved.data()}})
-                  .ok());
-  EXPECT_EQ(RunChecker("check " + Path("case")), 1);
+  ASSERT_TRUE(write(moved).ok());
+  EXPECT_EQ(RunChecker("check " + dir + "/case"), 1);
+}
+
+TEST_F(HfInteropTest, ExportLoadsInTransformersWithTheSameLogits) {
+  if (!TransformersAvailable()) GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
+  std::unique_ptr<GPT> model = SaveCheckpoint();
+  CheckExport(*model, dir_.string(), VocabText(), "char");
+}
+
+TEST_F(HfInteropTest, ByteVocabularyExportLoadsInTransformers) {
+  if (!TransformersAvailable()) GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
+  std::unique_ptr<GPT> model = SaveCheckpoint(/*bytes=*/true);
+  CheckExport(*model, dir_.string(), "h\xC3\xA9llo \n\x01\x7F!", "byte");
 }
 
 TEST_F(HfInteropTest, ModelSavedByTransformersImportsWithTheSameLogits) {
