@@ -153,6 +153,12 @@ expect_error "layer_norm_epsilon" import "$work/eps" --out "$work/y"
 variant tied_head 't["lm_head.weight"] = t["transformer.wte.weight"].copy()'
 "$bin" import "$work/tied_head" --out "$work/y" >/dev/null 2>&1 && pass=$((pass + 1)) || fail "a tied lm_head.weight was refused"
 rm -rf "$work/y"
+# GPT2Model's names (no "transformer." prefix) and older transformers' mask buffers.
+variant bare 't = {k[len("transformer."):]: v for k, v in t.items()}; t["h.0.attn.bias"] = np.ones((1, 1, 32, 32), "f4")'
+"$bin" import "$work/bare" --out "$work/y" >/dev/null 2>&1 &&
+  cmp -s "$work/y/checkpoints/step_00000000/model.safetensors" "$work/imp/checkpoints/step_00000000/model.safetensors" &&
+  pass=$((pass + 1)) || fail "unprefixed names with mask buffers did not import to the same weights"
+rm -rf "$work/y"
 mkdir -p "$work/noconfig" "$work/nomodel"
 cp "$work/hf/model.safetensors" "$work/noconfig/"
 cp "$work/hf/config.json" "$work/nomodel/"
