@@ -31,7 +31,9 @@ void RegisterExportCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<Args>();
   cmd->add_option("checkpoint", args->checkpoint, "checkpoint directory, or a run directory")
       ->required();
-  cmd->add_option("--format", args->format, "output format")->required()->check(CLI::IsMember({"hf"}));
+  cmd->add_option("--format", args->format, "output format")
+      ->required()
+      ->check(CLI::IsMember({"hf"}));
   cmd->add_option("--out", args->out, "new directory to write (must not hold files)")->required();
   cmd->callback([args, exit_code] {
     Result<HfExportSummary> s = ExportHf(args->checkpoint, args->out);
@@ -62,9 +64,10 @@ void RegisterImportCommand(CLI::App& app, int* exit_code) {
       std::printf("%lld tensors converted to F32\n", static_cast<long long>(s->converted_tensors));
     }
     if (!s->vocab_kind) {
-      std::printf("note: no scaletrain_vocab.json in %s: the checkpoint has no vocabulary (sample "
-                  "decodes ids as bytes; train with data tokenized for this model)\n",
-                  args->dir.c_str());
+      std::printf(
+          "note: no scaletrain_vocab.json in %s: the checkpoint has no vocabulary (sample "
+          "decodes ids as bytes; train with data tokenized for this model)\n",
+          args->dir.c_str());
     }
     std::printf("fine-tune it with: scaletrain train --set 'training.init_from=\"%s\"' ...\n",
                 args->out.c_str());

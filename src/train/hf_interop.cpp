@@ -28,28 +28,29 @@ constexpr double kGpt2LayerNormEps = 1e-5;
 // ---- GPT-2's config.json ---------------------------------------------------
 
 nlohmann::json Gpt2Config(const ModelSpec& s) {
-  return {{"model_type", "gpt2"},
-          {"architectures", {"GPT2LMHeadModel"}},
-          {"vocab_size", s.vocab_size},
-          {"n_positions", s.block_size},
-          {"n_embd", s.n_embd},
-          {"n_layer", s.n_layer},
-          {"n_head", s.n_head},
-          // null: transformers' default, 4 x n_embd.
-          {"n_inner", s.ffn_hidden == 4 * s.n_embd ? nlohmann::json() : nlohmann::json(s.ffn_hidden)},
-          {"activation_function", "gelu_new"},
-          {"layer_norm_epsilon", kGpt2LayerNormEps},
-          {"tie_word_embeddings", true},
-          {"scale_attn_weights", true},
-          {"scale_attn_by_inverse_layer_idx", false},
-          {"reorder_and_upcast_attn", false},
-          {"resid_pdrop", 0.0},
-          {"embd_pdrop", 0.0},
-          {"attn_pdrop", 0.0},
-          {"bos_token_id", nullptr},
-          {"eos_token_id", nullptr},
-          {"torch_dtype", "float32"},
-          {"use_cache", true}};
+  return {
+      {"model_type", "gpt2"},
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"vocab_size", s.vocab_size},
+      {"n_positions", s.block_size},
+      {"n_embd", s.n_embd},
+      {"n_layer", s.n_layer},
+      {"n_head", s.n_head},
+      // null: transformers' default, 4 x n_embd.
+      {"n_inner", s.ffn_hidden == 4 * s.n_embd ? nlohmann::json() : nlohmann::json(s.ffn_hidden)},
+      {"activation_function", "gelu_new"},
+      {"layer_norm_epsilon", kGpt2LayerNormEps},
+      {"tie_word_embeddings", true},
+      {"scale_attn_weights", true},
+      {"scale_attn_by_inverse_layer_idx", false},
+      {"reorder_and_upcast_attn", false},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"bos_token_id", nullptr},
+      {"eos_token_id", nullptr},
+      {"torch_dtype", "float32"},
+      {"use_cache", true}};
 }
 
 Result<int64_t> PositiveInt(const nlohmann::json& j, const char* key, const std::string& where) {
@@ -108,9 +109,10 @@ Result<ModelSpec> Gpt2SpecFromConfig(const nlohmann::json& j, const std::string&
   s.ffn_hidden = 4 * s.n_embd;
   if (j.contains("n_inner") && !j.at("n_inner").is_null() &&
       j.at("n_inner") != nlohmann::json(s.ffn_hidden)) {
-    return FailedPrecondition(where + ": \"n_inner\" is " + j.at("n_inner").dump() +
-                              ", but scaletrain's GPT-2 has an MLP 4 x n_embd = " +
-                              std::to_string(s.ffn_hidden) + " wide; this model cannot be imported");
+    return FailedPrecondition(
+        where + ": \"n_inner\" is " + j.at("n_inner").dump() +
+        ", but scaletrain's GPT-2 has an MLP 4 x n_embd = " + std::to_string(s.ffn_hidden) +
+        " wide; this model cannot be imported");
   }
   ST_RETURN_IF_ERROR(CheckGpt2Arithmetic(j, where));
   if (s.n_embd % s.n_head != 0) {
@@ -126,25 +128,26 @@ HfArchMapping Gpt2Mapping() {
   m.arch = Arch::kGPT2;
   m.model_type = "gpt2";
   using T = HfTransform;
+  // Our GPT-2 names are Hugging Face's.
+  const auto same = [](const char* name, HfTransform t) { return HfTensorRule{name, name, t}; };
   m.rules = {
-      {"transformer.wte.weight", "", T::kVocabRows},
-      {"transformer.wpe.weight", "", T::kCopy},
-      {"transformer.h.{L}.ln_1.weight", "", T::kCopy},
-      {"transformer.h.{L}.ln_1.bias", "", T::kCopy},
-      {"transformer.h.{L}.attn.c_attn.weight", "", T::kTranspose},
-      {"transformer.h.{L}.attn.c_attn.bias", "", T::kCopy},
-      {"transformer.h.{L}.attn.c_proj.weight", "", T::kTranspose},
-      {"transformer.h.{L}.attn.c_proj.bias", "", T::kCopy},
-      {"transformer.h.{L}.ln_2.weight", "", T::kCopy},
-      {"transformer.h.{L}.ln_2.bias", "", T::kCopy},
-      {"transformer.h.{L}.mlp.c_fc.weight", "", T::kTranspose},
-      {"transformer.h.{L}.mlp.c_fc.bias", "", T::kCopy},
-      {"transformer.h.{L}.mlp.c_proj.weight", "", T::kTranspose},
-      {"transformer.h.{L}.mlp.c_proj.bias", "", T::kCopy},
-      {"transformer.ln_f.weight", "", T::kCopy},
-      {"transformer.ln_f.bias", "", T::kCopy},
+      same("transformer.wte.weight", T::kVocabRows),
+      same("transformer.wpe.weight", T::kCopy),
+      same("transformer.h.{L}.ln_1.weight", T::kCopy),
+      same("transformer.h.{L}.ln_1.bias", T::kCopy),
+      same("transformer.h.{L}.attn.c_attn.weight", T::kTranspose),
+      same("transformer.h.{L}.attn.c_attn.bias", T::kCopy),
+      same("transformer.h.{L}.attn.c_proj.weight", T::kTranspose),
+      same("transformer.h.{L}.attn.c_proj.bias", T::kCopy),
+      same("transformer.h.{L}.ln_2.weight", T::kCopy),
+      same("transformer.h.{L}.ln_2.bias", T::kCopy),
+      same("transformer.h.{L}.mlp.c_fc.weight", T::kTranspose),
+      same("transformer.h.{L}.mlp.c_fc.bias", T::kCopy),
+      same("transformer.h.{L}.mlp.c_proj.weight", T::kTranspose),
+      same("transformer.h.{L}.mlp.c_proj.bias", T::kCopy),
+      same("transformer.ln_f.weight", T::kCopy),
+      same("transformer.ln_f.bias", T::kCopy),
   };
-  for (HfTensorRule& r : m.rules) r.hf = r.ours;  // our GPT-2 names are Hugging Face's
   m.tied_head = "lm_head.weight";
   m.embedding = "transformer.wte.weight";
   m.ignored_suffixes = {".attn.bias", ".attn.masked_bias"};
@@ -205,7 +208,8 @@ Result<std::vector<float>> AsF32(const NamedTensor& t, const std::string& file) 
       FromBf16(static_cast<const bf16*>(t.data), out.data(), n);
       return out;
     default:
-      return FailedPrecondition(file + ": tensor '" + t.name + "' is " + std::string(DTypeName(t.dtype)) +
+      return FailedPrecondition(file + ": tensor '" + t.name + "' is " +
+                                std::string(DTypeName(t.dtype)) +
                                 "; import reads F32, F16 and BF16 tensors");
   }
 }
@@ -232,8 +236,8 @@ Status WriteDirAtomically(const std::string& out,
                           const std::function<Status(const std::string& tmp)>& fill) {
   ST_RETURN_IF_ERROR(CheckFreshOutDir(out));
   const fs::path target = fs::absolute(fs::path(out)).lexically_normal();
-  const fs::path parent = target.has_filename() ? target.parent_path()
-                                                : target.parent_path().parent_path();
+  const fs::path parent =
+      target.has_filename() ? target.parent_path() : target.parent_path().parent_path();
   const std::string name = (target.has_filename() ? target : target.parent_path()).filename();
   const fs::path tmp = parent / (".tmp-" + name + "-" + std::to_string(::getpid()));
   std::error_code ec;
@@ -276,8 +280,8 @@ Result<ExportTensors> ToHfTensors(const HfArchMapping& mapping, const GPT& model
     const ParamEntry* e = model.layout().Find(n.ours);
     if (e == nullptr) return Internal("the model has no parameter '" + n.ours + "' for " + n.hf);
     out.values.push_back(ToHfValues(n.transform, model.params() + e->offset, e->shape, spec));
-    out.tensors.push_back({n.hf, DType::kF32, HfShape(n.transform, e->shape, spec),
-                           out.values.back().data()});
+    out.tensors.push_back(
+        {n.hf, DType::kF32, HfShape(n.transform, e->shape, spec), out.values.back().data()});
   }
   if (out.tensors.size() != model.layout().entries.size()) {
     return Internal("the " + mapping.model_type + " table covers " +
@@ -305,8 +309,9 @@ Result<nlohmann::json> ReadConfigJson(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return NotFound(dir + " is not a directory");
   if (!fs::exists(path, ec)) {
-    return NotFound(dir + " has no config.json; a Hugging Face model directory holds config.json "
-                          "and model.safetensors (save_pretrained(DIR, safe_serialization=True))");
+    return NotFound(dir +
+                    " has no config.json; a Hugging Face model directory holds config.json "
+                    "and model.safetensors (save_pretrained(DIR, safe_serialization=True))");
   }
   std::ifstream in(path);
   std::stringstream text;
@@ -318,7 +323,8 @@ Result<nlohmann::json> ReadConfigJson(const std::string& dir) {
   return j;
 }
 
-Result<const HfArchMapping*> MappingForConfig(const nlohmann::json& config, const std::string& where) {
+Result<const HfArchMapping*> MappingForConfig(const nlohmann::json& config,
+                                              const std::string& where) {
   const std::string type = config.value("model_type", nlohmann::json()).is_string()
                                ? config.at("model_type").get<std::string>()
                                : "";
@@ -335,10 +341,11 @@ Result<const HfArchMapping*> MappingForConfig(const nlohmann::json& config, cons
 // The file's tensors by their names, with the mapping's optional prefix added
 // where a file lacks it.
 std::map<std::string, const NamedTensor*> TensorsByName(const SafetensorsFile& file,
-                                                         const HfArchMapping& mapping) {
+                                                        const HfArchMapping& mapping) {
   std::map<std::string, const NamedTensor*> by_name;
   bool has_prefix = false;
-  for (const NamedTensor& t : file.tensors()) has_prefix |= t.name.rfind(mapping.optional_prefix, 0) == 0;
+  for (const NamedTensor& t : file.tensors())
+    has_prefix |= t.name.rfind(mapping.optional_prefix, 0) == 0;
   for (const NamedTensor& t : file.tensors()) {
     const bool add = !has_prefix && t.name != mapping.tied_head;
     by_name[(add ? mapping.optional_prefix : "") + t.name] = &t;
@@ -356,11 +363,12 @@ Status ReadOneTensor(const NamedTensor& t, const HfTensorName& n, const ParamEnt
                      ImportedWeights& w, const std::string& file) {
   const Shape want = HfShape(n.transform, e.shape, w.spec);
   if (t.shape != want) {
-    return FailedPrecondition(
-        file + ": tensor '" + n.hf + "' is " + ShapeToString(t.shape) + ", but config.json (n_embd " +
-        std::to_string(w.spec.n_embd) + ", n_positions " + std::to_string(w.spec.block_size) +
-        ", vocab_size " + std::to_string(w.spec.vocab_size) + ") makes it " + ShapeToString(want) +
-        "; config.json and model.safetensors disagree: fix config.json");
+    return FailedPrecondition(file + ": tensor '" + n.hf + "' is " + ShapeToString(t.shape) +
+                              ", but config.json (n_embd " + std::to_string(w.spec.n_embd) +
+                              ", n_positions " + std::to_string(w.spec.block_size) +
+                              ", vocab_size " + std::to_string(w.spec.vocab_size) + ") makes it " +
+                              ShapeToString(want) +
+                              "; config.json and model.safetensors disagree: fix config.json");
   }
   ST_ASSIGN_OR_RETURN(std::vector<float> values, AsF32(t, file));
   if (t.dtype != DType::kF32) ++w.converted;
@@ -373,7 +381,8 @@ Status ReadOneTensor(const NamedTensor& t, const HfTensorName& n, const ParamEnt
 Status CheckLeftover(const std::string& name, const NamedTensor& t, const HfArchMapping& mapping,
                      const ImportedWeights& w, const std::string& file) {
   for (const std::string& suffix : mapping.ignored_suffixes) {
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
       return Status::Ok();
   }
   if (name == mapping.tied_head) {
@@ -398,8 +407,9 @@ Result<ImportedWeights> ReadHfWeights(const std::string& dir, const HfArchMappin
   const std::string file = (fs::path(dir) / "model.safetensors").string();
   std::error_code ec;
   if (!fs::exists(file, ec)) {
-    return NotFound(dir + " has no model.safetensors (import reads safetensors only; save with "
-                          "save_pretrained(DIR, safe_serialization=True))");
+    return NotFound(dir +
+                    " has no model.safetensors (import reads safetensors only; save with "
+                    "save_pretrained(DIR, safe_serialization=True))");
   }
   ST_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> st, SafetensorsFile::Open(file));
   std::map<std::string, const NamedTensor*> by_name = TensorsByName(*st, mapping);
@@ -408,15 +418,16 @@ Result<ImportedWeights> ReadHfWeights(const std::string& dir, const HfArchMappin
   for (const HfTensorName& n : ExpandHfRules(mapping, spec)) {
     const auto it = by_name.find(n.hf);
     if (it == by_name.end()) {
-      return FailedPrecondition(file + " has no tensor '" + n.hf + "', which config.json (n_layer " +
-                                std::to_string(spec.n_layer) +
+      return FailedPrecondition(file + " has no tensor '" + n.hf +
+                                "', which config.json (n_layer " + std::to_string(spec.n_layer) +
                                 ") implies; config.json and model.safetensors disagree: fix "
                                 "config.json, or export the model again");
     }
     ST_RETURN_IF_ERROR(ReadOneTensor(*it->second, n, *layout.Find(n.ours), w, file));
     by_name.erase(it);
   }
-  for (const auto& [name, t] : by_name) ST_RETURN_IF_ERROR(CheckLeftover(name, *t, mapping, w, file));
+  for (const auto& [name, t] : by_name)
+    ST_RETURN_IF_ERROR(CheckLeftover(name, *t, mapping, w, file));
   return w;
 }
 
@@ -431,7 +442,9 @@ std::vector<HfTensorName> ExpandHfRules(const HfArchMapping& mapping, const Mode
   // The rules in order, a run of per-block rules repeated block by block:
   // our layout's order (embeddings, blocks, final norm).
   std::vector<HfTensorName> out;
-  const auto per_block = [](const HfTensorRule& r) { return r.ours.find("{L}") != std::string::npos; };
+  const auto per_block = [](const HfTensorRule& r) {
+    return r.ours.find("{L}") != std::string::npos;
+  };
   const std::vector<HfTensorRule>& rules = mapping.rules;
   for (size_t i = 0; i < rules.size();) {
     size_t end = i + 1;
@@ -441,7 +454,8 @@ std::vector<HfTensorName> ExpandHfRules(const HfArchMapping& mapping, const Mode
     const int64_t blocks = per_block(rules[i]) ? spec.n_layer : 1;
     for (int64_t l = 0; l < blocks; ++l) {
       for (size_t k = i; k < end; ++k) {
-        out.push_back({ReplaceLayer(rules[k].ours, l), ReplaceLayer(rules[k].hf, l), rules[k].transform});
+        out.push_back(
+            {ReplaceLayer(rules[k].ours, l), ReplaceLayer(rules[k].hf, l), rules[k].transform});
       }
     }
     i = end;
@@ -451,9 +465,12 @@ std::vector<HfTensorName> ExpandHfRules(const HfArchMapping& mapping, const Mode
 
 Shape HfShape(HfTransform t, const Shape& ours, const ModelSpec& spec) {
   switch (t) {
-    case HfTransform::kTranspose: return {ours[1], ours[0]};
-    case HfTransform::kVocabRows: return {spec.vocab_size, ours[1]};
-    case HfTransform::kCopy: break;
+    case HfTransform::kTranspose:
+      return {ours[1], ours[0]};
+    case HfTransform::kVocabRows:
+      return {spec.vocab_size, ours[1]};
+    case HfTransform::kCopy:
+      break;
   }
   return ours;
 }
@@ -472,7 +489,8 @@ Result<HfExportSummary> ExportHf(const std::string& checkpoint, const std::strin
   ST_RETURN_IF_ERROR(WriteDirAtomically(out_dir, [&](const std::string& tmp) -> Status {
     ST_RETURN_IF_ERROR(WriteSafetensors((fs::path(tmp) / "model.safetensors").string(),
                                         tensors.tensors, {{"format", "pt"}}));
-    ST_RETURN_IF_ERROR(WriteJsonFile((fs::path(tmp) / "config.json").string(), mapping->to_config(spec)));
+    ST_RETURN_IF_ERROR(
+        WriteJsonFile((fs::path(tmp) / "config.json").string(), mapping->to_config(spec)));
     if (vocab) ST_RETURN_IF_ERROR(WriteHfTokenizer(*vocab, spec.block_size, tmp));
     return Status::Ok();
   }));
@@ -489,10 +507,11 @@ Result<HfImportSummary> ImportHf(const std::string& hf_dir, const std::string& o
   ST_ASSIGN_OR_RETURN(ImportedWeights w, ReadHfWeights(hf_dir, *mapping, spec));
   ST_ASSIGN_OR_RETURN(std::optional<Vocabulary> vocab, ReadHfVocabulary(hf_dir));
   if (vocab && vocab->size() != spec.vocab_size) {
-    return FailedPrecondition(hf_dir + "/" + kHfScaletrainVocabFile + " has " +
-                              std::to_string(vocab->size()) + " tokens but config.json's "
-                              "vocab_size is " + std::to_string(spec.vocab_size) +
-                              "; remove the file or fix config.json");
+    return FailedPrecondition(
+        hf_dir + "/" + kHfScaletrainVocabFile + " has " + std::to_string(vocab->size()) +
+        " tokens but config.json's "
+        "vocab_size is " +
+        std::to_string(spec.vocab_size) + "; remove the file or fix config.json");
   }
   const ParamLayout layout = BuildParamLayout(spec);
   CheckpointContents contents;
@@ -506,8 +525,7 @@ Result<HfImportSummary> ImportHf(const std::string& hf_dir, const std::string& o
   ST_RETURN_IF_ERROR(WriteDirAtomically(out_dir, [&](const std::string& tmp) {
     return WriteCheckpoint((fs::path(tmp) / "checkpoints").string(), 0, contents);
   }));
-  return HfImportSummary{spec,
-                         (fs::path(out_dir) / "checkpoints" / CheckpointDirName(0)).string(),
+  return HfImportSummary{spec, (fs::path(out_dir) / "checkpoints" / CheckpointDirName(0)).string(),
                          vocab ? std::optional<std::string>(vocab->kind()) : std::nullopt,
                          w.converted};
 }

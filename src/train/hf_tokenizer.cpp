@@ -1,7 +1,6 @@
 #include "train/hf_tokenizer.h"
 
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
@@ -24,18 +23,22 @@ void AppendUtf8(uint32_t cp, std::string* out) {
 // A BPE model without merges over `vocab` (token -> id): every character of
 // the input that is a token becomes that token.
 nlohmann::json MergelessBpe(nlohmann::json vocab) {
-  return {{"type", "BPE"},          {"dropout", nullptr},
-          {"unk_token", nullptr},   {"continuing_subword_prefix", nullptr},
-          {"end_of_word_suffix", nullptr}, {"fuse_unk", false},
-          {"byte_fallback", false}, {"vocab", std::move(vocab)},
+  return {{"type", "BPE"},
+          {"dropout", nullptr},
+          {"unk_token", nullptr},
+          {"continuing_subword_prefix", nullptr},
+          {"end_of_word_suffix", nullptr},
+          {"fuse_unk", false},
+          {"byte_fallback", false},
+          {"vocab", std::move(vocab)},
           {"merges", nlohmann::json::array()}};
 }
 
 nlohmann::json TokenizerJson(nlohmann::json model, nlohmann::json pre_tokenizer,
                              nlohmann::json decoder) {
-  return {{"version", "1.0"},       {"truncation", nullptr},
-          {"padding", nullptr},     {"added_tokens", nlohmann::json::array()},
-          {"normalizer", nullptr},  {"pre_tokenizer", std::move(pre_tokenizer)},
+  return {{"version", "1.0"},          {"truncation", nullptr},
+          {"padding", nullptr},        {"added_tokens", nlohmann::json::array()},
+          {"normalizer", nullptr},     {"pre_tokenizer", std::move(pre_tokenizer)},
           {"post_processor", nullptr}, {"decoder", std::move(decoder)},
           {"model", std::move(model)}};
 }
@@ -44,7 +47,8 @@ nlohmann::json TokenizerJson(nlohmann::json model, nlohmann::json pre_tokenizer,
 Status WriteTokenizerFiles(const nlohmann::json& tokenizer, const Vocabulary& vocab,
                            int64_t max_length, const std::string& dir) {
   const fs::path d(dir);
-  ST_RETURN_IF_ERROR(WriteFileAtomically((d / "tokenizer.json").string(), tokenizer.dump(1) + "\n"));
+  ST_RETURN_IF_ERROR(
+      WriteFileAtomically((d / "tokenizer.json").string(), tokenizer.dump(1) + "\n"));
   const nlohmann::json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
                                  {"model_max_length", max_length},
                                  {"clean_up_tokenization_spaces", false}};

@@ -17,12 +17,12 @@
 #include "core/half.h"
 #include "core/rng.h"
 #include "model/gpt.h"
+#include "test_files.h"
 #include "train/checkpoint_dir.h"
 #include "train/hf_interop.h"
 #include "train/hf_tokenizer.h"
 #include "train/model_io.h"
 #include "train/safetensors.h"
-#include "test_files.h"
 
 namespace scaletrain {
 namespace {
@@ -77,10 +77,14 @@ void Perturb(GPT& model) {
     const bool norm = e.name.find("ln_") != std::string::npos;
     for (int64_t i = 0; i < e.numel; ++i) {
       float& w = p[e.offset + i];
-      if (bias) w = 0.1f * rng.Normal();
-      else if (norm) w = 1.0f + 0.2f * rng.Normal();
-      else if (e.name.find("c_fc.weight") != std::string::npos) w *= 25.0f;
-      else if (e.name.find("c_attn.weight") != std::string::npos) w *= 8.0f;
+      if (bias)
+        w = 0.1f * rng.Normal();
+      else if (norm)
+        w = 1.0f + 0.2f * rng.Normal();
+      else if (e.name.find("c_fc.weight") != std::string::npos)
+        w *= 25.0f;
+      else if (e.name.find("c_attn.weight") != std::string::npos)
+        w *= 8.0f;
       else if (e.name == "transformer.wte.weight")
         w = i >= model.spec().vocab_size * 32 ? 0.5f * rng.Normal() : 10.0f * w;
     }
@@ -100,8 +104,11 @@ class HfInteropTest : public ScratchDirTest {
     Perturb(**m);
     CheckpointContents c;
     c.model = LayoutTensors((*m)->layout(), (*m)->params());
-    c.manifest = {{"format", "scaletrain-checkpoint"}, {"version", 1}, {"step", 5},
-                  {"model", SpecToJson(spec)},         {"vocab", vocab.ToJson()}};
+    c.manifest = {{"format", "scaletrain-checkpoint"},
+                  {"version", 1},
+                  {"step", 5},
+                  {"model", SpecToJson(spec)},
+                  {"vocab", vocab.ToJson()}};
     const Status st = WriteCheckpoint(Path("ckpt/checkpoints"), 5, c);
     EXPECT_TRUE(st.ok()) << st.message();
     return std::move(*m);
@@ -158,19 +165,22 @@ void CheckExport(GPT& model, const std::string& dir, const std::string& text,
 }
 
 TEST_F(HfInteropTest, ExportLoadsInTransformersWithTheSameLogits) {
-  if (!TransformersAvailable()) GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
+  if (!TransformersAvailable())
+    GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
   std::unique_ptr<GPT> model = SaveCheckpoint();
   CheckExport(*model, dir_.string(), VocabText(), "char");
 }
 
 TEST_F(HfInteropTest, ByteVocabularyExportLoadsInTransformers) {
-  if (!TransformersAvailable()) GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
+  if (!TransformersAvailable())
+    GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
   std::unique_ptr<GPT> model = SaveCheckpoint(/*bytes=*/true);
   CheckExport(*model, dir_.string(), "h\xC3\xA9llo \n\x01\x7F!", "byte");
 }
 
 TEST_F(HfInteropTest, ModelSavedByTransformersImportsWithTheSameLogits) {
-  if (!TransformersAvailable()) GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
+  if (!TransformersAvailable())
+    GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
   ASSERT_EQ(RunChecker("make " + Path("case")), 0);
   auto s = ImportHf(Path("case/hf"), Path("imported"));
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -185,7 +195,8 @@ TEST_F(HfInteropTest, ModelSavedByTransformersImportsWithTheSameLogits) {
   auto loaded = LoadModelForInference(Path("imported"), B);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->model->spec().vocab_size, 50);
-  const std::vector<float> ours = Logits(*loaded->model, std::vector<int32_t>(t0, t0 + B * T), B, T);
+  const std::vector<float> ours =
+      Logits(*loaded->model, std::vector<int32_t>(t0, t0 + B * T), B, T);
   ASSERT_EQ(static_cast<int64_t>(ours.size()), NumElements(want->shape));
   double worst = 0;
   for (size_t i = 0; i < ours.size(); ++i) {
@@ -231,12 +242,15 @@ TEST_F(HfInteropTest, ImportsF16AndBf16Tensors) {
       const int64_t n = NumElements(t.shape);
       bits.emplace_back(static_cast<size_t>(n));
       const auto* src = static_cast<const float*>(t.data);
-      if (dt == DType::kF16) ToF16(src, reinterpret_cast<f16*>(bits.back().data()), n, 1.0f);
-      else ToBf16(src, reinterpret_cast<bf16*>(bits.back().data()), n);
+      if (dt == DType::kF16)
+        ToF16(src, reinterpret_cast<f16*>(bits.back().data()), n, 1.0f);
+      else
+        ToBf16(src, reinterpret_cast<bf16*>(bits.back().data()), n);
       half.push_back({t.name, dt, t.shape, bits.back().data()});
     }
     fs::create_directories(Path("half"));
-    fs::copy_file(Path("hf/config.json"), Path("half/config.json"), fs::copy_options::overwrite_existing);
+    fs::copy_file(Path("hf/config.json"), Path("half/config.json"),
+                  fs::copy_options::overwrite_existing);
     ASSERT_TRUE(WriteSafetensors(Path("half/model.safetensors"), half, {{"format", "pt"}}).ok());
     fs::remove_all(Path("back"));
     auto s = ImportHf(Path("half"), Path("back"));
@@ -249,7 +263,8 @@ TEST_F(HfInteropTest, ImportsF16AndBf16Tensors) {
     for (const NamedTensor& t : half) h = t.name == w->name ? &t : h;
     ASSERT_TRUE(w && h);
     const auto* hb = static_cast<const uint16_t*>(h->data);
-    const float want = dt == DType::kF16 ? FromF16(f16{hb[3 * 128 + 5]}) : FromBf16(bf16{hb[3 * 128 + 5]});
+    const float want =
+        dt == DType::kF16 ? FromF16(f16{hb[3 * 128 + 5]}) : FromBf16(bf16{hb[3 * 128 + 5]});
     EXPECT_EQ(static_cast<const float*>(w->data)[5 * 32 + 3], want);  // ours [out 5, in 3]
   }
 }
@@ -260,7 +275,8 @@ TEST_F(HfInteropTest, OutputDirectoryThatHoldsFilesIsRefusedAndKept) {
   test_files::WriteBytes(Path("busy/keep.txt"), "mine");
   auto e = ExportHf(Path("ckpt"), Path("busy"));
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("already holds files"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("already holds files"), std::string::npos)
+      << e.status().message();
   EXPECT_EQ(test_files::SortedListing(Path("busy")), std::vector<std::string>{"keep.txt"});
   ASSERT_TRUE(ExportHf(Path("ckpt"), Path("hf")).ok());
   auto i = ImportHf(Path("hf"), Path("busy"));
@@ -271,10 +287,11 @@ TEST_F(HfInteropTest, OutputDirectoryThatHoldsFilesIsRefusedAndKept) {
 TEST_F(HfInteropTest, ImportErrorLeavesNoOutput) {
   SaveCheckpoint();
   ASSERT_TRUE(ExportHf(Path("ckpt"), Path("hf")).ok());
-  test_files::WriteBytes(Path("hf/config.json"),
-                         test_files::ReadBytes(Path("hf/config.json")).replace(
-                             test_files::ReadBytes(Path("hf/config.json")).find("\"n_layer\": 2"),
-                             12, "\"n_layer\": 3"));
+  test_files::WriteBytes(
+      Path("hf/config.json"),
+      test_files::ReadBytes(Path("hf/config.json"))
+          .replace(test_files::ReadBytes(Path("hf/config.json")).find("\"n_layer\": 2"), 12,
+                   "\"n_layer\": 3"));
   auto i = ImportHf(Path("hf"), Path("out"));
   ASSERT_FALSE(i.ok());
   EXPECT_NE(i.status().message().find("no tensor 'transformer.h.2.ln_1.weight'"), std::string::npos)
