@@ -95,6 +95,18 @@ if "$bin" "${tiny[@]}" --set training.steps=3 --set "training.init_from=\"$work/
 else
   fail "init_from: $(cat "$work/out")"
 fi
+# The same start at tp 2 (each rank takes its shard of the imported weights).
+if command -v mpirun >/dev/null; then
+  if timeout 120 mpirun -np 2 "$bin" "${tiny[@]}" --set training.steps=3 --set parallel.tp=2 \
+      --set "training.init_from=\"$work/imp\"" --run-dir "$work/tuned_tp2" >"$work/out" 2>&1; then
+    read -r _ tp2loss <<<"$(first_loss "$work/tuned_tp2")"
+    echo "init_from first loss: one rank $tloss, tp 2 $tp2loss, fresh model $floss"
+    $py -c "import sys; sys.exit(0 if abs($tp2loss - $tloss) <= 1e-5 * abs($tloss) else 1)" &&
+      pass=$((pass + 1)) || fail "init_from at tp 2: first loss $tp2loss, one rank's $tloss"
+  else
+    fail "init_from at tp 2: $(cat "$work/out")"
+  fi
+fi
 expect_error "training.init_from needs" "${tiny[@]}" --set model.n_embd=48 \
   --set "training.init_from=\"$work/imp\"" --run-dir "$work/wrong"
 expect_error "training.init_from" "${tiny[@]}" --set "training.init_from=\"$work/nothing\"" \
