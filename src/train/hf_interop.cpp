@@ -295,11 +295,12 @@ Status WriteJsonFile(const std::string& path, const nlohmann::json& j) {
   return WriteFileAtomically(path, j.dump(2) + "\n");
 }
 
-// The checkpoint's vocabulary, if its manifest has one.
-Result<std::optional<Vocabulary>> ManifestVocabulary(const LoadedModel& loaded) {
+// The checkpoint's vocabulary, if its manifest has one (LoadModelForInference
+// falls back to bytes otherwise).
+std::optional<Vocabulary> ManifestVocabulary(const LoadedModel& loaded) {
   const nlohmann::json& m = loaded.manifest;
-  if (!m.contains("vocab") || m.at("vocab").is_null()) return std::optional<Vocabulary>();
-  return std::optional<Vocabulary>(loaded.vocab);
+  if (!m.contains("vocab") || m.at("vocab").is_null()) return std::nullopt;
+  return loaded.vocab;
 }
 
 // ---- Import ----------------------------------------------------------------
@@ -485,7 +486,7 @@ Result<HfExportSummary> ExportHf(const std::string& checkpoint, const std::strin
                               ArchName(spec.arch) + "'; it exports gpt2 checkpoints");
   }
   ST_ASSIGN_OR_RETURN(ExportTensors tensors, ToHfTensors(*mapping, *loaded.model));
-  ST_ASSIGN_OR_RETURN(std::optional<Vocabulary> vocab, ManifestVocabulary(loaded));
+  const std::optional<Vocabulary> vocab = ManifestVocabulary(loaded);
   ST_RETURN_IF_ERROR(WriteDirAtomically(out_dir, [&](const std::string& tmp) -> Status {
     ST_RETURN_IF_ERROR(WriteSafetensors((fs::path(tmp) / "model.safetensors").string(),
                                         tensors.tensors, {{"format", "pt"}}));
