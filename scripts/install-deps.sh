@@ -17,7 +17,7 @@ pkgs=(
   # the emulated cluster (scripts/cluster.sh: network namespaces, a bridge, tc)
   iproute2
   # reference checks (PyTorch on the CPU) and the benchmarks
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-pip
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -39,4 +39,12 @@ if ! python3 -c "import tokenizers" 2>/dev/null; then
   python3 -m pip install -q tokenizers==0.23.3 2>/dev/null ||
     python3 -m pip install -q --break-system-packages tokenizers==0.23.3 ||
     echo "warning: could not install tokenizers from PyPI; the BPE comparison will skip" >&2
+fi
+# The Hugging Face interop tests (tests/unit/test_hf_interop.cpp, tests/cli/test_hf_interop.sh):
+# transformers, pinned to a release that runs on Debian's torch 1.13, into Debian's python3
+# (where python3-torch is); tests/requirements.txt lists it.
+if ! /usr/bin/python3 -c "import transformers" 2>/dev/null; then
+  /usr/bin/python3 -m pip install -q -r "$(dirname "$0")/../tests/requirements.txt" 2>/dev/null ||
+    /usr/bin/python3 -m pip install -q --break-system-packages -r "$(dirname "$0")/../tests/requirements.txt" ||
+    echo "warning: could not install transformers from PyPI; the Hugging Face checks will skip" >&2
 fi

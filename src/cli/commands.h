@@ -14,5 +14,7 @@ void RegisterSampleCommand(CLI::App& app, int* exit_code);  // sample_cmd.cpp
 void RegisterPlanCommand(CLI::App& app, int* exit_code);    // plan_cmd.cpp
 void RegisterBenchCommand(CLI::App& app, int* exit_code);   // bench_cmd.cpp
 void RegisterReportCommand(CLI::App& app, int* exit_code);  // report_cmd.cpp
+void RegisterExportCommand(CLI::App& app, int* exit_code);  // hf_cmd.cpp
+void RegisterImportCommand(CLI::App& app, int* exit_code);  // hf_cmd.cpp
 
 }  // namespace scaletrain::cli

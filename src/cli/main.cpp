@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   scaletrain::cli::RegisterPlanCommand(app, &exit_code);
   scaletrain::cli::RegisterBenchCommand(app, &exit_code);
   scaletrain::cli::RegisterReportCommand(app, &exit_code);
+  scaletrain::cli::RegisterExportCommand(app, &exit_code);
+  scaletrain::cli::RegisterImportCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

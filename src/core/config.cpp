@@ -42,6 +42,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("training", "device", c.training.device);
   f("training", "precision", c.training.precision);
   f("training", "recompute", c.training.recompute);
+  f("training", "init_from", c.training.init_from);
   f("parallel", "dp", c.parallel.dp);
   f("parallel", "tp", c.parallel.tp);
   f("parallel", "pp", c.parallel.pp);

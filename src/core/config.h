@@ -52,6 +52,11 @@ struct TrainingConfig {
   // "selective" (the attention probabilities are recomputed in backward) or
   // "full" (each block's forward is rerun before its backward).
   std::string recompute = "none";
+  // A checkpoint (directory, or a run directory's newest) whose weights
+  // start this run: step 0, a fresh optimizer (fine-tuning, e.g. from
+  // `scaletrain import`). Empty: random initial weights. A resumed run
+  // (--resume) continues its checkpoint instead.
+  std::string init_from;
 };
 
 struct ParallelConfig {

@@ -14,14 +14,32 @@ namespace scaletrain {
 
 namespace {
 
-Status CheckSameModel(const ModelSpec& saved, const ModelSpec& spec, const std::string& dir) {
+Status CheckSameModel(const ModelSpec& saved, const ModelSpec& spec, const std::string& dir,
+                      const std::string& fix) {
   ModelSpec saved_padded = saved;
   saved_padded.padded_vocab_size = spec.padded_vocab_size;  // padding rows carry no weights
   if (SpecToJson(saved_padded) == SpecToJson(spec)) return Status::Ok();
   return FailedPrecondition("checkpoint '" + dir + "' is for a different model (" +
                             SpecToJson(saved).dump() + ") than this config (" +
-                            SpecToJson(spec).dump() +
-                            "); resume with the config the checkpoint was trained with");
+                            SpecToJson(spec).dump() + "); " + fix);
+}
+
+// This rank's shard of `prefix` tensors ("": the parameters, or a moment)
+// from whole tensors in the checkpoint's shapes, into `local` (laid out as
+// the rank's model).
+Status ReadRankShard(const GPT& model, CheckpointReader& reader, const char* prefix, float* local) {
+  const ParamLayout saved_layout = BuildParamLayout(reader.spec());
+  std::vector<float> whole, full_shape;
+  for (const ParamEntry& e : model.layout().entries) {
+    const ParamEntry* saved = saved_layout.Find(e.name);
+    if (saved == nullptr) return Internal("checkpoint layout has no '" + e.name + "'");
+    whole.resize(static_cast<size_t>(saved->numel));
+    ST_RETURN_IF_ERROR(reader.ReadWhole(prefix, *saved, whole.data()));
+    full_shape.resize(static_cast<size_t>(NumElements(e.full_shape)));
+    CopyCommonRows(whole.data(), saved->shape, full_shape.data(), e.full_shape);
+    ExtractShard(e, full_shape.data(), local + e.offset);
+  }
+  return Status::Ok();
 }
 
 // The lead's string (or error) on every rank. Collective.
@@ -65,7 +83,8 @@ Result<std::string> ChooseCheckpoint(TrainingRun& run, const TrainOptions& opts)
 
 Status RestoreCheckpoint(TrainingRun& run, const std::string& dir) {
   ST_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
-  ST_RETURN_IF_ERROR(CheckSameModel(reader->spec(), run.spec, dir));
+  ST_RETURN_IF_ERROR(CheckSameModel(reader->spec(), run.spec, dir,
+                                    "resume with the config the checkpoint was trained with"));
   if (!reader->has_optimizer()) {
     return FailedPrecondition("checkpoint '" + dir +
                               "' has no optimizer.safetensors, so training cannot continue "
@@ -74,20 +93,10 @@ Status RestoreCheckpoint(TrainingRun& run, const std::string& dir) {
   // Whole tensors in the checkpoint's shapes, then this rank's TP/PP shard
   // of each, then (the moments) its ZeRO part.
   GPT& model = *run.model;
-  const ParamLayout saved_layout = BuildParamLayout(reader->spec());
-  std::vector<float> whole, full_shape;
   Buffer moments(static_cast<size_t>(model.flat_numel()) * sizeof(float));
   for (const char* prefix : {"", "exp_avg.", "exp_avg_sq."}) {
     float* local = prefix[0] == '\0' ? model.params() : moments.f32();
-    for (const ParamEntry& e : model.layout().entries) {
-      const ParamEntry* saved = saved_layout.Find(e.name);
-      if (saved == nullptr) return Internal("checkpoint layout has no '" + e.name + "'");
-      whole.resize(static_cast<size_t>(saved->numel));
-      ST_RETURN_IF_ERROR(reader->ReadWhole(prefix, *saved, whole.data()));
-      full_shape.resize(static_cast<size_t>(NumElements(e.full_shape)));
-      CopyCommonRows(whole.data(), saved->shape, full_shape.data(), e.full_shape);
-      ExtractShard(e, full_shape.data(), local + e.offset);
-    }
+    ST_RETURN_IF_ERROR(ReadRankShard(model, *reader, prefix, local));
     if (prefix[0] != '\0') {
       const bool first = std::strcmp(prefix, "exp_avg.") == 0;
       run.dp->ScatterState(moments.f32(),
@@ -111,6 +120,30 @@ Status RestoreCheckpoint(TrainingRun& run, const std::string& dir) {
     std::fprintf(stderr, "resuming from %s at step %lld\n", dir.c_str(),
                  static_cast<long long>(run.start_step));
   }
+  return Status::Ok();
+}
+
+Status InitFromCheckpoint(TrainingRun& run, const std::string& path) {
+  Result<std::string> resolved = std::string();
+  if (run.lead()) resolved = ResolveCheckpoint(path);
+  if (!resolved.ok()) resolved = resolved.status().WithContext("training.init_from");
+  ST_ASSIGN_OR_RETURN(const std::string dir,
+                      ShareLeadResult(run, resolved, "find training.init_from's checkpoint"));
+  ST_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
+  ST_RETURN_IF_ERROR(CheckSameModel(
+      reader->spec(), run.spec, dir,
+      "training.init_from needs [model] to match it: set n_layer, n_head, n_embd, block_size "
+      "(and the data's vocabulary) to the checkpoint's"));
+  const nlohmann::json& m = reader->manifest();
+  if (run.vocab && m.contains("vocab") && !m.at("vocab").is_null() &&
+      m.at("vocab") != run.vocab->ToJson()) {
+    return FailedPrecondition("training.init_from checkpoint '" + dir +
+                              "' was trained with another vocabulary than data.vocab's; "
+                              "tokenize the data with the checkpoint's vocabulary");
+  }
+  ST_RETURN_IF_ERROR(ReadRankShard(*run.model, *reader, "", run.model->params()));
+  run.start_step = 0;
+  if (run.lead()) std::fprintf(stderr, "initialised the weights from %s\n", dir.c_str());
   return Status::Ok();
 }
 

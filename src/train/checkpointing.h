@@ -32,6 +32,12 @@ Result<std::string> ChooseCheckpoint(TrainingRun& run, const TrainOptions& opts)
 // another model or one already at training.steps.
 Status RestoreCheckpoint(TrainingRun& run, const std::string& dir);
 
+// training.init_from: this rank's shard of the parameters of the checkpoint
+// at `path` (a checkpoint or run directory, written by any layout or by
+// `scaletrain import`); the optimizer starts fresh at step 0. Refuses a
+// checkpoint of another model or vocabulary. Collective.
+Status InitFromCheckpoint(TrainingRun& run, const std::string& path);
+
 class CheckpointWriter {
  public:
   explicit CheckpointWriter(TrainingRun* run);

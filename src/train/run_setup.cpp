@@ -257,10 +257,12 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
   ST_RETURN_IF_ERROR(CreateHierarchicalDpGroups(*run->groups, run->cfg.parallel.dp_reduce, run->cfg.parallel.zero));
   ST_RETURN_IF_ERROR(BuildRankModel(*run));
   ST_ASSIGN_OR_RETURN(const std::string checkpoint_dir, ChooseCheckpoint(*run, opts));
-  if (checkpoint_dir.empty()) {
-    run->model->InitWeights(static_cast<uint64_t>(run->cfg.training.seed));
-  } else {
+  if (!checkpoint_dir.empty()) {
     ST_RETURN_IF_ERROR(RestoreCheckpoint(*run, checkpoint_dir));
+  } else if (!run->cfg.training.init_from.empty()) {
+    ST_RETURN_IF_ERROR(InitFromCheckpoint(*run, run->cfg.training.init_from));
+  } else {
+    run->model->InitWeights(static_cast<uint64_t>(run->cfg.training.seed));
   }
   ChooseRunDir(*run, opts, checkpoint_dir);
   if (run->run_dir.empty()) return InvalidArgument("no run directory given; pass --run-dir DIR");

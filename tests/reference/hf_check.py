@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""scaletrain's Hugging Face export/import against the `transformers` library.
+
+Usage:
+  /usr/bin/python3 tests/reference/hf_check.py check DIR [--tol 1e-4]
+      DIR/hf is a model directory `scaletrain export --format hf` wrote and
+      DIR/outputs.safetensors holds `tokens` (I32 [B,T]) and scaletrain's
+      `logits` (F32 [B,T,V], V = the real vocabulary) on them; metadata
+      (optional) `text` and `text_ids` (a JSON list): a text and the ids our
+      vocabulary encodes it to. Loads the model with
+      AutoModelForCausalLM.from_pretrained, runs it on the tokens, and
+      compares the logits (max abs difference); with `text`, also loads the
+      tokenizer with AutoTokenizer and checks it encodes the text to
+      text_ids and decodes them back to the text.
+  /usr/bin/python3 tests/reference/hf_check.py make DIR
+      Creates a GPT-2 with transformers (GPT2LMHeadModel(GPT2Config(small)),
+      random weights with non-zero biases and LayerNorm weights away from 1),
+      saves it as DIR/hf with save_pretrained(safe_serialization=True), and
+      writes DIR/expected.safetensors: `tokens` (I32 [B,T]) and its `logits`
+      (F32 [B,T,V]) on them.
+
+Exit status: 0 within tolerance (check) or written (make); 1 a difference
+over the tolerance or a tokenizer mismatch; 2 inputs missing or malformed;
+3 transformers or torch cannot be imported (the test skips).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+    import transformers
+    from safetensors.numpy import load_file, save_file
+    from safetensors import safe_open
+except ImportError as e:  # the caller skips
+    print(f"cannot import: {e}")
+    sys.exit(3)
+
+
+def check(d, tol):
+    outputs = os.path.join(d, "outputs.safetensors")
+    if not os.path.exists(outputs):
+        print(f"missing {outputs}")
+        return 2
+    ours = load_file(outputs)
+    with safe_open(outputs, "np") as f:
+        meta = f.metadata() or {}
+    model = transformers.AutoModelForCausalLM.from_pretrained(os.path.join(d, "hf"))
+    model.eval()
+    tokens = torch.from_numpy(ours["tokens"].astype(np.int64))
+    with torch.no_grad():
+        ref = model(tokens).logits.numpy()
+    if ref.shape != ours["logits"].shape:
+        print(f"FAIL logits shape: transformers {ref.shape}, scaletrain {ours['logits'].shape}")
+        return 1
+    diff = float(np.max(np.abs(ref.astype(np.float64) - ours["logits"].astype(np.float64))))
+    scale = float(np.max(np.abs(ref)))
+    status = 0 if diff <= tol else 1
+    print(f"{'ok  ' if status == 0 else 'FAIL'} logits {list(ref.shape)}: max abs difference "
+          f"{diff:.3g} (tolerance {tol:g}; largest logit {scale:.3g})")
+    text = meta.get("text")
+    if text is not None:
+        tok = transformers.AutoTokenizer.from_pretrained(os.path.join(d, "hf"))
+        ids = tok(text)["input_ids"]
+        back = tok.decode(ids)
+        good = ids == json.loads(meta["text_ids"]) and back == text
+        print(f"{'ok  ' if good else 'FAIL'} tokenizer: {len(ids)} ids, decoded back "
+              f"{'identical' if back == text else repr(back)}")
+        status = status or (0 if good else 1)
+    return status
+
+
+def make(d):
+    torch.manual_seed(1234)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=16, vocab_size=50,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0.0, 0.1)
+            elif ".ln_" in name:
+                p.normal_(1.0, 0.2)
+            elif "c_fc.weight" in name:
+                p.mul_(25.0)  # GELU inputs of order 1-3, where its forms differ
+    model.eval()
+    model.save_pretrained(os.path.join(d, "hf"), safe_serialization=True)
+    gen = torch.Generator().manual_seed(99)
+    tokens = torch.randint(0, cfg.vocab_size, (3, 16), generator=gen)
+    with torch.no_grad():
+        logits = model(tokens).logits.numpy().astype(np.float32)
+    save_file({"tokens": tokens.numpy().astype(np.int32), "logits": logits},
+              os.path.join(d, "expected.safetensors"))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["check", "make"])
+    ap.add_argument("dir")
+    ap.add_argument("--tol", type=float, default=1e-4)
+    a = ap.parse_args()
+    return check(a.dir, a.tol) if a.mode == "check" else make(a.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
