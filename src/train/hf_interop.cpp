@@ -509,7 +509,7 @@ Result<HfImportSummary> ImportHf(const std::string& hf_dir, const std::string& o
   ST_ASSIGN_OR_RETURN(std::optional<Vocabulary> vocab, ReadHfVocabulary(hf_dir));
   if (vocab && vocab->size() != spec.vocab_size) {
     return FailedPrecondition(
-        hf_dir + "/" + kHfScaletrainVocabFile + " has " + std::to_string(vocab->size()) +
+        hf_dir + "'s tokenizer files (" + kHfScaletrainVocabFile + " or vocab.json) have " + std::to_string(vocab->size()) +
         " tokens but config.json's "
         "vocab_size is " +
         std::to_string(spec.vocab_size) + "; remove the file or fix config.json");

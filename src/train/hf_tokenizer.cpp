@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "train/bpe.h"
 
 namespace fs = std::filesystem;
 
@@ -78,6 +79,33 @@ Status WriteByteTokenizer(const Vocabulary& vocab, int64_t max_length, const std
                              vocab, max_length, dir);
 }
 
+// A byte-level BPE (train/bpe.h): Hugging Face's own pair, vocab.json and
+// merges.txt (GPT2TokenizerFast reads these), and tokenizer.json with the
+// same model behind GPT-2's byte-level pre-tokenizer (its regex, no prefix
+// space) and decoder, which PreTrainedTokenizerFast reads.
+Status WriteBpeTokenizer(const Vocabulary& vocab, int64_t max_length, const std::string& dir) {
+  const BpeModel& bpe = *vocab.bpe();
+  const std::string vocab_json = HfVocabJson(bpe), merges_txt = HfMergesText(bpe);
+  const fs::path d(dir);
+  ST_RETURN_IF_ERROR(WriteFileAtomically((d / "vocab.json").string(), vocab_json));
+  ST_RETURN_IF_ERROR(WriteFileAtomically((d / "merges.txt").string(), merges_txt));
+  nlohmann::json model = MergelessBpe(nlohmann::json::parse(vocab_json));
+  std::pair<std::string, std::string> merge;
+  for (size_t start = 0; start < merges_txt.size();) {
+    size_t end = merges_txt.find('\n', start);
+    if (end == std::string::npos) end = merges_txt.size();
+    const std::string_view line(merges_txt.data() + start, end - start);
+    if (ParseMergeLine(line, &merge)) model["merges"].push_back(merge.first + " " + merge.second);
+    start = end + 1;
+  }
+  const nlohmann::json byte_level = {{"type", "ByteLevel"},
+                                     {"add_prefix_space", false},
+                                     {"trim_offsets", false},
+                                     {"use_regex", true}};
+  return WriteTokenizerFiles(TokenizerJson(std::move(model), byte_level, byte_level), vocab,
+                             max_length, dir);
+}
+
 }  // namespace
 
 std::string ByteLevelChar(int b) {
@@ -101,6 +129,7 @@ const std::map<std::string, HfTokenizerWriter>& HfTokenizerWriters() {
   static const std::map<std::string, HfTokenizerWriter> writers = {
       {"char", WriteCharTokenizer},
       {"byte", WriteByteTokenizer},
+      {"bpe", WriteBpeTokenizer},
   };
   return writers;
 }
@@ -110,17 +139,25 @@ Status WriteHfTokenizer(const Vocabulary& vocab, int64_t max_length, const std::
   const auto it = writers.find(vocab.kind());
   if (it == writers.end()) {
     return FailedPrecondition("no Hugging Face tokenizer export for vocabulary kind '" +
-                              vocab.kind() + "'; export supports char and byte vocabularies");
+                              vocab.kind() + "'; export supports char, byte and bpe vocabularies");
   }
   return it->second(vocab, max_length, dir);
 }
 
 Result<std::optional<Vocabulary>> ReadHfVocabulary(const std::string& dir) {
   const fs::path path = fs::path(dir) / kHfScaletrainVocabFile;
+  const fs::path vocab_json = fs::path(dir) / "vocab.json", merges = fs::path(dir) / "merges.txt";
   std::error_code ec;
-  if (!fs::exists(path, ec)) return std::optional<Vocabulary>();
-  ST_ASSIGN_OR_RETURN(Vocabulary v, Vocabulary::Load(path.string()));
-  return std::optional<Vocabulary>(std::move(v));
+  if (fs::exists(path, ec)) {
+    ST_ASSIGN_OR_RETURN(Vocabulary v, Vocabulary::Load(path.string()));
+    return std::optional<Vocabulary>(std::move(v));
+  }
+  // A byte-level BPE in Hugging Face's own pair (GPT-2's files).
+  if (fs::exists(vocab_json, ec) && fs::exists(merges, ec)) {
+    ST_ASSIGN_OR_RETURN(BpeModel bpe, LoadHfBpe(vocab_json.string(), merges.string()));
+    return std::optional<Vocabulary>(Vocabulary::Bpe(std::move(bpe)));
+  }
+  return std::optional<Vocabulary>();
 }
 
 }  // namespace scaletrain

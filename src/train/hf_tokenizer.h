@@ -11,8 +11,10 @@
 // Both also write tokenizer_config.json (PreTrainedTokenizerFast, so
 // transformers.AutoTokenizer loads it) and scaletrain_vocab.json, our own
 // vocab.json (train/tokenizer.h), which import reads to restore the exact
-// vocabulary. A byte-level BPE vocabulary adds its writer (vocab.json and
-// merges.txt) to the table.
+// vocabulary.
+//  - "bpe": a byte-level BPE (train/bpe.h): Hugging Face's vocab.json and
+//    merges.txt, and tokenizer.json with the same merges behind GPT-2's
+//    byte-level pre-tokenizer (its regex, no prefix space) and decoder.
 #pragma once
 
 #include <functional>
@@ -37,8 +39,9 @@ const std::map<std::string, HfTokenizerWriter>& HfTokenizerWriters();
 // Writes the tokenizer files for `vocab`; an error names a kind without a writer.
 Status WriteHfTokenizer(const Vocabulary& vocab, int64_t max_length, const std::string& dir);
 
-// The vocabulary scaletrain_vocab.json in `dir` describes, if there is one
-// (a model exported by scaletrain); nullopt otherwise.
+// The vocabulary scaletrain_vocab.json in `dir` describes (a model exported
+// by scaletrain), else the byte-level BPE of its vocab.json + merges.txt (a
+// GPT-2-style model from elsewhere), else nullopt.
 Result<std::optional<Vocabulary>> ReadHfVocabulary(const std::string& dir);
 
 // GPT-2's byte-level stand-ins: byte b as the printable character (UTF-8)

@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "model/gpt.h"
 #include "test_files.h"
+#include "train/bpe.h"
 #include "train/checkpoint_dir.h"
 #include "train/hf_interop.h"
 #include "train/hf_tokenizer.h"
@@ -96,7 +97,9 @@ class HfInteropTest : public ScratchDirTest {
   // A perturbed model saved as a whole-tensor checkpoint in run directory
   // Path("ckpt"), with the char vocabulary of VocabText() or the bytes.
   std::unique_ptr<GPT> SaveCheckpoint(bool bytes = false) {
-    const Vocabulary vocab = bytes ? Vocabulary::Bytes() : *Vocabulary::CharsOf(VocabText());
+    return SaveCheckpoint(bytes ? Vocabulary::Bytes() : *Vocabulary::CharsOf(VocabText()));
+  }
+  std::unique_ptr<GPT> SaveCheckpoint(const Vocabulary& vocab) {
     const ModelSpec spec = SmallSpec(vocab.size());
     auto m = GPT::Create(spec, 3);
     EXPECT_TRUE(m.ok()) << m.status().message();
@@ -177,6 +180,38 @@ TEST_F(HfInteropTest, ByteVocabularyExportLoadsInTransformers) {
     GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
   std::unique_ptr<GPT> model = SaveCheckpoint(/*bytes=*/true);
   CheckExport(*model, dir_.string(), "h\xC3\xA9llo \n\x01\x7F!", "byte", false);
+}
+
+// A byte-level BPE trained here: transformers' tokenizer (from tokenizer.json)
+// gives our ids for a text with words, digits, contractions, runs of spaces,
+// newlines and non-ASCII letters, and decodes them back.
+TEST_F(HfInteropTest, BpeVocabularyExportLoadsInTransformers) {
+  if (!TransformersAvailable())
+    GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
+  const std::string corpus =
+      "First Citizen: We are accounted poor citizens, the patricians good. What authority "
+      "surfeits on would relieve us. I'll say it's 2024 and they've 17 caf\xC3\xA9s.\n\n";
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += corpus;
+  auto bpe = TrainBpe(text, 300);
+  ASSERT_TRUE(bpe.ok()) << bpe.status().message();
+  std::unique_ptr<GPT> model = SaveCheckpoint(Vocabulary::Bpe(std::move(*bpe)));
+  CheckExport(*model, dir_.string(), "We'll   say  caf\xC3\xA9s 2024,\n\nthey've\tpoor!", "bpe",
+              false);
+  for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json"}) {
+    EXPECT_TRUE(fs::exists(dir_ / "case/hf" / f)) << f;
+  }
+  // Without our own vocabulary file, import reads the BPE from Hugging
+  // Face's pair (as it would GPT-2's): the same vocabulary.
+  fs::remove(dir_ / "case/hf" / kHfScaletrainVocabFile);
+  auto s = ImportHf(Path("case/hf"), Path("imported"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto back = LoadModelForInference(Path("imported"), 1);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->vocab.kind(), "bpe");
+  auto want = LoadModelForInference(Path("ckpt"), 1);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(back->vocab.ToJson(), want->vocab.ToJson());
 }
 
 TEST_F(HfInteropTest, ModelSavedByTransformersImportsWithTheSameLogits) {
