@@ -117,6 +117,13 @@ std::vector<int64_t> VirtualStageOfLayers(const ModelSpec& spec, int64_t pp, int
 // n_layer. Errors name the setting and valid values.
 Status CheckModelShard(const ModelSpec& spec, const ModelShard& shard);
 
+// Llama's key/value heads under tensor parallelism: split over the TP ranks
+// when tp divides n_kv_head; otherwise (n_kv_head < tp, dividing it) every
+// TP rank holds all of them whole (wk, wv replicated; their gradients are
+// summed over the TP group). LocalKvHeads: the key/value heads a rank holds.
+bool KvHeadsReplicated(const ModelSpec& spec, int64_t tp);
+int64_t LocalKvHeads(const ModelSpec& spec, int64_t tp);
+
 // The parameters one rank holds, in its own flat buffer: the entries of the
 // layers its chunks run (chunk by chunk), the embedding on virtual stage 0,
 // the final norm on the last; each shaped as its TP shard (column: rows of

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "core/rng.h"
 
@@ -99,12 +100,16 @@ TEST(Gpt, InitIsDeterministicAndFollowsGpt2Scheme) {
   EXPECT_NEAR(stdev("transformer.h.0.mlp.c_proj.weight"), 0.01, 0.002);
 }
 
-TEST(Gpt, RejectsNonGpt2ArchForTraining) {
+TEST(Gpt, RejectsPlannerOnlyBlocksForTraining) {
+  // Llama blocks train with SwiGLU (their default), not with another MLP.
   ModelSpec s = Gpt2(2, 2, 16, 8, 11, 16);
   s.arch = Arch::kLlama;
+  EXPECT_TRUE(GPT::Create(s, 1).ok());
+  s.activation_given = Activation::kGelu;
   auto m = GPT::Create(s, 1);
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("planner"), std::string::npos);
+  EXPECT_NE(m.status().message().find("llama with activation 'gelu' is for the planner"), std::string::npos)
+      << m.status().message();
   // GPT-2 blocks with another activation, or an untied head: planner only too.
   ModelSpec relu2 = Gpt2(2, 2, 16, 8, 11, 16);
   relu2.activation_given = Activation::kSquaredReLU;
@@ -253,6 +258,52 @@ TEST(RankLayout, AttentionShardTakesItsHeadsOfQKAndV) {
   for (int p = 0; p < 3; ++p) {
     for (int i = 0; i < 8; ++i) EXPECT_EQ(shard[p * 8 + i], static_cast<float>(p * 16 + 8 + i));
   }
+}
+
+// Llama: 4 query heads, key/value heads split over tp when tp divides them,
+// whole on every TP rank otherwise (tp 4 with 2 of them; multi-query at tp 2).
+TEST(RankLayout, LlamaKeyValueHeadsSplitOrReplicated) {
+  ModelSpec spec = ShardSpec();
+  spec.arch = Arch::kLlama;
+  spec.n_kv_head = 2;
+  spec.ffn_hidden = 24;
+  const ParamLayout full = BuildParamLayout(spec, 1);
+  for (auto [tp, kv, replicated] : {std::tuple<int64_t, int64_t, bool>{2, 2, false}, {4, 2, true},
+                                    {2, 1, true}, {4, 1, true}, {1, 1, false}}) {
+    spec.n_kv_head = kv;
+    const ParamLayout whole_layout = BuildParamLayout(spec, 1);
+    EXPECT_EQ(KvHeadsReplicated(spec, tp), replicated) << tp << " " << kv;
+    EXPECT_EQ(LocalKvHeads(spec, tp), replicated ? kv : kv / tp);
+    int64_t unique = 0;
+    for (int64_t r = 0; r < tp; ++r) {
+      const ModelShard sh{tp, r, 1, 0, 1, false};
+      ASSERT_TRUE(CheckModelShard(spec, sh).ok()) << CheckModelShard(spec, sh).message();
+      const ParamLayout lay = BuildRankLayout(spec, sh);
+      for (const ParamEntry& e : lay.entries) unique += e.unique ? e.numel : 0;
+      const ParamEntry* wk = lay.Find("layers.0.attention.wk.weight");
+      const ParamEntry* wq = lay.Find("layers.0.attention.wq.weight");
+      ASSERT_NE(wk, nullptr);
+      EXPECT_EQ(wk->shape[0], replicated ? kv * spec.head_dim() : kv * spec.head_dim() / tp);
+      EXPECT_EQ(wk->tp_split, replicated ? TpSplit::kReplicated : TpSplit::kColumn);
+      EXPECT_EQ(wk->unique, !replicated || r == 0);
+      // wq, wk, wv adjacent: the model's fused q,k,v matmul relies on it.
+      EXPECT_EQ(wk->offset, wq->offset + wq->numel);
+      EXPECT_EQ(lay.Find("layers.0.attention.wv.weight")->offset, wk->offset + wk->numel);
+      EXPECT_EQ(lay.Find("layers.0.feed_forward.w3.weight")->offset,
+                lay.Find("layers.0.feed_forward.w1.weight")->offset +
+                    lay.Find("layers.0.feed_forward.w1.weight")->numel);
+    }
+    EXPECT_EQ(unique, whole_layout.total_numel) << "tp " << tp << " kv " << kv;
+  }
+  EXPECT_GT(full.total_numel, 0);
+  // 3 key/value heads at tp 2: tp neither divides them nor is divided by
+  // them; refused, naming n_kv_head.
+  ModelSpec odd = spec;
+  odd.n_head = 6;
+  odd.n_kv_head = 3;
+  odd.n_embd = 24;
+  const Status st = CheckModelShard(odd, {2, 0, 1, 0, 1, false});
+  EXPECT_NE(st.message().find("model.n_kv_head = 3"), std::string::npos) << st.message();
 }
 
 TEST(RankLayout, BadLayoutsNameTheFix) {
