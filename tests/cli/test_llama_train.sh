@@ -114,11 +114,27 @@ if mpirun -np 4 "$bin" train "${common[@]}" --set training.global_batch_size=8 -
 else
   echo "FAIL: single-rank checkpoint resumed at tp 4: ${out:-}"; tail -5 "$work/out"; fails=$((fails + 1))
 fi
-if "$bin" sample --checkpoint "$src" --tokens 20 --prompt "ROMEO" >"$work/out" 2>&1; then
-  pass=$((pass + 1))
-else
-  echo "FAIL: sample from a Llama tp-4 checkpoint:"; cat "$work/out"; fails=$((fails + 1))
-fi
+# `sample` rebuilds the model from the manifest: untied (tp 4) and tied
+# multi-query (tp 2, sp) checkpoints.
+for ck in "$src" "$work/run_1_1_2_1_1f1b_true_0_none"; do
+  if "$bin" sample --checkpoint "$ck" --tokens 20 --prompt "ROMEO" >"$work/out" 2>&1; then
+    pass=$((pass + 1))
+  else
+    echo "FAIL: sample from Llama checkpoint $ck:"; cat "$work/out"; fails=$((fails + 1))
+  fi
+done
+# The manifest records Llama's rope_theta, norm_eps and head tying: resuming
+# with another is refused.
+for change in model.rope_theta=500.0 model.norm_eps=1e-6 model.tied_embeddings=true; do
+  if "$bin" train "${common[@]}" --set training.global_batch_size=8 --set "$change" \
+      --resume "$work/ref_gqa/checkpoints/step_00000005" --run-dir "$work/bad_resume" >"$work/out" 2>&1; then
+    echo "FAIL: resumed a Llama checkpoint with $change"; fails=$((fails + 1))
+  elif grep -q "is for a different model" "$work/out"; then
+    pass=$((pass + 1))
+  else
+    echo "FAIL: resume with $change message:"; cat "$work/out"; fails=$((fails + 1))
+  fi
+done
 
 # Bad settings: one clear error each, naming the field, before training.
 expect_train_error() {  # expect_train_error WHAT PATTERN ARGS...
