@@ -55,6 +55,7 @@ ref() {  # ref NAME KV TIED DP
 ref gqa 2 false 1
 ref gqa_dp2 2 false 2
 ref mqa_tied 1 true 1
+ref mqa_tied_dp2 1 true 2
 
 # Negative control: Llama and GPT-2 blocks (or another n_kv_head) differ.
 "$bin" train "${common[@]}" --set model.n_kv_head=4 --set model.tied_embeddings=false \
@@ -97,6 +98,7 @@ run_layout gqa_dp2  2  false 2  1  1  1f1b        1   false 1    none
 run_layout gqa_dp2  2  false 2  2  1  1f1b        1   true  2    none
 run_layout gqa_dp2  2  false 2  2  2  1f1b        1   true  1    none
 run_layout mqa_tied 1  true  1  2  2  interleaved 2   false 0    none
+run_layout mqa_tied_dp2 1 true 2 2  1  1f1b        1   true  2    selective  # replicated kv, ZeRO-2
 
 # Checkpoints hold whole tensors: the tp-4 run (replicated key/value heads)
 # resumes on one rank, and the single rank's at tp 4 with sp.

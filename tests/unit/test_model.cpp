@@ -74,6 +74,38 @@ TEST(ParamLayout, LlamaCountsWithGqa) {
   EXPECT_EQ(BuildParamLayout(s).total_numel, 8030261248);
 }
 
+// The [model] keys: GPT-2's defaults unchanged; Llama's defaults and keys.
+TEST(SpecFromConfig, Gpt2DefaultsAndLlamaKeys) {
+  ModelConfig c;  // n_embd 128, n_head 4
+  auto g = ModelSpecFromConfig(c, 65);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->arch, Arch::kGPT2);
+  EXPECT_EQ(g->n_kv_head, 4);
+  EXPECT_EQ(g->ffn_hidden, 512);
+  EXPECT_TRUE(g->tied_embeddings());
+  c.arch = "llama";
+  auto l = ModelSpecFromConfig(c, 65);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->arch, Arch::kLlama);
+  EXPECT_EQ(l->n_kv_head, 4);
+  EXPECT_EQ(l->ffn_hidden, 344);  // 8/3 x 128 = 341.3, rounded up to a multiple of 8
+  EXPECT_EQ(l->activation(), Activation::kSwiGLU);
+  EXPECT_TRUE(l->tied_embeddings());
+  c.n_kv_head = 2;
+  c.ffn_hidden = 200;
+  c.rope_theta = 500000.0;
+  c.norm_eps = 1e-6;
+  c.tied_embeddings = false;
+  l = ModelSpecFromConfig(c, 65);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->n_kv_head, 2);
+  EXPECT_EQ(l->ffn_hidden, 200);
+  EXPECT_EQ(l->rope_theta, 500000.0);
+  EXPECT_EQ(l->norm_eps, 1e-6);
+  EXPECT_FALSE(l->tied_embeddings());
+  EXPECT_NE(BuildParamLayout(*l).Find("output.weight"), nullptr);
+}
+
 TEST(Gpt, InitIsDeterministicAndFollowsGpt2Scheme) {
   auto a = GPT::Create(Gpt2(2, 2, 16, 8, 11, 16), 2);
   auto b = GPT::Create(Gpt2(2, 2, 16, 8, 11, 16), 2);
