@@ -123,6 +123,12 @@ Status CheckModelShard(const ModelSpec& spec, const ModelShard& shard);
 // summed over the TP group). LocalKvHeads: the key/value heads a rank holds.
 bool KvHeadsReplicated(const ModelSpec& spec, int64_t tp);
 int64_t LocalKvHeads(const ModelSpec& spec, int64_t tp);
+// The key/value width a TP rank computes, times tp: n_kv_head x head_dim when
+// split, tp x that when replicated (what per-rank cost formulas divide by tp).
+inline int64_t KvWidthTimesTp(const ModelSpec& spec, int64_t tp) {
+  const int64_t width = spec.n_kv_head * spec.head_dim();
+  return KvHeadsReplicated(spec, tp) ? width * tp : width;
+}
 
 // The parameters one rank holds, in its own flat buffer: the entries of the
 // layers its chunks run (chunk by chunk), the embedding on virtual stage 0,

@@ -31,7 +31,7 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
                             Recompute rc, const Software& sw) {
   const double s = m.block_size, b = micro_batch, h = m.n_embd, F = m.ffn_hidden, a = m.n_head,
                t = tp;
-  const double kvd = static_cast<double>(m.n_kv_head * m.head_dim());
+  const double kvd = static_cast<double>(KvWidthTimesTp(m, tp));  // replicated KV heads: tp x theirs
   // Parts outside the tensor-parallel region (norm inputs/outputs, dropout
   // masks on the residual stream) are whole on every TP rank unless the
   // sequence is split across them (SP).
