@@ -106,7 +106,9 @@ class GPT {
 
   // GPT-2 initialisation (as nanoGPT): N(0, 0.02) for weights and embeddings,
   // residual projections N(0, 0.02/sqrt(2 n_layer)), biases 0, norms 1; the
-  // padding rows of the embedding are 0. Each tensor is drawn whole from a
+  // padding rows of the embedding are 0. Llama blocks the same way (wo and w2
+  // are the residual projections; an untied output.weight is a weight, its
+  // padding rows 0). Each tensor is drawn whole from a
   // stream of (seed, its index in the full layout) and this rank keeps its
   // shard, so every layout starts from the same model.
   void InitWeights(uint64_t seed);
