@@ -29,7 +29,7 @@ ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
 # multi-process tests run in the main pass only, to keep CI time down), and
 # the replay of every fuzz seed and regression input (tests/fuzz): ctest
 # registers fuzz.replay_* in this build too, so they must be built here.
-asan_targets=(test_config test_kernels test_model test_data test_checkpoint_io test_trainer
+asan_targets=(test_config test_kernels test_kernels_llama test_model test_data test_checkpoint_io test_trainer
               test_mesh test_comm_self test_report test_report_flight test_rebalance test_prometheus
               fuzz_replay_run_config fuzz_replay_vocab fuzz_replay_token_shard
               fuzz_replay_safetensors fuzz_replay_checkpoint_manifest fuzz_replay_plan_csv

@@ -156,8 +156,7 @@ TEST(Gpt, RejectsPlannerOnlyBlocksForTraining) {
 
 // Two micro-batches of 4 with loss scale 1/2 give the gradient of one batch
 // of 8: the accumulation the trainer relies on.
-TEST(Gpt, MicroBatchAccumulationEqualsFullBatch) {
-  const ModelSpec s = Gpt2(2, 2, 16, 8, 11, 16);
+void ExpectMicroBatchAccumulationEqualsFullBatch(const ModelSpec& s) {
   auto full = GPT::Create(s, 8);
   auto half = GPT::Create(s, 4);
   ASSERT_TRUE(full.ok() && half.ok());
@@ -182,6 +181,17 @@ TEST(Gpt, MicroBatchAccumulationEqualsFullBatch) {
   }
   ASSERT_GT(max_abs, 0);
   EXPECT_LT(max_diff / max_abs, 1e-5);
+}
+
+TEST(Gpt, MicroBatchAccumulationEqualsFullBatch) {
+  ExpectMicroBatchAccumulationEqualsFullBatch(Gpt2(2, 2, 16, 8, 11, 16));
+  // Llama blocks: multi-query attention, SwiGLU, untied head, rotary q/k.
+  ModelSpec llama = Gpt2(2, 2, 16, 8, 11, 16);
+  llama.arch = Arch::kLlama;
+  llama.n_kv_head = 1;
+  llama.ffn_hidden = 24;
+  llama.tied_given = false;
+  ExpectMicroBatchAccumulationEqualsFullBatch(llama);
 }
 
 // The hook fires once per layer, last layer first, and a layer's gradients
