@@ -20,6 +20,12 @@ void VisitFields(Cfg& c, F&& f) {
   f("model", "block_size", c.model.block_size);
   f("model", "vocab_size", c.model.vocab_size);
   f("model", "vocab_multiple", c.model.vocab_multiple);
+  f("model", "arch", c.model.arch);
+  f("model", "n_kv_head", c.model.n_kv_head);
+  f("model", "ffn_hidden", c.model.ffn_hidden);
+  f("model", "rope_theta", c.model.rope_theta);
+  f("model", "norm_eps", c.model.norm_eps);
+  f("model", "tied_embeddings", c.model.tied_embeddings);
   f("data", "train", c.data.train);
   f("data", "val", c.data.val);
   f("data", "vocab", c.data.vocab);
@@ -255,6 +261,35 @@ Status RequirePositive(const char* key, int64_t v) {
   return Status::Ok();
 }
 
+// The block-style keys: arch, n_kv_head, ffn_hidden, rope_theta, norm_eps,
+// tied_embeddings.
+Status ValidateModelArch(const ModelConfig& m) {
+  const bool llama = m.arch == "llama";
+  if (!llama && m.arch != "gpt2") {
+    return InvalidArgument("model.arch = '" + m.arch + "' is unknown; use \"gpt2\" or \"llama\"");
+  }
+  if (m.n_kv_head < 0 || m.ffn_hidden < 0) {
+    return InvalidArgument("model.n_kv_head and model.ffn_hidden must be >= 0 (0: the arch's default)");
+  }
+  if (m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0) {
+    return InvalidArgument("model.n_kv_head (" + std::to_string(m.n_kv_head) +
+                           ") does not divide model.n_head (" + std::to_string(m.n_head) +
+                           "); each key/value head serves n_head / n_kv_head query heads");
+  }
+  if (!llama && ((m.n_kv_head != 0 && m.n_kv_head != m.n_head) || !m.tied_embeddings)) {
+    return InvalidArgument("model.arch = \"gpt2\" has n_kv_head = n_head and tied_embeddings = true; "
+                           "set model.arch = \"llama\" for grouped-query attention or an untied head");
+  }
+  if (!(m.rope_theta > 0.0)) return InvalidArgument("model.rope_theta must be > 0 (Llama uses 10000)");
+  if (!(m.norm_eps > 0.0)) return InvalidArgument("model.norm_eps must be > 0 (e.g. 1e-5)");
+  if (llama && (m.n_embd / m.n_head) % 2 != 0) {
+    return InvalidArgument("model.arch = \"llama\" needs an even head dimension (n_embd / n_head = " +
+                           std::to_string(m.n_embd / m.n_head) +
+                           "): rotary embeddings rotate pairs of channels; change n_embd or n_head");
+  }
+  return Status::Ok();
+}
+
 Status ValidateModelSection(const ModelConfig& m) {
   ST_RETURN_IF_ERROR(RequirePositive("model.n_layer", m.n_layer));
   ST_RETURN_IF_ERROR(RequirePositive("model.n_head", m.n_head));
@@ -270,7 +305,7 @@ Status ValidateModelSection(const ModelConfig& m) {
                            "); choose n_head dividing n_embd, e.g. n_head = " +
                            std::to_string(m.n_embd % 4 == 0 ? 4 : 1));
   }
-  return Status::Ok();
+  return ValidateModelArch(m);
 }
 
 // Step, batch and evaluation counts, and the run's threads and sample length.

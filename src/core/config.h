@@ -21,6 +21,15 @@ struct ModelConfig {
   // The embedding's rows are padded to a multiple of vocab_multiple x
   // parallel.tp (tensor parallelism splits them evenly); padding is never scored.
   int64_t vocab_multiple = 1;
+  // Block style: "gpt2" (LayerNorm, GELU MLP, learned positions, biases) or
+  // "llama" (RMSNorm, SwiGLU MLP, rotary positions, grouped-query attention,
+  // no biases). The keys below default to GPT-2's shape.
+  std::string arch = "gpt2";
+  int64_t n_kv_head = 0;   // key/value heads (llama); 0: n_head
+  int64_t ffn_hidden = 0;  // MLP width; 0: 4 x n_embd (gpt2), 8/3 x n_embd rounded up to 8 (llama)
+  double rope_theta = 10000.0;  // llama: rotary base
+  double norm_eps = 1e-5;       // llama: RMSNorm epsilon
+  bool tied_embeddings = true;  // head shares the token embedding (gpt2: must be true)
 };
 
 struct DataConfig {

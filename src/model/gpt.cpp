@@ -42,6 +42,7 @@ struct GPT::Scratch {
   float *partial, *dres, *dres_full, *dln, *dln_shard, *dqkv, *datty, *datt, *dfch, *dfch_gelu;
   float* att = nullptr;
   float* replicated;  // ReplicatedGrads' partial sums under sequence parallelism
+  float* kv_saved = nullptr;
 };
 
 namespace {
@@ -81,20 +82,31 @@ Result<std::unique_ptr<GPT>> GPT::Create(const ModelSpec& spec, int64_t max_batc
   return CreateShard(spec, ModelShard{}, nullptr, max_batch, flat_multiple, {}, recompute);
 }
 
+namespace {
+
+// The block styles the trainer runs: GPT-2 (GeLU, tied head) and Llama
+// (SwiGLU, tied or untied head).
+Status CheckTrainable(const ModelSpec& spec) {
+  const bool llama = spec.arch == Arch::kLlama;
+  const bool gpt2_ok = !llama && spec.activation() == Activation::kGelu && spec.tied_embeddings();
+  if (!gpt2_ok && !(llama && spec.activation() == Activation::kSwiGLU)) {
+    return InvalidArgument(std::string("the trainer runs GPT-2 blocks (GeLU MLP, tied head) and Llama blocks "
+                                       "(SwiGLU); ") + ArchName(spec.arch) + " with activation '" +
+                           ActivationName(spec.activation()) + "'" +
+                           (llama || spec.tied_embeddings() ? "" : " and an untied head") + " is for the planner");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const ModelShard& shard_in,
                                               Communicator* tp_comm, int64_t max_batch,
                                               int64_t flat_multiple, std::vector<int64_t> slots,
                                               ActivationRecompute recompute) {
   ST_RETURN_IF_ERROR(ValidateModelSpec(spec));
-  if (spec.arch != Arch::kGPT2) {
-    return InvalidArgument(std::string("the trainer runs GPT-2 style models only; arch '") +
-                           ArchName(spec.arch) + "' is for the planner");
-  }
-  if (spec.activation() != Activation::kGelu || !spec.tied_embeddings()) {
-    return InvalidArgument(std::string("the trainer runs GPT-2's GeLU MLP with a tied head; activation '") +
-                           ActivationName(spec.activation()) + "'" +
-                           (spec.tied_embeddings() ? "" : " with an untied head") + " is for the planner");
-  }
+  ST_RETURN_IF_ERROR(CheckTrainable(spec));
+  const bool llama = spec.arch == Arch::kLlama;
   if (max_batch <= 0) return InvalidArgument("micro-batch size must be positive");
   ModelShard shard = shard_in;
   shard.sp = shard.sp && shard.tp > 1;  // one rank holds every row anyway
@@ -114,10 +126,18 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
     const ParamEntry* e = lay.Find(name);
     return e ? e->offset : int64_t{-1};
   };
-  m->wte_ = off("transformer.wte.weight");
+  m->wte_ = off(llama ? "tok_embeddings.weight" : "transformer.wte.weight");
   m->wpe_ = off("transformer.wpe.weight");
-  m->lnfw_ = off("transformer.ln_f.weight");
+  m->lnfw_ = off(llama ? "norm.weight" : "transformer.ln_f.weight");
   m->lnfb_ = off("transformer.ln_f.bias");
+  m->head_w_ = spec.tied_embeddings() ? m->wte_ : off(llama ? "output.weight" : "lm_head.weight");
+  const int64_t tp = shard.tp, hs = spec.head_dim(), Fl = spec.ffn_hidden / tp;
+  m->kv_replicated_ = KvHeadsReplicated(spec, tp);
+  m->kv_heads_local_ = llama ? LocalKvHeads(spec, tp) : spec.n_head / tp;
+  m->q_head0_ = m->kv_replicated_ ? shard.tp_rank * (spec.n_head / tp) : 0;
+  m->qkv_width_ = spec.n_embd / tp + 2 * m->kv_heads_local_ * hs;
+  m->fc_out_width_ = Fl;
+  m->fc_width_ = llama ? 2 * Fl : Fl;
   m->layer_off_.resize(spec.n_layer);
   const int64_t V = spec.n_layer;
   const int64_t virtual_stages = shard.pp * shard.vpp;
@@ -131,13 +151,7 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
     for (int64_t l = 0; l < V; ++l) {
       if (stage_of[l] != v) continue;
       ch.layers.push_back(l);
-      const std::string p = "transformer.h." + std::to_string(l) + ".";
-      m->layer_off_[l] = {off(p + "ln_1.weight"), off(p + "ln_1.bias"),
-                          off(p + "attn.c_attn.weight"), off(p + "attn.c_attn.bias"),
-                          off(p + "attn.c_proj.weight"), off(p + "attn.c_proj.bias"),
-                          off(p + "ln_2.weight"), off(p + "ln_2.bias"),
-                          off(p + "mlp.c_fc.weight"), off(p + "mlp.c_fc.bias"),
-                          off(p + "mlp.c_proj.weight"), off(p + "mlp.c_proj.bias")};
+      m->layer_off_[l] = OffsetsOf(lay, spec, l);
     }
     const int64_t n = c < static_cast<int64_t>(slots.size()) ? std::max<int64_t>(1, slots[c]) : 1;
     ch.slots.resize(n);
@@ -153,6 +167,28 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
   m->replicated_grads_ = std::make_unique<ReplicatedGrads>(&m->tp_, m->scratch_->replicated,
                                                            kReplicatedPerBlock, spec.n_embd);
   return m;
+}
+
+GPT::LayerOffsets GPT::OffsetsOf(const ParamLayout& lay, const ModelSpec& spec, int64_t l) {
+  auto off = [&](const std::string& name) {
+    const ParamEntry* e = lay.Find(name);
+    return e ? e->offset : int64_t{-1};
+  };
+  if (spec.arch == Arch::kLlama) {
+    // wq, wk, wv adjacent (one fused [q | k | v] matmul from wq's offset);
+    // w1, w3 adjacent ([gate | up] from w1's). No biases.
+    const std::string p = "layers." + std::to_string(l) + ".";
+    return {off(p + "attention_norm.weight"), -1, off(p + "attention.wq.weight"), -1,
+            off(p + "attention.wo.weight"), -1, off(p + "ffn_norm.weight"), -1,
+            off(p + "feed_forward.w1.weight"), -1, off(p + "feed_forward.w2.weight"), -1};
+  }
+  const std::string p = "transformer.h." + std::to_string(l) + ".";
+  return {off(p + "ln_1.weight"), off(p + "ln_1.bias"),
+          off(p + "attn.c_attn.weight"), off(p + "attn.c_attn.bias"),
+          off(p + "attn.c_proj.weight"), off(p + "attn.c_proj.bias"),
+          off(p + "ln_2.weight"), off(p + "ln_2.bias"),
+          off(p + "mlp.c_fc.weight"), off(p + "mlp.c_fc.bias"),
+          off(p + "mlp.c_proj.weight"), off(p + "mlp.c_proj.bias")};
 }
 
 int64_t GPT::num_chunks() const { return static_cast<int64_t>(chunks_.size()); }
@@ -173,32 +209,37 @@ int64_t GPT::residual_rows(int64_t B, int64_t T) const { return tp_.ResidualRows
 void GPT::TakeLayerActs(FloatArena& arena, LayerActs& L, bool shared_att) const {
   const int64_t tp = shard_.tp;
   const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N);
-  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
+  const int64_t C = spec_.n_embd, Cl = C / tp, NHl = spec_.n_head / tp;
   const bool sp = tp_.sp();
-  L.ln1 = arena.Take(Nr * C); L.ln1_mean = arena.Take(Nr); L.ln1_rstd = arena.Take(Nr);
+  const bool mean = !llama();  // RMSNorm keeps rstd only
+  L.ln1 = arena.Take(Nr * C); L.ln1_mean = mean ? arena.Take(Nr) : nullptr; L.ln1_rstd = arena.Take(Nr);
   L.ln1_full = sp ? arena.Take(N * C) : L.ln1;
-  L.qkv = arena.Take(N * 3 * Cl); L.atty = arena.Take(N * Cl);
+  L.qkv = arena.Take(N * qkv_width_); L.atty = arena.Take(N * Cl);
   L.att = shared_att ? scratch_->att : arena.Take(max_batch_ * NHl * spec_.block_size * spec_.block_size);
   L.res2 = arena.Take(Nr * C);
-  L.ln2 = arena.Take(Nr * C); L.ln2_mean = arena.Take(Nr); L.ln2_rstd = arena.Take(Nr);
+  L.ln2 = arena.Take(Nr * C); L.ln2_mean = mean ? arena.Take(Nr) : nullptr; L.ln2_rstd = arena.Take(Nr);
   L.ln2_full = sp ? arena.Take(N * C) : L.ln2;
-  L.fch = arena.Take(N * Fl); L.fch_gelu = arena.Take(N * Fl); L.res3 = arena.Take(Nr * C);
+  L.fch = arena.Take(N * fc_width_); L.fch_gelu = arena.Take(N * fc_out_width_);
+  L.res3 = arena.Take(Nr * C);
 }
 
 void GPT::TakeScratch(FloatArena& arena) {
   const int64_t tp = shard_.tp;
   const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N);
-  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
+  const int64_t C = spec_.n_embd, Cl = C / tp, NHl = spec_.n_head / tp;
   const int64_t att = max_batch_ * NHl * spec_.block_size * spec_.block_size;
   const bool sp = tp_.sp();
   Scratch& S = *scratch_;
   S.partial = arena.Take(N * C); S.dres = arena.Take(Nr * C);
   S.dres_full = sp ? arena.Take(N * C) : S.dres;
   S.dln = arena.Take(N * C); S.dln_shard = sp ? arena.Take(Nr * C) : S.dln;
-  S.dqkv = arena.Take(N * 3 * Cl); S.datty = arena.Take(N * Cl); S.datt = arena.Take(att);
-  S.dfch = arena.Take(N * Fl);
-  S.dfch_gelu = arena.Take(N * Fl);
+  S.dqkv = arena.Take(N * qkv_width_); S.datty = arena.Take(N * Cl); S.datt = arena.Take(att);
+  S.dfch = arena.Take(N * fc_width_);
+  S.dfch_gelu = arena.Take(N * fc_out_width_);
   S.replicated = arena.Take(kReplicatedPerBlock * C);
+  // Replicated key/value weights: the kept gradient while this rank's part
+  // of a block's is summed over TP.
+  S.kv_saved = kv_replicated_ ? arena.Take(2 * kv_heads_local_ * spec_.head_dim() * C) : nullptr;
   S.att = recompute_ == ActivationRecompute::kSelective ? arena.Take(att) : nullptr;
 }
 
@@ -225,7 +266,8 @@ size_t GPT::LayOutActivations(float* base) {
         }
       }
       if (ch.head) {
-        s.lnf = arena.Take(Nr * C); s.lnf_mean = arena.Take(Nr); s.lnf_rstd = arena.Take(Nr);
+        s.lnf = arena.Take(Nr * C); s.lnf_mean = llama() ? nullptr : arena.Take(Nr);
+        s.lnf_rstd = arena.Take(Nr);
         s.lnf_full = sp ? arena.Take(N * C) : s.lnf;
         s.logits = arena.Take(N * Vl); s.probs = arena.Take(N * Vl); s.losses = arena.Take(N);
         s.ce_stats = arena.Take(3 * N);
@@ -246,7 +288,8 @@ void GPT::InitWeights(uint64_t seed) {
     int64_t index = 0;
     while (whole_layout.entries[index].name != e.name) ++index;
     whole.assign(static_cast<size_t>(NumElements(e.full_shape)), 0.0f);
-    const bool is_norm = e.name.find("ln_") != std::string::npos;
+    const bool is_norm = e.name.find("ln_") != std::string::npos ||
+                         e.name.find("norm.weight") != std::string::npos;
     const bool is_bias = e.name.size() >= 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
     if (is_bias) {
       // zeros
@@ -254,42 +297,106 @@ void GPT::InitWeights(uint64_t seed) {
       std::fill(whole.begin(), whole.end(), 1.0f);
     } else {
       Rng rng(HashU64(seed, static_cast<uint64_t>(index), 0x696e6974));  // "init"
-      const bool residual_proj = e.name.find("c_proj.weight") != std::string::npos;
+      const bool residual_proj = e.name.find("c_proj.weight") != std::string::npos ||
+                                 e.name.find("attention.wo.weight") != std::string::npos ||
+                                 e.name.find("feed_forward.w2.weight") != std::string::npos;
       const float std = residual_proj ? proj_std : 0.02f;
       for (float& w : whole) w = std * rng.Normal();
     }
-    if (e.name == "transformer.wte.weight") {
-      // Padding rows of the tied embedding are never looked up and never scored.
+    if (e.tp_split == TpSplit::kVocab) {
+      // Padding rows of the embedding and head are never looked up and never scored.
       std::fill(whole.begin() + spec_.vocab_size * spec_.n_embd, whole.end(), 0.0f);
     }
     ExtractShard(e, whole.data(), p + e.offset);
   }
 }
 
+void GPT::NormForward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                      const float* b, int64_t rows) const {
+  if (llama()) {
+    cpu::RMSNormForward(out, rstd, x, w, rows, spec_.n_embd, static_cast<float>(spec_.norm_eps));
+  } else {
+    cpu::LayerNormForward(out, mean, rstd, x, w, b, rows, spec_.n_embd);
+  }
+}
+
+void GPT::NormBackward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                       const float* w, const float* mean, const float* rstd, int64_t rows) const {
+  if (llama()) {
+    cpu::RMSNormBackward(dx, dw, dy, x, w, rstd, rows, spec_.n_embd);
+  } else {
+    cpu::LayerNormBackward(dx, dw, db, dy, x, w, mean, rstd, rows, spec_.n_embd);
+  }
+}
+
+namespace {
+
+cpu::AttentionHeads HeadsOf(const ModelSpec& spec, int64_t tp, int64_t kv_local, int64_t q_head0) {
+  cpu::AttentionHeads h;
+  h.NH = spec.n_head / tp;
+  h.NKV = kv_local;
+  h.hs = spec.head_dim();
+  h.group = spec.n_head / spec.n_kv_head;
+  h.h0 = q_head0;
+  return h;
+}
+
+}  // namespace
+
 Status GPT::LayerForward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
   const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
-  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
+  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = fc_out_width_;
+  const cpu::AttentionHeads heads = HeadsOf(spec_, tp, kv_heads_local_, q_head0_);
   const LayerOffsets& o = layer_off_[l];
   float* partial = scratch_->partial;
-  // Attention half: res2 = x + proj(attention(qkv(ln1(x)))).
-  cpu::LayerNormForward(L.ln1, L.ln1_mean, L.ln1_rstd, x, P(o.ln1w), P(o.ln1b), Nr, C);
+  // Attention half: res2 = x + proj(attention(qkv(norm1(x)))); Llama turns
+  // q and k (the first NH + NKV heads of each row) by their positions.
+  NormForward(L.ln1, L.ln1_mean, L.ln1_rstd, x, P(o.ln1w), P(o.ln1b), Nr);
   ST_RETURN_IF_ERROR(
-      tp_.ColumnLinearForward(L.qkv, L.ln1_full, L.ln1, P(o.qkvw), P(o.qkvb), N, C, 3 * Cl));
-  cpu::AttentionForward(L.atty, L.att, L.qkv, B, T, Cl, NHl);
+      tp_.ColumnLinearForward(L.qkv, L.ln1_full, L.ln1, P(o.qkvw), P(o.qkvb), N, C, qkv_width_));
+  if (llama()) {
+    cpu::RopeApply(L.qkv, N, T, qkv_width_, heads.NH + heads.NKV, heads.hs, spec_.rope_theta, false);
+  }
+  cpu::GqaAttentionForward(L.atty, L.att, L.qkv, B, T, heads);
   ST_RETURN_IF_ERROR(tp_.RowLinearResidualForward(L.res2, x, L.atty, P(o.attprojw), P(o.attprojb),
                                                   partial, N, Cl, C));
-  // MLP half: res3 = res2 + proj(gelu(fc(ln2(res2)))).
-  cpu::LayerNormForward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, P(o.ln2w), P(o.ln2b), Nr, C);
+  // MLP half: res3 = res2 + proj(act(fc(norm2(res2)))).
+  NormForward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, P(o.ln2w), P(o.ln2b), Nr);
   ST_RETURN_IF_ERROR(
-      tp_.ColumnLinearForward(L.fch, L.ln2_full, L.ln2, P(o.fcw), P(o.fcb), N, C, Fl));
-  cpu::GeluForward(L.fch_gelu, L.fch, N * Fl);
+      tp_.ColumnLinearForward(L.fch, L.ln2_full, L.ln2, P(o.fcw), P(o.fcb), N, C, fc_width_));
+  if (llama()) {
+    cpu::SwiGLUForward(L.fch_gelu, L.fch, N, Fl);
+  } else {
+    cpu::GeluForward(L.fch_gelu, L.fch, N * Fl);
+  }
   return tp_.RowLinearResidualForward(L.res3, L.res2, L.fch_gelu, P(o.fcprojw), P(o.fcprojb),
                                       partial, N, Fl, C);
 }
 
+Status GPT::QkvBackward(const LayerOffsets& o, const LayerActs& L, int64_t N) {
+  Scratch& S = *scratch_;
+  const int64_t C = spec_.n_embd;
+  if (!kv_replicated_) {
+    return tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.qkvw), G(o.qkvb), S.dqkv, L.ln1_full,
+                                    P(o.qkvw), N, C, qkv_width_);
+  }
+  // wk, wv follow wq's rows: keep their gradient aside, let the matmul
+  // write this rank's part alone, sum that over TP and add it back.
+  const int64_t q_rows = C / shard_.tp, kv_numel = (qkv_width_ - q_rows) * C;
+  float* g_kv = G(o.qkvw) + q_rows * C;
+  std::memcpy(S.kv_saved, g_kv, static_cast<size_t>(kv_numel) * sizeof(float));
+  Zero(g_kv, kv_numel);
+  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.qkvw), nullptr, S.dqkv,
+                                              L.ln1_full, P(o.qkvw), N, C, qkv_width_));
+  ST_RETURN_IF_ERROR(tp_.comm()->Allreduce(g_kv, kv_numel));
+  for (int64_t i = 0; i < kv_numel; ++i) g_kv[i] += S.kv_saved[i];
+  return Status::Ok();
+}
+
 Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
   const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
-  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = spec_.ffn_hidden / tp, NHl = spec_.n_head / tp;
+  const int64_t C = spec_.n_embd, Cl = C / tp, Fl = fc_out_width_;
+  const cpu::AttentionHeads heads = HeadsOf(spec_, tp, kv_heads_local_, q_head0_);
   Scratch& S = *scratch_;
   ReplicatedGrads& rg = *replicated_grads_;
   const LayerOffsets& o = layer_off_[l];
@@ -299,26 +406,33 @@ Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, in
   ST_RETURN_IF_ERROR(tp_.RowLinearBackward(S.dfch_gelu, G(o.fcprojw), rg.Target(G(o.fcprojb)),
                                            S.dres, S.dres_full, L.fch_gelu, P(o.fcprojw), N, Fl,
                                            C));
-  Zero(S.dfch, N * Fl);
-  cpu::GeluBackward(S.dfch, L.fch, S.dfch_gelu, N * Fl);
+  Zero(S.dfch, N * fc_width_);
+  if (llama()) {
+    cpu::SwiGLUBackward(S.dfch, L.fch, S.dfch_gelu, N, Fl);
+  } else {
+    cpu::GeluBackward(S.dfch, L.fch, S.dfch_gelu, N * Fl);
+  }
   ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.fcw), G(o.fcb), S.dfch,
-                                              L.ln2_full, P(o.fcw), N, C, Fl));
-  cpu::LayerNormBackward(S.dres, rg.Target(G(o.ln2w)), rg.Target(G(o.ln2b)), S.dln_shard, L.res2,
-                         P(o.ln2w), L.ln2_mean, L.ln2_rstd, Nr, C);
+                                              L.ln2_full, P(o.fcw), N, C, fc_width_));
+  NormBackward(S.dres, rg.Target(G(o.ln2w)), rg.Target(G(o.ln2b)), S.dln_shard, L.res2, P(o.ln2w),
+               L.ln2_mean, L.ln2_rstd, Nr);
   // Attention half. Under selective recompute the probabilities are not
   // kept: rebuild them from the kept q, k, v (the output goes to S.datty,
   // which the next call overwrites).
   if (recompute_ == ActivationRecompute::kSelective) {
-    cpu::AttentionForward(S.datty, L.att, L.qkv, B, T, Cl, NHl);
+    cpu::GqaAttentionForward(S.datty, L.att, L.qkv, B, T, heads);
   }
   ST_RETURN_IF_ERROR(tp_.RowLinearBackward(S.datty, G(o.attprojw), rg.Target(G(o.attprojb)), S.dres,
                                            S.dres_full, L.atty, P(o.attprojw), N, Cl, C));
-  Zero(S.dqkv, N * 3 * Cl);
-  cpu::AttentionBackward(S.dqkv, S.datt, S.datty, L.qkv, L.att, B, T, Cl, NHl);
-  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.qkvw), G(o.qkvb), S.dqkv,
-                                              L.ln1_full, P(o.qkvw), N, C, 3 * Cl));
-  cpu::LayerNormBackward(S.dres, rg.Target(G(o.ln1w)), rg.Target(G(o.ln1b)), S.dln_shard, x,
-                         P(o.ln1w), L.ln1_mean, L.ln1_rstd, Nr, C);
+  Zero(S.dqkv, N * qkv_width_);
+  cpu::GqaAttentionBackward(S.dqkv, S.datt, S.datty, L.qkv, L.att, B, T, heads);
+  if (llama()) {
+    // The gradients of the turned q, k turned back: those of the matmul's output.
+    cpu::RopeApply(S.dqkv, N, T, qkv_width_, heads.NH + heads.NKV, heads.hs, spec_.rope_theta, true);
+  }
+  ST_RETURN_IF_ERROR(QkvBackward(o, L, N));
+  NormBackward(S.dres, rg.Target(G(o.ln1w)), rg.Target(G(o.ln1b)), S.dln_shard, x, P(o.ln1w),
+               L.ln1_mean, L.ln1_rstd, Nr);
   return rg.Reduce();
 }
 
@@ -334,10 +448,11 @@ Status GPT::EmbeddingBackward(SlotActs& s, int64_t B, int64_t T) {
 
 Result<float> GPT::HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T) {
   const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
-  cpu::LayerNormForward(s.lnf, s.lnf_mean, s.lnf_rstd, x, P(lnfw_), P(lnfb_), Nr, C);
-  // The tied head: logits of this rank's vocabulary rows only.
+  NormForward(s.lnf, s.lnf_mean, s.lnf_rstd, x, P(lnfw_), P(lnfb_), Nr);
+  // The head (the tied embedding or its own): logits of this rank's
+  // vocabulary rows only.
   ST_RETURN_IF_ERROR(
-      tp_.ColumnLinearForward(s.logits, s.lnf_full, s.lnf, P(wte_), nullptr, N, C, vocab_.rows));
+      tp_.ColumnLinearForward(s.logits, s.lnf_full, s.lnf, P(head_w_), nullptr, N, C, vocab_.rows));
   if (s.targets.empty()) return 0.0f;
   ST_RETURN_IF_ERROR(tp_.VocabCrossEntropyForward(s.losses, s.probs, s.ce_stats, s.logits,
                                                   s.targets.data(), N, spec_.vocab_size, vocab_));
@@ -353,11 +468,11 @@ Status GPT::HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t 
   float* dlogits = s.probs;  // in place
   tp_.VocabCrossEntropyBackward(dlogits, s.probs, s.targets.data(),
                                 loss_scale / static_cast<float>(N), N, spec_.vocab_size, vocab_);
-  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(wte_), nullptr, dlogits,
-                                              s.lnf_full, P(wte_), N, C, vocab_.rows));
+  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(head_w_), nullptr, dlogits,
+                                              s.lnf_full, P(head_w_), N, C, vocab_.rows));
   Zero(S.dres, Nr * C);
-  cpu::LayerNormBackward(S.dres, rg.Target(G(lnfw_)), rg.Target(G(lnfb_)), S.dln_shard, x, P(lnfw_),
-                         s.lnf_mean, s.lnf_rstd, Nr, C);
+  NormBackward(S.dres, rg.Target(G(lnfw_)), rg.Target(G(lnfb_)), S.dln_shard, x, P(lnfw_),
+               s.lnf_mean, s.lnf_rstd, Nr);
   return rg.Reduce();
 }
 

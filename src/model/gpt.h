@@ -1,4 +1,4 @@
-// The GPT-2 model on one rank: parameters, gradients and activations each in
+// The GPT-2 or Llama model on one rank: parameters, gradients and activations each in
 // one flat buffer allocated at creation, a forward and a backward written out
 // op by op (DESIGN principle 3), reading the parameter-layout table for every
 // offset (principle 1).
@@ -21,6 +21,15 @@
 //    a reduce-scatter after the row-parallel one, and the gradients of the
 //    norms and row-parallel biases (partial sums over a rank's rows) are
 //    all-reduced over the TP group.
+// Llama blocks (spec.arch kLlama) run the same code with RMSNorm for the
+// norms, no biases, rotary embeddings applied to q and k after the fused
+// q,k,v projection (wq, wk, wv are adjacent in the layout, so one column-
+// parallel matmul makes [q | k | v]), grouped-query attention, and SwiGLU
+// (w1 and w3 adjacent: one column-parallel matmul makes [gate | up], w2
+// row-parallel); no position table; the head is the tied embedding or
+// output.weight. With fewer key/value heads than tp ranks each rank holds
+// wk and wv whole (KvHeadsReplicated) and their gradients are summed over
+// the TP group after each block's backward.
 // Pipeline parallelism drives chunks one micro-batch at a time through
 // ForwardChunk/BackwardChunk; each chunk keeps activations for `slots`
 // micro-batches in flight (the schedule's peak).
@@ -97,7 +106,9 @@ class GPT {
 
   // GPT-2 initialisation (as nanoGPT): N(0, 0.02) for weights and embeddings,
   // residual projections N(0, 0.02/sqrt(2 n_layer)), biases 0, norms 1; the
-  // padding rows of the embedding are 0. Each tensor is drawn whole from a
+  // padding rows of the embedding are 0. Llama blocks the same way (wo and w2
+  // are the residual projections; an untied output.weight is a weight, its
+  // padding rows 0). Each tensor is drawn whole from a
   // stream of (seed, its index in the full layout) and this rank keeps its
   // shard, so every layout starts from the same model.
   void InitWeights(uint64_t seed);
@@ -167,6 +178,17 @@ class GPT {
   struct LayerOffsets {
     int64_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
   };
+  static LayerOffsets OffsetsOf(const ParamLayout& lay, const ModelSpec& spec, int64_t layer);
+  bool llama() const { return spec_.arch == Arch::kLlama; }
+  // The block's norms (LayerNorm or RMSNorm; mean unused by RMSNorm) and
+  // MLP nonlinearity (GeLU, or SwiGLU over [gate | up]).
+  void NormForward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                   const float* b, int64_t rows) const;
+  void NormBackward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                    const float* w, const float* mean, const float* rstd, int64_t rows) const;
+  // The q,k,v matmul's backward; with replicated key/value weights their
+  // gradient is this rank's part, summed over TP into the kept one.
+  Status QkvBackward(const LayerOffsets& o, const LayerActs& L, int64_t N);
   GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch,
       ActivationRecompute recompute);
   // Points every activation slice into `base` (null: a dry run); returns
@@ -187,8 +209,9 @@ class GPT {
   Status EmbeddingBackward(SlotActs& s, int64_t B, int64_t T);
   Result<float> HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T);
   Status HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t B, int64_t T);
-  const float* P(int64_t offset) const { return params_.f32() + offset; }
-  float* G(int64_t offset) { return grads_.f32() + offset; }
+  // Offset -1 (a tensor the arch has not, e.g. Llama's biases): null.
+  const float* P(int64_t offset) const { return offset < 0 ? nullptr : params_.f32() + offset; }
+  float* G(int64_t offset) { return offset < 0 ? nullptr : grads_.f32() + offset; }
 
   ModelSpec spec_;
   ModelShard shard_;
@@ -197,6 +220,12 @@ class GPT {
   int64_t max_batch_;
   int64_t flat_numel_ = 0;
   int64_t wte_ = -1, wpe_ = -1, lnfw_ = -1, lnfb_ = -1;
+  int64_t head_w_ = -1;  // the logits' weight: wte_ when tied
+  // Per rank: the fused q,k,v width, the MLP's first matmul width (ffn/tp,
+  // or twice that for SwiGLU's [gate | up]) and its output width.
+  int64_t qkv_width_ = 0, fc_width_ = 0, fc_out_width_ = 0;
+  int64_t kv_heads_local_ = 0, q_head0_ = 0;  // grouped-query attention on this rank
+  bool kv_replicated_ = false;
   VocabShard vocab_;                     // this rank's embedding rows
   std::vector<LayerOffsets> layer_off_;  // by global layer; only this rank's are set
   std::vector<Chunk> chunks_;

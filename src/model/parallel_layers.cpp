@@ -13,12 +13,16 @@ namespace {
 void Zero(float* x, int64_t n) { std::memset(x, 0, static_cast<size_t>(n) * sizeof(float)); }
 
 // out = x + y + bias (the row-parallel output plus its bias, added once after
-// the TP sum). out may alias y.
+// the TP sum; bias optional). out may alias y.
 void ResidualBiasAdd(float* out, const float* x, const float* y, const float* bias, int64_t rows,
                      int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t c = 0; c < C; ++c) out[i * C + c] = x[i * C + c] + (y[i * C + c] + bias[c]);
+    if (bias == nullptr) {
+      for (int64_t c = 0; c < C; ++c) out[i * C + c] = x[i * C + c] + y[i * C + c];
+    } else {
+      for (int64_t c = 0; c < C; ++c) out[i * C + c] = x[i * C + c] + (y[i * C + c] + bias[c]);
+    }
   }
 }
 
@@ -96,7 +100,7 @@ Status TensorParallel::RowLinearBackward(float* dx, float* dw, float* db, const 
   const float* dy = dres;
   if (sp_) {
     ST_RETURN_IF_ERROR(GatherRows(dres, dres_full, N, C));
-    AddColumnSums(db, dres, ResidualRows(N), C);
+    if (db != nullptr) AddColumnSums(db, dres, ResidualRows(N), C);
     dy = dres_full;
   }
   Zero(dx, N * in_local);
@@ -116,7 +120,7 @@ Status TensorParallel::VocabEmbeddingForward(float* out, float* partial, const i
   float* dst = sp_ ? partial : out;
   cpu::EmbeddingShardForward(dst, tokens, wte_shard, vocab.begin, vocab.rows, N, C);
   ST_RETURN_IF_ERROR(ReduceRows(dst, out, N, C));
-  cpu::PositionForward(out, wpe, FirstResidualRow(N), ResidualRows(N), T, C);
+  if (wpe != nullptr) cpu::PositionForward(out, wpe, FirstResidualRow(N), ResidualRows(N), T, C);
   return Status::Ok();
 }
 
@@ -135,7 +139,7 @@ Status TensorParallel::VocabEmbeddingBackward(float* dwte_shard, float* dwpe, co
     d = dres_full;
   }
   cpu::EmbeddingShardBackward(dwte_shard, d, tokens, vocab.begin, vocab.rows, N, C);
-  cpu::PositionBackward(dwpe, d, 0, N, T, C);
+  if (dwpe != nullptr) cpu::PositionBackward(dwpe, d, 0, N, T, C);
   return Status::Ok();
 }
 
@@ -182,7 +186,7 @@ ReplicatedGrads::ReplicatedGrads(TensorParallel* tp, float* scratch, int64_t max
 }
 
 float* ReplicatedGrads::Target(float* grad) {
-  if (!tp_->sp()) return grad;
+  if (!tp_->sp() || grad == nullptr) return grad;
   const int64_t slot = static_cast<int64_t>(grads_.size());
   // A layer has a fixed set of these (6 in a GPT-2 block): more is a bug.
   if (slot >= max_targets_) std::abort();

@@ -84,7 +84,9 @@ class TensorParallel {
                            int64_t out_dim);
 
   // Vocab-parallel token embedding plus positions: out (this rank's residual
-  // rows) = wte[token] + wpe[position]. This rank looks up the tokens it
+  // rows) = wte[token] + wpe[position] (wpe null: no position table, as
+  // Llama; dwpe null in backward likewise). Biases of the linear layers
+  // may be null too (Llama has none). This rank looks up the tokens it
   // holds; the TP sum completes the lookup. `partial`: N x C scratch.
   Status VocabEmbeddingForward(float* out, float* partial, const int32_t* tokens,
                                const float* wte_shard, const float* wpe, const VocabShard& vocab,

@@ -217,14 +217,22 @@ Status CheckModelShard(const ModelSpec& spec, const ModelShard& sh) {
   if (sh.tp < 1 || sh.pp < 1 || sh.vpp < 1) {
     return InvalidArgument("parallel.tp, pp and vpp must be >= 1");
   }
-  if (spec.n_head % sh.tp != 0 || spec.n_kv_head % sh.tp != 0) {
+  if (spec.n_head % sh.tp != 0) {
     return InvalidArgument("parallel.tp = " + std::to_string(sh.tp) + " does not divide model.n_head = " +
                            std::to_string(spec.n_head) + " (tensor parallelism splits the heads); use tp in {" +
-                           Divisors(std::gcd(spec.n_head, spec.n_kv_head)) + "}");
+                           Divisors(spec.n_head) + "}");
+  }
+  if (spec.n_kv_head % sh.tp != 0 && sh.tp % spec.n_kv_head != 0) {
+    return InvalidArgument("parallel.tp = " + std::to_string(sh.tp) + " and model.n_kv_head = " +
+                           std::to_string(spec.n_kv_head) +
+                           ": tensor parallelism splits the key/value heads when tp divides n_kv_head, and "
+                           "replicates them when n_kv_head divides tp; neither holds. Use tp in {" +
+                           Divisors(spec.n_kv_head) + "} or a multiple of n_kv_head dividing n_head");
   }
   if (spec.ffn_hidden % sh.tp != 0) {
     return InvalidArgument("parallel.tp = " + std::to_string(sh.tp) + " does not divide the MLP width " +
-                           std::to_string(spec.ffn_hidden));
+                           std::to_string(spec.ffn_hidden) +
+                           " (model.ffn_hidden); pick ffn_hidden divisible by tp or another tp");
   }
   if (spec.padded_vocab_size % sh.tp != 0) {
     return InvalidArgument("the padded vocabulary (" + std::to_string(spec.padded_vocab_size) +
@@ -246,6 +254,20 @@ Status CheckModelShard(const ModelSpec& spec, const ModelShard& sh) {
   return Status::Ok();
 }
 
+bool KvHeadsReplicated(const ModelSpec& spec, int64_t tp) {
+  return spec.arch == Arch::kLlama && tp > 1 && spec.n_kv_head % tp != 0;
+}
+
+int64_t LocalKvHeads(const ModelSpec& spec, int64_t tp) {
+  return KvHeadsReplicated(spec, tp) ? spec.n_kv_head : spec.n_kv_head / std::max<int64_t>(tp, 1);
+}
+
+namespace {
+bool IsKvWeight(const std::string& name) {
+  return name.find("attention.wk.") != std::string::npos || name.find("attention.wv.") != std::string::npos;
+}
+}  // namespace
+
 ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
   const ParamLayout global = BuildParamLayout(spec, 1);
   const int64_t L = spec.n_layer;
@@ -261,7 +283,10 @@ ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
     e.tp_rank = sh.tp_rank;
     e.tied_copy = tied_copy;
     e.unique = !tied_copy;
-    switch (g.tp_split) {
+    const TpSplit split =
+        KvHeadsReplicated(spec, sh.tp) && IsKvWeight(g.name) ? TpSplit::kReplicated : g.tp_split;
+    e.tp_split = split;
+    switch (split) {
       case TpSplit::kReplicated:
         e.shard_dim = -1;
         e.unique = e.unique && sh.tp_rank == 0;

@@ -117,6 +117,19 @@ std::vector<int64_t> VirtualStageOfLayers(const ModelSpec& spec, int64_t pp, int
 // n_layer. Errors name the setting and valid values.
 Status CheckModelShard(const ModelSpec& spec, const ModelShard& shard);
 
+// Llama's key/value heads under tensor parallelism: split over the TP ranks
+// when tp divides n_kv_head; otherwise (n_kv_head < tp, dividing it) every
+// TP rank holds all of them whole (wk, wv replicated; their gradients are
+// summed over the TP group). LocalKvHeads: the key/value heads a rank holds.
+bool KvHeadsReplicated(const ModelSpec& spec, int64_t tp);
+int64_t LocalKvHeads(const ModelSpec& spec, int64_t tp);
+// The key/value width a TP rank computes, times tp: n_kv_head x head_dim when
+// split, tp x that when replicated (what per-rank cost formulas divide by tp).
+inline int64_t KvWidthTimesTp(const ModelSpec& spec, int64_t tp) {
+  const int64_t width = spec.n_kv_head * spec.head_dim();
+  return KvHeadsReplicated(spec, tp) ? width * tp : width;
+}
+
 // The parameters one rank holds, in its own flat buffer: the entries of the
 // layers its chunks run (chunk by chunk), the embedding on virtual stage 0,
 // the final norm on the last; each shaped as its TP shard (column: rows of

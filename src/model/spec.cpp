@@ -49,6 +49,13 @@ Status ValidateModelSpec(const ModelSpec& s) {
     return InvalidArgument("model n_head (" + std::to_string(s.n_head) + ") is not divisible by n_kv_head (" +
                            std::to_string(s.n_kv_head) + "); pick n_kv_head dividing n_head");
   }
+  if (s.arch == Arch::kLlama && s.head_dim() % 2 != 0) {
+    return InvalidArgument("model head dimension n_embd / n_head = " + std::to_string(s.head_dim()) +
+                           " is odd; rotary embeddings (llama) rotate channel pairs: pick an even one");
+  }
+  if (!(s.rope_theta > 0.0) || !(s.norm_eps > 0.0)) {
+    return InvalidArgument("model rope_theta and norm_eps must be > 0");
+  }
   if (s.padded_vocab_size < s.vocab_size) {
     return InvalidArgument("padded_vocab_size must be >= vocab_size");
   }
@@ -57,13 +64,19 @@ Status ValidateModelSpec(const ModelSpec& s) {
 
 Result<ModelSpec> ModelSpecFromConfig(const ModelConfig& cfg, int64_t data_vocab_size, int64_t vocab_multiple) {
   ModelSpec s;
-  s.name = "gpt2-custom";
-  s.arch = Arch::kGPT2;
+  ST_ASSIGN_OR_RETURN(s.arch, ArchFromName(cfg.arch));
+  const bool llama = s.arch == Arch::kLlama;
+  s.name = llama ? "llama-custom" : "gpt2-custom";
   s.n_layer = cfg.n_layer;
   s.n_head = cfg.n_head;
-  s.n_kv_head = cfg.n_head;
+  s.n_kv_head = cfg.n_kv_head > 0 ? cfg.n_kv_head : cfg.n_head;
   s.n_embd = cfg.n_embd;
-  s.ffn_hidden = 4 * cfg.n_embd;
+  s.ffn_hidden = cfg.ffn_hidden > 0 ? cfg.ffn_hidden
+                 : llama            ? RoundUp(8 * cfg.n_embd / 3, 8)
+                                    : 4 * cfg.n_embd;
+  s.tied_given = cfg.tied_embeddings;
+  s.rope_theta = cfg.rope_theta;
+  s.norm_eps = cfg.norm_eps;
   s.block_size = cfg.block_size;
   if (cfg.vocab_size != 0 && cfg.vocab_size < data_vocab_size) {
     return InvalidArgument("model.vocab_size (" + std::to_string(cfg.vocab_size) +

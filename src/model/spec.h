@@ -35,9 +35,11 @@ struct ModelSpec {
   int64_t padded_vocab_size = 0;  // rows of the embedding (>= vocab_size)
   // Set where a model file or a validation row states them; otherwise the
   // arch's: GPT-2 GeLU with the head tied to the embedding, Llama SwiGLU
-  // with an untied head. (The trainer runs GPT-2's only.)
+  // with an untied head. (The trainer runs GPT-2 with GeLU and a tied head, and Llama with SwiGLU.)
   std::optional<Activation> activation_given;
   std::optional<bool> tied_given;
+  double rope_theta = 10000.0;  // llama: rotary base
+  double norm_eps = 1e-5;       // llama: RMSNorm epsilon (GPT-2's LayerNorm: 1e-5)
 
   int64_t head_dim() const { return n_embd / n_head; }
   Activation activation() const {
@@ -63,7 +65,7 @@ inline int64_t PaddedVocabSize(int64_t vocab_size, int64_t multiple, int64_t tp)
   return RoundUp(vocab_size, std::max<int64_t>(1, multiple) * std::max<int64_t>(1, tp));
 }
 
-// A GPT-2 style spec from the [model] config section. `data_vocab_size` is
+// The spec of the [model] config section (arch gpt2 or llama). `data_vocab_size` is
 // the vocabulary of the data; the config's vocab_size (if non-zero) must be
 // at least that. The embedding is padded to a multiple of `vocab_multiple`.
 Result<ModelSpec> ModelSpecFromConfig(const ModelConfig& cfg, int64_t data_vocab_size,

@@ -212,8 +212,10 @@ void PipelineExecutor::Send(const float* src, const PipeAction& a) {
 
 Status PipelineExecutor::SumTiedEmbeddingGrads() {
   const int64_t pp = schedule_.pp;
-  if (pp == 1 || (stage_ != 0 && stage_ != pp - 1)) return Status::Ok();
-  const ParamEntry* e = model_->layout().Find("transformer.wte.weight");
+  const ModelSpec& spec = model_->spec();
+  if (pp == 1 || (stage_ != 0 && stage_ != pp - 1) || !spec.tied_embeddings()) return Status::Ok();
+  const ParamEntry* e = model_->layout().Find(spec.arch == Arch::kLlama ? "tok_embeddings.weight"
+                                                                         : "transformer.wte.weight");
   if (e == nullptr) return Internal("pipeline: the first or last stage has no embedding");
   const int peer = static_cast<int>(stage_ == 0 ? pp - 1 : 0);
   const int tag =

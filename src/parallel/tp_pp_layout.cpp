@@ -27,7 +27,11 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
     }
     if (e.layer > kEmbeddingLayer && e.layer < HeadLayer(spec.n_layer)) {
       blocks.insert(e.layer);
-      if (e.tp_split == TpSplit::kReplicated) r.block_replicated_numel += e.numel;
+      const bool kv = e.name.find("attention.wk.") != std::string::npos ||
+                      e.name.find("attention.wv.") != std::string::npos;
+      if (e.tp_split == TpSplit::kReplicated) {
+        (kv ? r.block_kv_replicated_numel : r.block_replicated_numel) += e.numel;
+      }
     }
   }
   r.layers = static_cast<int64_t>(blocks.size());
@@ -69,6 +73,11 @@ std::vector<StepCollective> TensorParallelStepCollectives(const ModelSpec& spec,
     add("block all-reduce (recomputed forward)", K::kAllreduce, rc * 2 * n * m, act,
         StepPhase::kBackward);
     add("block all-reduce (backward)", K::kAllreduce, 2 * n * m, act, StepPhase::kBackward);
+  }
+  if (n > 0 && rank.block_kv_replicated_numel > 0) {
+    // Replicated key/value weights: one all-reduce per block backward.
+    out.push_back({"block key/value gradient all-reduce", K::kAllreduce, n * m,
+                   m * rank.block_kv_replicated_numel * o.elem_bytes, StepPhase::kBackward});
   }
   if (rank.embedding) {
     add(sp ? "embedding reduce-scatter" : "embedding all-reduce",

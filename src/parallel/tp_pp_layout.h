@@ -39,6 +39,11 @@ struct RankParams {
   // are partial (its rows only) and are all-reduced over TP.
   int64_t block_replicated_numel = 0;
   int64_t head_replicated_numel = 0;
+  // Llama's key/value weights when each TP rank holds them whole (n_kv_head
+  // < tp, KvHeadsReplicated): every backward of a block all-reduces their
+  // gradients over TP, with or without sequence parallelism. Not in
+  // block_replicated_numel.
+  int64_t block_kv_replicated_numel = 0;
 };
 
 // Summarises BuildRankLayout(spec, shard). `numel` leaves out a tied_copy

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "model/param_layout.h"
+
 namespace scaletrain::plan {
 
 namespace {
@@ -54,7 +56,9 @@ LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l) {
   s.ffn_hidden = static_cast<double>(m.ffn_hidden);
   s.heads = static_cast<double>(m.n_head);
   s.head_dim = static_cast<double>(m.head_dim());
-  s.kv_dim = static_cast<double>(m.n_kv_head * m.head_dim());
+  // Key/value width as tp x a rank's: with fewer KV heads than tp each rank
+  // computes all of them (replicated, KvHeadsReplicated), not 1/tp.
+  s.kv_dim = static_cast<double>(KvWidthTimesTp(m, l.tp));
   s.vocab = static_cast<double>(PaddedVocabSize(m.padded_vocab_size, 1, l.tp));
   s.tp = static_cast<double>(l.tp);
   s.sp = l.sp;

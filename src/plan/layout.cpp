@@ -247,17 +247,19 @@ Status CheckGpuCount(int64_t n, const Layout& l) {
 
 // Tensor parallelism splits heads, KV heads, the MLP width and the
 // vocabulary. The vocabulary is padded to a multiple of tp (as Megatron-LM
-// does), so it never rules a tp out.
+// does), so it never rules a tp out. KV heads fewer than tp are replicated
+// on every TP rank when they divide tp (as the trainer does: KvHeadsReplicated).
 Status CheckTpDividesModel(const ModelSpec& m, const Layout& l) {
-  if (m.n_head % l.tp == 0 && m.n_kv_head % l.tp == 0 && m.ffn_hidden % l.tp == 0) {
+  auto kv_ok = [&](int64_t t) { return m.n_kv_head % t == 0 || t % m.n_kv_head == 0; };
+  if (m.n_head % l.tp == 0 && kv_ok(l.tp) && m.ffn_hidden % l.tp == 0) {
     return Status::Ok();
   }
   std::vector<int64_t> tp_ok;
   for (int64_t t : Divisors(m.n_head)) {
-    if (m.n_kv_head % t == 0 && m.ffn_hidden % t == 0) tp_ok.push_back(t);
+    if (kv_ok(t) && m.ffn_hidden % t == 0) tp_ok.push_back(t);
   }
   std::string why = m.n_head % l.tp      ? "heads (" + Str(m.n_head) + ")"
-                    : m.n_kv_head % l.tp ? "KV heads (" + Str(m.n_kv_head) + ")"
+                    : !kv_ok(l.tp)       ? "KV heads (" + Str(m.n_kv_head) + ", nor do they divide it)"
                                          : "the MLP width (" + Str(m.ffn_hidden) + ")";
   return InvalidArgument("tp=" + Str(l.tp) + " does not divide " + why + " of " + m.name +
                          "; nearest valid tp: " + Nearest(l.tp, tp_ok));

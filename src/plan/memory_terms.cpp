@@ -31,7 +31,7 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
                             Recompute rc, const Software& sw) {
   const double s = m.block_size, b = micro_batch, h = m.n_embd, F = m.ffn_hidden, a = m.n_head,
                t = tp;
-  const double kvd = static_cast<double>(m.n_kv_head * m.head_dim());
+  const double kvd = static_cast<double>(KvWidthTimesTp(m, tp));  // replicated KV heads: tp x theirs
   // Parts outside the tensor-parallel region (norm inputs/outputs, dropout
   // masks on the residual stream) are whole on every TP rank unless the
   // sequence is split across them (SP).
@@ -111,21 +111,23 @@ namespace {
 // each slice is rounded up to 16 floats (FloatArena).
 struct TrainerSlices {
   int64_t N, Nr, C, Cl, Fl, att, Vl;
-  bool sp;
+  int64_t qkv = 0, fc = 0;  // fused q,k,v width; the MLP's first matmul width (SwiGLU: 2 Fl)
+  int64_t kv_saved = 0;     // replicated key/value weights' kept gradient (Llama, n_kv_head < tp)
+  bool sp, mean = true;     // RMSNorm (Llama) keeps no mean
   static int64_t R(int64_t n) { return (n + 15) / 16 * 16; }
   // One block's full set (TakeLayerActs), with or without its own
   // attention probabilities.
   int64_t Layer(bool own_att) const {
-    const int64_t norm = R(Nr * C) + 2 * R(Nr) + (sp ? R(N * C) : 0);  // out, mean, rstd, gathered
-    return 2 * norm + R(N * 3 * Cl) + R(N * Cl) + (own_att ? R(att) : 0) + 2 * R(Nr * C) +
-           2 * R(N * Fl);
+    const int64_t norm = R(Nr * C) + (mean ? 2 : 1) * R(Nr) + (sp ? R(N * C) : 0);  // out, mean, rstd, gathered
+    return 2 * norm + R(N * qkv) + R(N * Cl) + (own_att ? R(att) : 0) + 2 * R(Nr * C) +
+           R(N * fc) + R(N * Fl);
   }
   int64_t Scratch(bool shared_att) const {  // TakeScratch
-    return R(N * C) + R(Nr * C) + (sp ? R(N * C) + R(Nr * C) : 0) + R(N * C) + R(N * 3 * Cl) +
-           R(N * Cl) + R(att) + 2 * R(N * Fl) + (shared_att ? R(att) : 0);
+    return R(N * C) + R(Nr * C) + (sp ? R(N * C) + R(Nr * C) : 0) + R(N * C) + R(N * qkv) +
+           R(N * Cl) + R(att) + R(N * fc) + R(N * Fl) + (shared_att ? R(att) : 0);
   }
   int64_t Head() const {
-    return R(Nr * C) + 2 * R(Nr) + (sp ? R(N * C) : 0) + 2 * R(N * Vl) + R(N) + R(3 * N);
+    return R(Nr * C) + (mean ? 2 : 1) * R(Nr) + (sp ? R(N * C) : 0) + 2 * R(N * Vl) + R(N) + R(3 * N);
   }
 };
 
@@ -143,10 +145,17 @@ int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
   z.Fl = m.ffn_hidden / l.tp;
   z.att = l.micro_batch * (m.n_head / l.tp) * m.block_size * m.block_size;
   z.Vl = m.padded_vocab_size / l.tp;
+  const bool llama = m.arch == Arch::kLlama;
+  const int64_t kv_width = (llama ? LocalKvHeads(m, l.tp) : m.n_head / l.tp) * m.head_dim();
+  z.qkv = z.Cl + 2 * kv_width;
+  z.fc = llama ? 2 * z.Fl : z.Fl;
+  z.mean = !llama;
+  z.kv_saved = KvHeadsReplicated(m, l.tp) ? TrainerSlices::R(2 * kv_width * z.C) : 0;
   const bool full = l.recompute == Recompute::kFull;
   const bool selective = l.recompute == Recompute::kSelective;
   // The 6 x C partial sums of ReplicatedGrads sit at the scratch's end.
-  int64_t floats = z.Scratch(selective) + TrainerSlices::R(6 * z.C) + (full ? z.Layer(true) : 0);
+  int64_t floats = z.Scratch(selective) + TrainerSlices::R(6 * z.C) + z.kv_saved +
+                   (full ? z.Layer(true) : 0);
   const int64_t per_layer = full ? TrainerSlices::R(z.Nr * z.C) : z.Layer(!selective);
   for (const TrainerChunk& ch : chunks) {
     const int64_t per_slot =

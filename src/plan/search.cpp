@@ -46,7 +46,8 @@ std::vector<int64_t> TpSizes(const CostModel& model, const SearchOptions& opt) {
   std::vector<int64_t> sizes;
   for (int64_t tp : Divisors(opt.num_gpus)) {
     if (opt.tp && tp != *opt.tp) continue;
-    if (M.n_head % tp || M.n_kv_head % tp || M.ffn_hidden % tp) continue;
+    // Fewer KV heads than tp are replicated when they divide it (the trainer's KvHeadsReplicated).
+    if (M.n_head % tp || (M.n_kv_head % tp && tp % M.n_kv_head) || M.ffn_hidden % tp) continue;
     // Beyond one NVLink domain TP traffic would cross the NICs on every
     // layer; no published training run does that, so it is not searched.
     if (!opt.tp && tp > model.cluster().node.gpus_per_node) continue;

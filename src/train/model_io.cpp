@@ -9,12 +9,39 @@
 namespace scaletrain {
 
 nlohmann::json SpecToJson(const ModelSpec& s) {
-  return {{"arch", ArchName(s.arch)},        {"n_layer", s.n_layer},
-          {"n_head", s.n_head},              {"n_kv_head", s.n_kv_head},
-          {"n_embd", s.n_embd},              {"ffn_hidden", s.ffn_hidden},
-          {"block_size", s.block_size},      {"vocab_size", s.vocab_size},
-          {"padded_vocab_size", s.padded_vocab_size}};
+  nlohmann::json j = {{"arch", ArchName(s.arch)},        {"n_layer", s.n_layer},
+                      {"n_head", s.n_head},              {"n_kv_head", s.n_kv_head},
+                      {"n_embd", s.n_embd},              {"ffn_hidden", s.ffn_hidden},
+                      {"block_size", s.block_size},      {"vocab_size", s.vocab_size},
+                      {"padded_vocab_size", s.padded_vocab_size}};
+  if (s.arch == Arch::kLlama) {
+    // GPT-2 manifests stay as they were; Llama's also need these to rebuild the model.
+    j["tied_embeddings"] = s.tied_embeddings();
+    j["rope_theta"] = s.rope_theta;
+    j["norm_eps"] = s.norm_eps;
+  }
+  return j;
 }
+
+namespace {
+
+// Llama's keys (absent from GPT-2 manifests).
+Status ReadLlamaKeys(const nlohmann::json& j, ModelSpec& s) {
+  if (s.arch != Arch::kLlama) return Status::Ok();
+  const nlohmann::json& tied = j.at("tied_embeddings");
+  const nlohmann::json& theta = j.at("rope_theta");
+  const nlohmann::json& eps = j.at("norm_eps");
+  if (!tied.is_boolean() || !theta.is_number() || !eps.is_number()) {
+    return DataLoss("the manifest's Llama model description has a tied_embeddings, rope_theta or "
+                    "norm_eps of the wrong type; the checkpoint is corrupt, use another one");
+  }
+  s.tied_given = tied.get<bool>();
+  s.rope_theta = theta.get<double>();
+  s.norm_eps = eps.get<double>();
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<ModelSpec> SpecFromJson(const nlohmann::json& j) {
   ModelSpec s;
@@ -33,6 +60,7 @@ Result<ModelSpec> SpecFromJson(const nlohmann::json& j) {
       }
       *field = v.get<int64_t>();
     }
+    ST_RETURN_IF_ERROR(ReadLlamaKeys(j, s));
   } catch (const nlohmann::json::exception& e) {
     return DataLoss(std::string("the manifest's model description is incomplete: ") + e.what());
   }

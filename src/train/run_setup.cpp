@@ -136,7 +136,8 @@ Status BuildRankModel(TrainingRun& run) {
                                   ActivationRecomputeOf(tc.recompute)));
   run.dp = std::make_unique<DataParallel>(
       run.model->layout(), g.dp.get(),
-      DataParallelOptions{par.zero, static_cast<int64_t>(par.bucket_mb * 1048576.0), par.pp > 1,
+      DataParallelOptions{par.zero, static_cast<int64_t>(par.bucket_mb * 1048576.0),
+                          par.pp > 1 && run_spec.tied_embeddings(),
                           run.groups->dp_host.get(), run.groups->dp_cross.get(), compression});
   run.optimizer = std::make_unique<AdamW>(&run.model->layout(),
                                           AdamWOptions{tc.beta1, tc.beta2, tc.eps, tc.weight_decay},

@@ -5,7 +5,10 @@
 # interleaved; dp x tp x pp = 2 x 2 x 2 with ZeRO 0, 1, 2; the compressed
 # gradient reductions bf16 and sign (parallel.dp_compress); activation
 # recomputation (training.recompute selective and full over dp, tp, tp + sp,
-# pp 1f1b, gpipe and interleaved, 2 x 2 x 2); a tiny GPT-2, fp32, small
+# pp 1f1b, gpipe and interleaved, 2 x 2 x 2); Llama blocks (grouped-query
+# attention with the key/value heads split over tp or replicated on each TP
+# rank, tied and untied heads, over dp, tp, tp + sp, pp interleaved and
+# 2 x 2 x 2); a tiny GPT-2, fp32, small
 # gradient buckets), the bytes of parameters, gradients, optimizer state and
 # activations per rank that `scaletrain plan --train-config ... --json`
 # predicts for each stage equal the trainer's memory.json (the activations
@@ -36,6 +39,13 @@ gpipe=(--set 'parallel.schedule="gpipe"')
 inter=(--set 'parallel.schedule="interleaved"' --set parallel.vpp=2)
 sel=(--set 'training.recompute="selective"')
 full=(--set 'training.recompute="full"')
+# Llama blocks (4 heads of 8: RoPE needs an even head size; SwiGLU 88 wide),
+# with key/value heads split over tp (n_kv_head 2 at tp 2) or replicated on
+# every TP rank (n_kv_head 2 at tp 4, 1 at tp 2), tied and untied heads.
+llama=(--set 'model.arch="llama"' --set model.n_head=4 --set model.n_embd=32)
+kv2=(--set model.n_kv_head=2)
+kv1=(--set model.n_kv_head=1)
+untied=(--set model.tied_embeddings=false)
 
 # "dp tp pp zero micro-batches-per-step [extra config ...]". Two or four
 # micro-batches of 2 sequences per DP rank: ZeRO-2 reduces after each, at
@@ -54,7 +64,11 @@ cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "
   "2 1 1 1 2 ${sel[*]}" "2 1 1 2 2 ${full[*]}" "1 2 1 0 2 ${sel[*]}" "1 2 1 0 2 ${full[*]}"
   "1 2 1 0 2 ${sp[*]} ${sel[*]}" "1 2 1 0 2 ${sp[*]} ${full[*]}" "1 1 2 0 4 ${l4[*]} ${sel[*]}"
   "1 1 2 0 4 ${gpipe[*]} ${full[*]}" "1 1 2 0 4 ${l4[*]} ${inter[*]} ${full[*]}"
-  "1 1 2 0 4 ${l4[*]} ${inter[*]} ${sel[*]}" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${inter[*]} ${full[*]}")
+  "1 1 2 0 4 ${l4[*]} ${inter[*]} ${sel[*]}" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${inter[*]} ${full[*]}"
+  "1 1 1 0 2 ${llama[*]} ${kv2[*]} ${untied[*]}" "2 2 1 1 2 ${llama[*]} ${kv2[*]} ${untied[*]}"
+  "1 4 1 0 2 ${llama[*]} ${kv2[*]} ${sp[*]}" "1 4 1 0 2 ${llama[*]} ${kv2[*]} ${untied[*]} ${sel[*]}"
+  "2 2 1 2 2 ${llama[*]} ${kv1[*]} ${sp[*]} ${full[*]}" "1 1 2 0 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]} ${inter[*]}"
+  "2 2 2 1 2 ${llama[*]} ${kv1[*]} ${sp[*]} ${untied[*]}" "2 2 2 0 2 ${llama[*]} ${kv2[*]} ${full[*]}")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"
@@ -130,8 +144,12 @@ if dp > 1 and want["dp"]["calls"] < 3:
     bad.append(f"only {want['dp']['calls']} DP calls: the buckets are not exercised")
 if tp > 1 and sp != any("norm/bias" in c["what"] for c in want["tp"]["collectives"]):
     bad.append("SP's norm/bias gradient all-reduce missing (or present without SP)")
-if pp > 1 and not any(c["op"] == "send" and "tied" in c["what"] for c in want["pp"]["collectives"]):
-    bad.append("stage 0 does not exchange the tied embedding")
+untied = "tied_embeddings=false" in sys.argv[6]
+if pp > 1 and untied == any(c["op"] == "send" and "tied" in c["what"] for c in want["pp"]["collectives"]):
+    bad.append("stage 0 does not exchange the tied embedding (or exchanges an untied one)")
+replicated_kv = "model.n_kv_head=1" in sys.argv[6] or ("model.n_kv_head=2" in sys.argv[6] and tp == 4)
+if tp > 1 and replicated_kv != any("key/value" in c["what"] for c in want["tp"]["collectives"]):
+    bad.append("the replicated key/value gradient all-reduce missing (or present with split heads)")
 print("; ".join(bad) if bad else
       f"params/grads/optimizer/activations {mem['params_bytes']}/{mem['grads_bytes']}/{mem['optimizer_bytes']}/"
       f"{mem['activations_bytes']} B; per step "

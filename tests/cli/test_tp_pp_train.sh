@@ -6,6 +6,7 @@
 # single-rank loss at every step (and the same validation losses) within
 # 1e-5 relative. Checkpoints written at one layout resume at another.
 # Bad layouts end with one clear error.
+# Llama blocks: the same comparisons in test_llama_train.sh.
 # Usage: test_tp_pp_train.sh PATH/TO/scaletrain REPO_ROOT
 . "$(dirname "$0")/lib.sh"
 st_cli_init "$@"

@@ -2,7 +2,9 @@
 // under mpirun with the world as the TP group (tp = 2 or 4), with and
 // without sequence parallelism: each layer's forward and backward on the
 // ranks' shards, put together, equal the unsharded layer (the same code at
-// tp = 1 on whole tensors) within 1e-6 of the largest value.
+// tp = 1 on whole tensors) within 1e-6 of the largest value. And whole
+// Llama models (grouped-query, key/value heads split or replicated) against
+// their shards: loss and every gradient.
 //
 //   mpirun -np 2|4 tp_layers_test
 #include <gtest/gtest.h>
@@ -13,6 +15,8 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "model/gpt.h"
+#include "model/param_layout.h"
 #include "model/parallel_layers.h"
 #include "parallel/process_groups.h"
 
@@ -237,6 +241,46 @@ TEST_P(TpLayers, ComparisonDetectsAWrongShard) {
                                         ws.data(), nullptr, N, in, ol)
                   .ok());
   EXPECT_GT(RelDiff(ys, Cols(y, out, rank_ * ol, ol)), 1e-3);
+}
+
+// A whole Llama model (GPT at tp = 1) against its TP shards: the loss and
+// every parameter's gradient, the key/value heads split (n_kv_head = tp) or
+// replicated on every rank (n_kv_head 1 or 2 < tp; their gradients summed
+// over TP), with and without sp.
+TEST_P(TpLayers, LlamaShardsEqualTheWholeModel) {
+  for (int64_t kv : {int64_t{1}, int64_t{2}, tp_}) {
+    ModelSpec spec;
+    spec.arch = Arch::kLlama;
+    spec.n_layer = 2; spec.n_head = 4; spec.n_kv_head = kv; spec.n_embd = 32;
+    spec.ffn_hidden = 8 * tp_; spec.block_size = T; spec.vocab_size = 29;
+    spec.padded_vocab_size = 32;
+    spec.tied_given = kv != 2;  // untied head too
+    std::vector<int32_t> tokens(N), targets(N);
+    for (int64_t i = 0; i < N; ++i) {
+      tokens[i] = static_cast<int32_t>((i * 7 + 3) % spec.vocab_size);
+      targets[i] = static_cast<int32_t>((i * 5 + 1) % spec.vocab_size);
+    }
+    auto whole = GPT::Create(spec, B);
+    ASSERT_TRUE(whole.ok()) << whole.status().message();
+    (*whole)->InitWeights(5);
+    const float want_loss = (*whole)->Forward(tokens.data(), targets.data(), B, T);
+    (*whole)->Backward(1.0f);
+    auto shard = GPT::CreateShard(spec, ModelShard{tp_, rank_, 1, 0, 1, sp_}, g_groups->tp.get(), B, 1);
+    ASSERT_TRUE(shard.ok()) << shard.status().message();
+    GPT& m = **shard;
+    m.InitWeights(5);
+    auto loss = m.ForwardChunk(0, 0, tokens.data(), targets.data(), nullptr, B, T);
+    ASSERT_TRUE(loss.ok()) << loss.status().message();
+    ASSERT_TRUE(m.BackwardChunk(0, 0, nullptr, 1.0f).ok());
+    EXPECT_NEAR(*loss, want_loss, 1e-5 * std::fabs(want_loss)) << "n_kv_head " << kv;
+    const ParamLayout full = BuildParamLayout(spec, 1);
+    for (const ParamEntry& e : m.layout().entries) {
+      Vec want(static_cast<size_t>(e.numel));
+      ExtractShard(e, (*whole)->grads() + full.Find(e.name)->offset, want.data());
+      const Vec got(m.grads() + e.offset, m.grads() + e.offset + e.numel);
+      EXPECT_LT(RelDiff(got, want), 1e-5) << e.name << " n_kv_head " << kv;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(SequenceParallel, TpLayers, ::testing::Values(false, true),

@@ -14,6 +14,15 @@ The token embedding may have more rows (padded_vocab_size) than the
 vocabulary (vocab_size): the lm head then yields padded_vocab_size logits per
 position, and the loss is taken over the first vocab_size columns only.
 
+Llama blocks (arch "llama", class Llama below) are written from Meta's Llama
+description the same way: RMSNorm (weight only, eps norm_eps), rotary position
+embeddings on q and k in the Hugging Face arrangement (rotate_half over the
+two halves of each head, inv_freq = theta^(-2i/head_dim)), grouped-query
+attention (n_kv_head key/value heads, each serving n_head / n_kv_head query
+heads), a SwiGLU MLP of width ffn_hidden (w2(silu(w1 x) * w3 x)), no biases,
+no position table, and an output head tied to tok_embeddings.weight or its own
+output.weight. Parameter names are Meta's (layers.0.attention.wq.weight, ...).
+
 Only json + numpy + torch are used (the `safetensors` package is not needed).
 """
 
@@ -75,7 +84,15 @@ def read_safetensors(path):
 # The model.
 
 class GPTConfig:
-    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab_size=None):
+    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab_size=None,
+                 arch="gpt2", n_kv_head=None, ffn_hidden=None, rope_theta=10000.0,
+                 norm_eps=1e-5, tied_embeddings=True):
+        self.arch = arch
+        self.n_kv_head = int(n_kv_head or n_head)
+        self.ffn_hidden = int(ffn_hidden or 4 * int(n_embd))
+        self.rope_theta = float(rope_theta)
+        self.norm_eps = float(norm_eps)
+        self.tied_embeddings = bool(tied_embeddings)
         self.n_layer = int(n_layer)
         self.n_head = int(n_head)
         self.n_embd = int(n_embd)
@@ -93,7 +110,13 @@ class GPTConfig:
         missing = [k for k in keys if k not in meta]
         if missing:
             raise ValueError(f"metadata lacks {missing}")
-        return GPTConfig(*(int(meta[k]) for k in keys))
+        cfg = GPTConfig(*(int(meta[k]) for k in keys))
+        if meta.get("arch", "gpt2") == "llama":
+            cfg = GPTConfig(*(int(meta[k]) for k in keys), arch="llama",
+                            n_kv_head=int(meta["n_kv_head"]), ffn_hidden=int(meta["ffn_hidden"]),
+                            rope_theta=float(meta["rope_theta"]), norm_eps=float(meta["norm_eps"]),
+                            tied_embeddings=meta["tied_embeddings"] == "true")
+        return cfg
 
 
 class CausalSelfAttention(nn.Module):
@@ -189,6 +212,104 @@ class GPT(nn.Module):
                 p.copy_(torch.from_numpy(np.asarray(w)).to(p.dtype))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x, theta):
+    """x: [B, heads, T, hs]; position t turns pair i by t * theta^(-2i/hs)."""
+    T, hs = x.shape[-2], x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hs, 2, dtype=x.dtype) / hs))
+    angles = torch.outer(torch.arange(T, dtype=x.dtype), inv_freq)  # [T, hs/2]
+    emb = torch.cat((angles, angles), dim=-1)                       # [T, hs]
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        hs = cfg.n_embd // cfg.n_head
+        self.wq = nn.Linear(cfg.n_embd, cfg.n_head * hs, bias=False)
+        self.wk = nn.Linear(cfg.n_embd, cfg.n_kv_head * hs, bias=False)
+        self.wv = nn.Linear(cfg.n_embd, cfg.n_kv_head * hs, bias=False)
+        self.wo = nn.Linear(cfg.n_head * hs, cfg.n_embd, bias=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        nh, nkv = self.cfg.n_head, self.cfg.n_kv_head
+        hs = C // nh
+        q = self.wq(x).view(B, T, nh, hs).transpose(1, 2)
+        k = self.wk(x).view(B, T, nkv, hs).transpose(1, 2)
+        v = self.wv(x).view(B, T, nkv, hs).transpose(1, 2)
+        q, k = apply_rope(q, self.cfg.rope_theta), apply_rope(k, self.cfg.rope_theta)
+        # Query head h reads key/value head h // (nh / nkv).
+        k = k.repeat_interleave(nh // nkv, dim=1)
+        v = v.repeat_interleave(nh // nkv, dim=1)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+        probs = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        y = torch.matmul(probs, v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.wo(y)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.n_embd, cfg.ffn_hidden, bias=False)  # gate
+        self.w3 = nn.Linear(cfg.n_embd, cfg.ffn_hidden, bias=False)  # up
+        self.w2 = nn.Linear(cfg.ffn_hidden, cfg.n_embd, bias=False)  # down
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.attention_norm = RMSNorm(cfg.n_embd, cfg.norm_eps)
+        self.attention = LlamaAttention(cfg)
+        self.ffn_norm = RMSNorm(cfg.n_embd, cfg.norm_eps)
+        self.feed_forward = FeedForward(cfg)
+
+    def forward(self, x):
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_embeddings = nn.Embedding(cfg.padded_vocab_size, cfg.n_embd)
+        self.layers = nn.ModuleList([LlamaBlock(cfg) for _ in range(cfg.n_layer)])
+        self.norm = RMSNorm(cfg.n_embd, cfg.norm_eps)
+        if not cfg.tied_embeddings:
+            self.output = nn.Linear(cfg.n_embd, cfg.padded_vocab_size, bias=False)
+
+    def logits(self, tokens):
+        x = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        x = self.norm(x)
+        head = self.tok_embeddings.weight if self.cfg.tied_embeddings else self.output.weight
+        return torch.matmul(x, head.t())
+
+    loss = GPT.loss
+    load_weights = GPT.load_weights
+
+
 def reference_forward_backward(model_path, tokens, targets, cfg, dtype=torch.float64):
     """Loads model.safetensors, runs forward and backward on (tokens, targets).
 
@@ -197,7 +318,7 @@ def reference_forward_backward(model_path, tokens, targets, cfg, dtype=torch.flo
     exact than the float32 it checks).
     """
     weights, _ = read_safetensors(model_path)
-    model = GPT(cfg).to(dtype)
+    model = (Llama(cfg) if cfg.arch == "llama" else GPT(cfg)).to(dtype)
     model.load_weights(weights)
     model.zero_grad(set_to_none=True)
     tok = torch.from_numpy(np.asarray(tokens, dtype=np.int64))

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks scaletrain's GPT-2 forward/backward against an independent PyTorch model.
+"""Checks scaletrain's GPT-2 or Llama forward/backward against an independent PyTorch model.
 
 Usage: /usr/bin/python3 tests/reference/torch_reference_check.py DIR [--tol 1e-4]
 
@@ -57,7 +57,7 @@ def group_of(name):
     """A short group name: layer index dropped, so one line covers all layers."""
     if name in ("logits", "loss"):
         return name
-    return re.sub(r"\.h\.\d+\.", ".h.*.", name)
+    return re.sub(r"(\.h|^layers)\.\d+\.", r"\1.*.", name)
 
 
 def main(argv):
@@ -84,7 +84,8 @@ def main(argv):
         return 2
 
     B, T = tokens.shape
-    print(f"config: n_layer={cfg.n_layer} n_head={cfg.n_head} n_embd={cfg.n_embd} "
+    print(f"config: arch={cfg.arch} n_kv_head={cfg.n_kv_head} ffn_hidden={cfg.ffn_hidden} "
+          f"tied={cfg.tied_embeddings} n_layer={cfg.n_layer} n_head={cfg.n_head} n_embd={cfg.n_embd} "
           f"block_size={cfg.block_size} vocab={cfg.vocab_size} padded={cfg.padded_vocab_size} "
           f"B={B} T={T}; reference float64, tolerance {args.tol:g} "
           f"(max|diff| / max|ref| per tensor)")
@@ -113,7 +114,7 @@ def main(argv):
             check(name, outputs["grad." + name], g)
     # The padding rows of the tied embedding get no gradient (never looked
     # up, their logit columns excluded from the loss): shown on their own.
-    wte = "transformer.wte.weight"
+    wte = "tok_embeddings.weight" if cfg.arch == "llama" else "transformer.wte.weight"
     if cfg.padded_vocab_size > cfg.vocab_size and "grad." + wte in outputs:
         ours_pad = outputs["grad." + wte][cfg.vocab_size:]
         scale = float(np.max(np.abs(ref_grads[wte])))

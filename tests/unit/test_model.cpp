@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "core/rng.h"
 
@@ -73,6 +74,38 @@ TEST(ParamLayout, LlamaCountsWithGqa) {
   EXPECT_EQ(BuildParamLayout(s).total_numel, 8030261248);
 }
 
+// The [model] keys: GPT-2's defaults unchanged; Llama's defaults and keys.
+TEST(SpecFromConfig, Gpt2DefaultsAndLlamaKeys) {
+  ModelConfig c;  // n_embd 128, n_head 4
+  auto g = ModelSpecFromConfig(c, 65);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->arch, Arch::kGPT2);
+  EXPECT_EQ(g->n_kv_head, 4);
+  EXPECT_EQ(g->ffn_hidden, 512);
+  EXPECT_TRUE(g->tied_embeddings());
+  c.arch = "llama";
+  auto l = ModelSpecFromConfig(c, 65);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->arch, Arch::kLlama);
+  EXPECT_EQ(l->n_kv_head, 4);
+  EXPECT_EQ(l->ffn_hidden, 344);  // 8/3 x 128 = 341.3, rounded up to a multiple of 8
+  EXPECT_EQ(l->activation(), Activation::kSwiGLU);
+  EXPECT_TRUE(l->tied_embeddings());
+  c.n_kv_head = 2;
+  c.ffn_hidden = 200;
+  c.rope_theta = 500000.0;
+  c.norm_eps = 1e-6;
+  c.tied_embeddings = false;
+  l = ModelSpecFromConfig(c, 65);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->n_kv_head, 2);
+  EXPECT_EQ(l->ffn_hidden, 200);
+  EXPECT_EQ(l->rope_theta, 500000.0);
+  EXPECT_EQ(l->norm_eps, 1e-6);
+  EXPECT_FALSE(l->tied_embeddings());
+  EXPECT_NE(BuildParamLayout(*l).Find("output.weight"), nullptr);
+}
+
 TEST(Gpt, InitIsDeterministicAndFollowsGpt2Scheme) {
   auto a = GPT::Create(Gpt2(2, 2, 16, 8, 11, 16), 2);
   auto b = GPT::Create(Gpt2(2, 2, 16, 8, 11, 16), 2);
@@ -99,12 +132,16 @@ TEST(Gpt, InitIsDeterministicAndFollowsGpt2Scheme) {
   EXPECT_NEAR(stdev("transformer.h.0.mlp.c_proj.weight"), 0.01, 0.002);
 }
 
-TEST(Gpt, RejectsNonGpt2ArchForTraining) {
+TEST(Gpt, RejectsPlannerOnlyBlocksForTraining) {
+  // Llama blocks train with SwiGLU (their default), not with another MLP.
   ModelSpec s = Gpt2(2, 2, 16, 8, 11, 16);
   s.arch = Arch::kLlama;
+  EXPECT_TRUE(GPT::Create(s, 1).ok());
+  s.activation_given = Activation::kGelu;
   auto m = GPT::Create(s, 1);
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("planner"), std::string::npos);
+  EXPECT_NE(m.status().message().find("llama with activation 'gelu' is for the planner"), std::string::npos)
+      << m.status().message();
   // GPT-2 blocks with another activation, or an untied head: planner only too.
   ModelSpec relu2 = Gpt2(2, 2, 16, 8, 11, 16);
   relu2.activation_given = Activation::kSquaredReLU;
@@ -119,8 +156,7 @@ TEST(Gpt, RejectsNonGpt2ArchForTraining) {
 
 // Two micro-batches of 4 with loss scale 1/2 give the gradient of one batch
 // of 8: the accumulation the trainer relies on.
-TEST(Gpt, MicroBatchAccumulationEqualsFullBatch) {
-  const ModelSpec s = Gpt2(2, 2, 16, 8, 11, 16);
+void ExpectMicroBatchAccumulationEqualsFullBatch(const ModelSpec& s) {
   auto full = GPT::Create(s, 8);
   auto half = GPT::Create(s, 4);
   ASSERT_TRUE(full.ok() && half.ok());
@@ -145,6 +181,17 @@ TEST(Gpt, MicroBatchAccumulationEqualsFullBatch) {
   }
   ASSERT_GT(max_abs, 0);
   EXPECT_LT(max_diff / max_abs, 1e-5);
+}
+
+TEST(Gpt, MicroBatchAccumulationEqualsFullBatch) {
+  ExpectMicroBatchAccumulationEqualsFullBatch(Gpt2(2, 2, 16, 8, 11, 16));
+  // Llama blocks: multi-query attention, SwiGLU, untied head, rotary q/k.
+  ModelSpec llama = Gpt2(2, 2, 16, 8, 11, 16);
+  llama.arch = Arch::kLlama;
+  llama.n_kv_head = 1;
+  llama.ffn_hidden = 24;
+  llama.tied_given = false;
+  ExpectMicroBatchAccumulationEqualsFullBatch(llama);
 }
 
 // The hook fires once per layer, last layer first, and a layer's gradients
@@ -253,6 +300,52 @@ TEST(RankLayout, AttentionShardTakesItsHeadsOfQKAndV) {
   for (int p = 0; p < 3; ++p) {
     for (int i = 0; i < 8; ++i) EXPECT_EQ(shard[p * 8 + i], static_cast<float>(p * 16 + 8 + i));
   }
+}
+
+// Llama: 4 query heads, key/value heads split over tp when tp divides them,
+// whole on every TP rank otherwise (tp 4 with 2 of them; multi-query at tp 2).
+TEST(RankLayout, LlamaKeyValueHeadsSplitOrReplicated) {
+  ModelSpec spec = ShardSpec();
+  spec.arch = Arch::kLlama;
+  spec.n_kv_head = 2;
+  spec.ffn_hidden = 24;
+  const ParamLayout full = BuildParamLayout(spec, 1);
+  for (auto [tp, kv, replicated] : {std::tuple<int64_t, int64_t, bool>{2, 2, false}, {4, 2, true},
+                                    {2, 1, true}, {4, 1, true}, {1, 1, false}}) {
+    spec.n_kv_head = kv;
+    const ParamLayout whole_layout = BuildParamLayout(spec, 1);
+    EXPECT_EQ(KvHeadsReplicated(spec, tp), replicated) << tp << " " << kv;
+    EXPECT_EQ(LocalKvHeads(spec, tp), replicated ? kv : kv / tp);
+    int64_t unique = 0;
+    for (int64_t r = 0; r < tp; ++r) {
+      const ModelShard sh{tp, r, 1, 0, 1, false};
+      ASSERT_TRUE(CheckModelShard(spec, sh).ok()) << CheckModelShard(spec, sh).message();
+      const ParamLayout lay = BuildRankLayout(spec, sh);
+      for (const ParamEntry& e : lay.entries) unique += e.unique ? e.numel : 0;
+      const ParamEntry* wk = lay.Find("layers.0.attention.wk.weight");
+      const ParamEntry* wq = lay.Find("layers.0.attention.wq.weight");
+      ASSERT_NE(wk, nullptr);
+      EXPECT_EQ(wk->shape[0], replicated ? kv * spec.head_dim() : kv * spec.head_dim() / tp);
+      EXPECT_EQ(wk->tp_split, replicated ? TpSplit::kReplicated : TpSplit::kColumn);
+      EXPECT_EQ(wk->unique, !replicated || r == 0);
+      // wq, wk, wv adjacent: the model's fused q,k,v matmul relies on it.
+      EXPECT_EQ(wk->offset, wq->offset + wq->numel);
+      EXPECT_EQ(lay.Find("layers.0.attention.wv.weight")->offset, wk->offset + wk->numel);
+      EXPECT_EQ(lay.Find("layers.0.feed_forward.w3.weight")->offset,
+                lay.Find("layers.0.feed_forward.w1.weight")->offset +
+                    lay.Find("layers.0.feed_forward.w1.weight")->numel);
+    }
+    EXPECT_EQ(unique, whole_layout.total_numel) << "tp " << tp << " kv " << kv;
+  }
+  EXPECT_GT(full.total_numel, 0);
+  // 3 key/value heads at tp 2: tp neither divides them nor is divided by
+  // them; refused, naming n_kv_head.
+  ModelSpec odd = spec;
+  odd.n_head = 6;
+  odd.n_kv_head = 3;
+  odd.n_embd = 24;
+  const Status st = CheckModelShard(odd, {2, 0, 1, 0, 1, false});
+  EXPECT_NE(st.message().find("model.n_kv_head = 3"), std::string::npos) << st.message();
 }
 
 TEST(RankLayout, BadLayoutsNameTheFix) {

@@ -1,4 +1,4 @@
-// The whole GPT-2 model against an independent reference: PyTorch (float64)
+// The whole GPT-2 and Llama models against an independent reference: PyTorch (float64)
 // loads the weights from our model.safetensors and recomputes the logits, the
 // loss and every parameter's gradient; each must match ours within 1e-4
 // relative (tests/reference/README.md says how the error is measured). A
@@ -107,6 +107,21 @@ ModelSpec SmallSpec() {
   return s;
 }
 
+// The Llama variant: grouped-query attention (n_kv_head 2 of 4 heads, or 1:
+// multi-query), a SwiGLU width that is no multiple of n_embd, a rotary base
+// and norm epsilon away from the defaults (a wrong theta or eps shows), tied
+// or untied head.
+ModelSpec LlamaSpec(int64_t n_kv_head, bool tied) {
+  ModelSpec s = SmallSpec();
+  s.arch = Arch::kLlama;
+  s.n_kv_head = n_kv_head;
+  s.ffn_hidden = 40;
+  s.rope_theta = 500.0;
+  s.norm_eps = 1e-3;
+  s.tied_given = tied;
+  return s;
+}
+
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -121,17 +136,20 @@ void PerturbWeights(GPT& model, uint64_t seed) {
   float* p = model.params();
   for (const ParamEntry& e : model.layout().entries) {
     float* w = p + e.offset;
-    const bool is_norm = e.name.find(".ln_") != std::string::npos;
+    const bool is_norm = e.name.find(".ln_") != std::string::npos || EndsWith(e.name, "norm.weight");
+    const bool vocab_rows = e.name == "transformer.wte.weight" || e.name == "tok_embeddings.weight" ||
+                            e.name == "output.weight";
     if (EndsWith(e.name, ".bias")) {
       for (int64_t i = 0; i < e.numel; ++i) w[i] = 0.1f * rng.Normal();
     } else if (is_norm) {
       for (int64_t i = 0; i < e.numel; ++i) w[i] = 1.0f + 0.2f * rng.Normal();
-    } else if (EndsWith(e.name, "attn.c_attn.weight")) {
+    } else if (EndsWith(e.name, "attn.c_attn.weight") || EndsWith(e.name, "attention.wq.weight") ||
+               EndsWith(e.name, "attention.wk.weight")) {
       for (int64_t i = 0; i < e.numel; ++i) w[i] *= 12.0f;  // sharper attention
-    } else if (EndsWith(e.name, "mlp.c_fc.weight")) {
-      // GELU inputs of order 1-3, where its tanh form differs from others.
+    } else if (EndsWith(e.name, "mlp.c_fc.weight") || EndsWith(e.name, "feed_forward.w1.weight")) {
+      // GELU / SiLU inputs of order 1-3, where their forms differ from others.
       for (int64_t i = 0; i < e.numel; ++i) w[i] *= 25.0f;
-    } else if (e.name == "transformer.wte.weight") {
+    } else if (vocab_rows) {
       // Rows past vocab_size give logits that the loss must ignore.
       for (int64_t i = s.vocab_size * s.n_embd; i < e.numel; ++i) w[i] = 0.5f * rng.Normal();
     }
@@ -187,6 +205,10 @@ void WriteCase(const fs::path& dir, const GPT& model, const RunOutputs& r) {
       {"n_layer", std::to_string(s.n_layer)},       {"n_head", std::to_string(s.n_head)},
       {"n_embd", std::to_string(s.n_embd)},         {"block_size", std::to_string(s.block_size)},
       {"vocab_size", std::to_string(s.vocab_size)}, {"padded_vocab_size", std::to_string(s.padded_vocab_size)},
+      {"arch", ArchName(s.arch)},                   {"n_kv_head", std::to_string(s.n_kv_head)},
+      {"ffn_hidden", std::to_string(s.ffn_hidden)}, {"rope_theta", std::to_string(s.rope_theta)},
+      {"norm_eps", std::to_string(s.norm_eps)},
+      {"tied_embeddings", s.tied_embeddings() ? "true" : "false"},
   };
   st = WriteSafetensors((dir / "outputs.safetensors").string(), out, meta);
   ASSERT_TRUE(st.ok()) << st.message();
@@ -196,7 +218,11 @@ class ModelReferenceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!TorchAvailable()) GTEST_SKIP() << "PyTorch not installed (apt-get install python3-torch)";
-    auto m = GPT::Create(SmallSpec(), /*max_batch=*/3);
+    UseModel(SmallSpec());
+  }
+
+  void UseModel(const ModelSpec& spec) {
+    auto m = GPT::Create(spec, /*max_batch=*/3);
     ASSERT_TRUE(m.ok()) << m.status().message();
     model_ = std::move(*m);
     model_->InitWeights(/*seed=*/20240611);
@@ -232,6 +258,31 @@ TEST_F(ModelReferenceTest, PerturbedWeightsFullContext) {
 TEST_F(ModelReferenceTest, PerturbedWeightsShortSequence) {
   PerturbWeights(*model_, 8);
   ExpectMatchesReference(2, 7, 3);
+}
+
+// Llama blocks: RMSNorm, rotary q/k, grouped-query attention, SwiGLU, no
+// biases or position table, untied or tied head.
+TEST_F(ModelReferenceTest, LlamaGqaUntiedInitialWeights) {
+  UseModel(LlamaSpec(2, false));
+  ExpectMatchesReference(3, 16, 4);
+}
+
+TEST_F(ModelReferenceTest, LlamaGqaUntiedPerturbedWeights) {
+  UseModel(LlamaSpec(2, false));
+  PerturbWeights(*model_, 9);
+  ExpectMatchesReference(3, 16, 5);
+}
+
+TEST_F(ModelReferenceTest, LlamaMultiQueryTiedShortSequence) {
+  UseModel(LlamaSpec(1, true));
+  PerturbWeights(*model_, 10);
+  ExpectMatchesReference(2, 7, 6);
+}
+
+TEST_F(ModelReferenceTest, LlamaMultiHeadTied) {
+  UseModel(LlamaSpec(4, true));
+  PerturbWeights(*model_, 11);
+  ExpectMatchesReference(2, 16, 7);
 }
 
 // The negative control: the same comparison, with one gradient element of

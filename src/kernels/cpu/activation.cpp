@@ -1,4 +1,4 @@
-// GELU (tanh form) and the residual add.
+// GELU (tanh form), SwiGLU and the residual add.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -49,6 +49,38 @@ void ResidualBackward(float* da, float* db, const float* dout, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     da[i] += dout[i];
     db[i] += dout[i];
+  }
+}
+
+// SwiGLU: h = silu(g) u with silu(g) = g sigmoid(g). d silu / dg =
+// sigmoid(g) (1 + g (1 - sigmoid(g))).
+void SwiGLUForward(float* out, const float* gate_up, int64_t N, int64_t F) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* g = gate_up + i * 2 * F;
+    const float* u = g + F;
+    float* o = out + i * F;
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j) o[j] = g[j] / (1.0f + VecExp(-g[j])) * u[j];
+  }
+}
+
+void SwiGLUBackward(float* dgate_up, const float* gate_up, const float* dout, int64_t N,
+                    int64_t F) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* g = gate_up + i * 2 * F;
+    const float* u = g + F;
+    const float* d = dout + i * F;
+    float* dg = dgate_up + i * 2 * F;
+    float* du = dg + F;
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j) {
+      const float sig = 1.0f / (1.0f + VecExp(-g[j]));
+      const float silu = g[j] * sig;
+      dg[j] += d[j] * u[j] * sig * (1.0f + g[j] * (1.0f - sig));
+      du[j] += d[j] * silu;
+    }
   }
 }
 

@@ -56,101 +56,140 @@ void CausalSoftmaxRow(float* row, int64_t valid, int64_t len, int64_t T) {
   std::fill(row + len, row + T, 0.0f);
 }
 
+// One (batch, query head): rows of q, k, v and out with strides ld, ld, ld
+// and ldo; a the head's T x T probabilities.
+struct HeadView {
+  const float *q, *k, *v;
+  float* o;
+  float* a;
+  int64_t ld, ldo;
+};
+
+void ForwardHead(const HeadView& hv, int64_t T, int64_t hs, float scale) {
+  const int64_t ld = hv.ld;
+  for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
+    const int64_t rows = std::min(kRowBlock, T - i0);
+    const int64_t cols = i0 + rows;  // keys visible to the block's last row
+    float* ablk = hv.a + i0 * T;
+    Sgemm('N', 'T', static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(hs), scale,
+          hv.q + i0 * ld, static_cast<int>(ld), hv.k, static_cast<int>(ld), 0.0f, ablk,
+          static_cast<int>(T));
+    for (int64_t t = i0; t < i0 + rows; ++t) {
+      CausalSoftmaxRow(hv.a + t * T, t + 1, PaddedLength(t + 1, cols), T);
+    }
+    // Masked entries inside the block are now 0, so the product over the
+    // block's full key range equals the causal one.
+    Sgemm('N', 'N', static_cast<int>(rows), static_cast<int>(hs), static_cast<int>(cols), 1.0f,
+          ablk, static_cast<int>(T), hv.v, static_cast<int>(ld), 0.0f, hv.o + i0 * hv.ldo,
+          static_cast<int>(hv.ldo));
+  }
+}
+
+// One (batch, query head) of the backward: dq += ..., dk/dv (the head's
+// key/value head) += .... hv.o is dout here; da the T x T scratch.
+void BackwardHead(const HeadView& hv, float* da, float* dq, float* dk, float* dv, int64_t T,
+                  int64_t hs, float scale) {
+  const int ild = static_cast<int>(hv.ld), iT = static_cast<int>(T),
+            ildo = static_cast<int>(hv.ldo), ihs = static_cast<int>(hs);
+  const float* dout_bh = hv.o;
+  const float* a = hv.a;
+  // Row blocks: dP = dout V^T, then dS = scale * P (dP - rowsum(P dP)),
+  // written over dP, then dq += dS K.
+  for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
+    const int64_t rows = std::min(kRowBlock, T - i0);
+    const int64_t cols = i0 + rows;
+    float* dablk = da + i0 * T;
+    Sgemm('N', 'T', static_cast<int>(rows), static_cast<int>(cols), ihs, 1.0f,
+          dout_bh + i0 * hv.ldo, ildo, hv.v, ild, 0.0f, dablk, iT);
+    for (int64_t t = i0; t < i0 + rows; ++t) {
+      const float* p = a + t * T;
+      float* d = da + t * T;
+      // P is 0 above the diagonal, so running the loops past t (up to a
+      // whole vector) adds nothing to the dot product and writes the
+      // 0 that the block products below must read there.
+      const int64_t len = PaddedLength(t + 1, cols);
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t j = 0; j < len; ++j) dot += p[j] * d[j];
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) d[j] = scale * p[j] * (d[j] - dot);
+      std::fill(d + len, d + cols, 0.0f);
+    }
+    Sgemm('N', 'N', static_cast<int>(rows), ihs, static_cast<int>(cols), 1.0f, dablk, iT, hv.k,
+          ild, 1.0f, dq + i0 * hv.ld, ild);
+  }
+  // Column blocks: key/value block j0 is seen only by queries t >= j0, so
+  // dv[j0..] += P[j0:, blk]^T dout[j0:] and dk[j0..] += dS[j0:, blk]^T q[j0:].
+  // The upper-triangle entries these blocks touch are 0 in P (forward) and
+  // dS (zeroed above).
+  for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
+    const int64_t width = std::min(kRowBlock, T - j0);
+    const int depth = static_cast<int>(T - j0);
+    Sgemm('T', 'N', static_cast<int>(width), ihs, depth, 1.0f, a + j0 * T + j0, iT,
+          dout_bh + j0 * hv.ldo, ildo, 1.0f, dv + j0 * hv.ld, ild);
+    Sgemm('T', 'N', static_cast<int>(width), ihs, depth, 1.0f, da + j0 * T + j0, iT,
+          hv.q + j0 * hv.ld, ild, 1.0f, dk + j0 * hv.ld, ild);
+  }
+}
+
+// The pointers of (batch b, query head h) into qkv, out (or dout) and att.
+HeadView ViewOf(const float* qkv, const float* out, const float* att, int64_t b, int64_t h,
+                int64_t T, const AttentionHeads& H) {
+  const int64_t C = H.NH * H.hs, kvc = H.NKV * H.hs, ld = C + 2 * kvc;
+  const int64_t kv = (H.h0 + h) / H.group;
+  HeadView hv;
+  hv.ld = ld;
+  hv.ldo = C;
+  hv.q = qkv + b * T * ld + h * H.hs;
+  hv.k = qkv + b * T * ld + C + kv * H.hs;
+  hv.v = hv.k + kvc;
+  hv.o = const_cast<float*>(out) + b * T * C + h * H.hs;
+  hv.a = const_cast<float*>(att) + (b * H.NH + h) * T * T;
+  return hv;
+}
+
 }  // namespace
 
-void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                      int64_t NH) {
-  const int64_t hs = C / NH;
-  const int64_t ld3 = 3 * C;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+void GqaAttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                         const AttentionHeads& heads) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(heads.hs));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < NH; ++h) {
-      const float* q = qkv + b * T * ld3 + h * hs;
-      const float* k = q + C;
-      const float* v = q + 2 * C;
-      float* a = att + (b * NH + h) * T * T;
-      float* o = out + b * T * C + h * hs;
-      for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
-        const int64_t rows = std::min(kRowBlock, T - i0);
-        const int64_t cols = i0 + rows;  // keys visible to the block's last row
-        float* ablk = a + i0 * T;
-        Sgemm('N', 'T', static_cast<int>(rows),
-                    static_cast<int>(cols), static_cast<int>(hs), scale, q + i0 * ld3,
-                    static_cast<int>(ld3), k, static_cast<int>(ld3), 0.0f, ablk,
-                    static_cast<int>(T));
-        for (int64_t t = i0; t < i0 + rows; ++t) {
-          CausalSoftmaxRow(a + t * T, t + 1, PaddedLength(t + 1, cols), T);
-        }
-        // Masked entries inside the block are now 0, so the product over the
-        // block's full key range equals the causal one.
-        Sgemm('N', 'N', static_cast<int>(rows),
-                    static_cast<int>(hs), static_cast<int>(cols), 1.0f, ablk, static_cast<int>(T),
-                    v, static_cast<int>(ld3), 0.0f, o + i0 * C, static_cast<int>(C));
+    for (int64_t h = 0; h < heads.NH; ++h) {
+      ForwardHead(ViewOf(qkv, out, att, b, h, T, heads), T, heads.hs, scale);
+    }
+  }
+}
+
+void GqaAttentionBackward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                          const float* att, int64_t B, int64_t T, const AttentionHeads& heads) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(heads.hs));
+  // Threads take (batch, key/value head) pairs and run that head's query
+  // heads in order: the heads sharing a key/value head add to the same dk,
+  // dv.
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t kv = 0; kv < heads.NKV; ++kv) {
+      for (int64_t h = 0; h < heads.NH; ++h) {
+        if ((heads.h0 + h) / heads.group != kv) continue;
+        const HeadView hv = ViewOf(qkv, dout, att, b, h, T, heads);
+        float* dq = dqkv + (hv.q - qkv);
+        float* dk = dqkv + (hv.k - qkv);
+        float* dv = dqkv + (hv.v - qkv);
+        BackwardHead(hv, datt + (b * heads.NH + h) * T * T, dq, dk, dv, T, heads.hs, scale);
       }
     }
   }
 }
 
+void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+                      int64_t NH) {
+  GqaAttentionForward(out, att, qkv, B, T, AttentionHeads{NH, NH, C / NH, 1, 0});
+}
+
 void AttentionBackward(float* dqkv, float* datt, const float* dout, const float* qkv,
                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = C / NH;
-  const int64_t ld3 = 3 * C;
-  const int ild3 = static_cast<int>(ld3), iT = static_cast<int>(T), iC = static_cast<int>(C),
-            ihs = static_cast<int>(hs);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < NH; ++h) {
-      const float* q = qkv + b * T * ld3 + h * hs;
-      const float* k = q + C;
-      const float* v = q + 2 * C;
-      const float* a = att + (b * NH + h) * T * T;
-      float* da = datt + (b * NH + h) * T * T;
-      const float* dout_bh = dout + b * T * C + h * hs;
-      float* dq = dqkv + b * T * ld3 + h * hs;
-      float* dk = dq + C;
-      float* dv = dq + 2 * C;
-      // Row blocks: dP = dout V^T, then dS = scale * P (dP - rowsum(P dP)),
-      // written over dP, then dq += dS K.
-      for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
-        const int64_t rows = std::min(kRowBlock, T - i0);
-        const int64_t cols = i0 + rows;
-        float* dablk = da + i0 * T;
-        Sgemm('N', 'T', static_cast<int>(rows),
-                    static_cast<int>(cols), ihs, 1.0f, dout_bh + i0 * C, iC, v, ild3, 0.0f, dablk,
-                    iT);
-        for (int64_t t = i0; t < i0 + rows; ++t) {
-          const float* p = a + t * T;
-          float* d = da + t * T;
-          // P is 0 above the diagonal, so running the loops past t (up to a
-          // whole vector) adds nothing to the dot product and writes the
-          // 0 that the block products below must read there.
-          const int64_t len = PaddedLength(t + 1, cols);
-          float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j < len; ++j) dot += p[j] * d[j];
-#pragma omp simd
-          for (int64_t j = 0; j < len; ++j) d[j] = scale * p[j] * (d[j] - dot);
-          std::fill(d + len, d + cols, 0.0f);
-        }
-        Sgemm('N', 'N', static_cast<int>(rows), ihs,
-                    static_cast<int>(cols), 1.0f, dablk, iT, k, ild3, 1.0f, dq + i0 * ld3, ild3);
-      }
-      // Column blocks: key/value block j0 is seen only by queries t >= j0, so
-      // dv[j0..] += P[j0:, blk]^T dout[j0:] and dk[j0..] += dS[j0:, blk]^T q[j0:].
-      // The upper-triangle entries these blocks touch are 0 in P (forward) and
-      // dS (zeroed above).
-      for (int64_t j0 = 0; j0 < T; j0 += kRowBlock) {
-        const int64_t width = std::min(kRowBlock, T - j0);
-        const int depth = static_cast<int>(T - j0);
-        Sgemm('T', 'N', static_cast<int>(width), ihs, depth,
-                    1.0f, a + j0 * T + j0, iT, dout_bh + j0 * C, iC, 1.0f, dv + j0 * ld3, ild3);
-        Sgemm('T', 'N', static_cast<int>(width), ihs, depth,
-                    1.0f, da + j0 * T + j0, iT, q + j0 * ld3, ild3, 1.0f, dk + j0 * ld3, ild3);
-      }
-    }
-  }
+  GqaAttentionBackward(dqkv, datt, dout, qkv, att, B, T, AttentionHeads{NH, NH, C / NH, 1, 0});
 }
 
 }  // namespace scaletrain::cpu

@@ -12,6 +12,10 @@ void EncoderForward(float* out, const int32_t* tokens, const float* wte, const f
     for (int64_t t = 0; t < T; ++t) {
       float* o = out + (b * T + t) * C;
       const float* e = wte + static_cast<int64_t>(tokens[b * T + t]) * C;
+      if (wpe == nullptr) {
+        std::copy(e, e + C, o);
+        continue;
+      }
       const float* p = wpe + t * C;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) o[c] = e[c] + p[c];

@@ -1,4 +1,4 @@
-// LayerNorm forward and backward, one row per loop iteration.
+// LayerNorm and RMSNorm forward and backward, one row per loop iteration.
 #include <omp.h>
 
 #include <cmath>
@@ -101,6 +101,63 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
     }
     if (dweight != nullptr) dweight[c] += w;
     if (dbias != nullptr) dbias[c] += b;
+  }
+}
+
+void RMSNormForward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                    int64_t C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* x = inp + i * C;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t c = 0; c < C; ++c) sq += x[c] * x[c];
+    const float s = 1.0f / std::sqrt(sq / static_cast<float>(C) + eps);
+    float* y = out + i * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) y[c] = x[c] * s * weight[c];
+    rstd[i] = s;
+  }
+}
+
+void RMSNormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
+                     const float* weight, const float* rstd, int64_t N, int64_t C) {
+  const int nthreads = omp_get_max_threads();
+  // Per-thread dweight slices, summed in thread order (as LayerNormBackward).
+  std::vector<float> partial(dweight != nullptr ? static_cast<size_t>(nthreads) * C : 0, 0.0f);
+  int used_threads = 1;
+#pragma omp parallel num_threads(nthreads)
+  {
+#pragma omp single
+    used_threads = omp_get_num_threads();
+    float* pw = dweight != nullptr ? partial.data() + static_cast<size_t>(omp_get_thread_num()) * C
+                                   : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* x = inp + i * C;
+      const float* dy = dout + i * C;
+      const float s = rstd[i];
+      // y = w x s with s = (mean(x^2) + eps)^-1/2, so
+      // dx = s (w dy - x s^2 mean(w dy x)).
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t c = 0; c < C; ++c) dot += weight[c] * dy[c] * x[c];
+      const float k = s * s * dot / static_cast<float>(C);
+      if (dinp != nullptr) {
+        float* dx = dinp + i * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) dx[c] += s * (weight[c] * dy[c] - x[c] * k);
+      }
+      if (pw != nullptr) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) pw[c] += dy[c] * x[c] * s;
+      }
+    }
+  }
+  if (dweight == nullptr) return;
+  for (int t = 0; t < used_threads; ++t) {
+    const float* src = partial.data() + static_cast<size_t>(t) * C;
+    for (int64_t c = 0; c < C; ++c) dweight[c] += src[c];
   }
 }
 

@@ -38,17 +38,31 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
                        const float* inp, const float* weight, const float* mean,
                        const float* rstd, int64_t N, int64_t C);
 
+// RMSNorm (Llama): out = inp * rstd * weight, rstd = 1/sqrt(mean(inp^2) +
+// eps), saved per row for backward.
+void RMSNormForward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                    int64_t C, float eps);
+// dinp (optional) and dweight (optional) accumulate.
+void RMSNormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
+                     const float* weight, const float* rstd, int64_t N, int64_t C);
+
 // ---- activation.cpp --------------------------------------------------------
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void GeluForward(float* out, const float* inp, int64_t n);
 void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
+// SwiGLU (Shazeer 2020): gate_up[N, 2F] holds the gate g (first F columns)
+// and the up projection u (last F) of each row; out[N, F] = silu(g) * u.
+void SwiGLUForward(float* out, const float* gate_up, int64_t N, int64_t F);
+// dgate_up[N, 2F] += the gradient of both halves.
+void SwiGLUBackward(float* dgate_up, const float* gate_up, const float* dout, int64_t N,
+                    int64_t F);
 // out = a + b
 void ResidualForward(float* out, const float* a, const float* b, int64_t n);
 // da += dout; db += dout
 void ResidualBackward(float* da, float* db, const float* dout, int64_t n);
 
 // ---- embedding.cpp ---------------------------------------------------------
-// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]   (wpe optional: Llama has none)
 void EncoderForward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                     int64_t B, int64_t T, int64_t C);
 // dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]  (dwpe optional)
@@ -71,6 +85,16 @@ void PositionForward(float* out, const float* wpe, int64_t row_begin, int64_t ro
 void PositionBackward(float* dwpe, const float* dout, int64_t row_begin, int64_t rows, int64_t T,
                       int64_t C);
 
+// ---- rope.cpp --------------------------------------------------------------
+// Rotary position embeddings, Llama / Hugging Face convention, in place on
+// `heads` consecutive heads of hs channels at the start of each of N rows
+// (row stride ld; row n is position n % T): each head's halves [x1, x2]
+// become [x1 cos - x2 sin, x2 cos + x1 sin] with angle t * theta^(-2i/hs)
+// for pair i < hs/2. inverse: the opposite turn, which is the backward (the
+// rotation is orthogonal). hs must be even.
+void RopeApply(float* x, int64_t N, int64_t T, int64_t ld, int64_t heads, int64_t hs, double theta,
+               bool inverse);
+
 // ---- attention.cpp ---------------------------------------------------------
 // Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v one after the
 // other along the last dimension (each C wide, head h at columns h*hs..), as
@@ -84,6 +108,21 @@ void AttentionForward(float* out, float* att, const float* qkv, int64_t B, int64
 // exact zeros above the diagonal.
 void AttentionBackward(float* dqkv, float* datt, const float* dout, const float* qkv,
                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH);
+
+// Grouped-query attention (Ainslie et al. 2023). qkv rows are [q | k | v]:
+// NH query heads, then NKV key heads, then NKV value heads, hs wide each
+// (row width (NH + 2 NKV) hs); out[B,T,NH*hs]. Query head h reads key/value
+// head (h0 + h) / group - a rank of a tensor-parallel layout holding
+// query heads h0.. of a model whose key/value heads serve `group` query
+// heads each. NKV = NH, group = 1, h0 = 0 is AttentionForward above.
+struct AttentionHeads {
+  int64_t NH = 1, NKV = 1, hs = 1, group = 1, h0 = 0;
+};
+void GqaAttentionForward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                         const AttentionHeads& heads);
+// dqkv += gradient; key/value heads shared by several query heads sum them.
+void GqaAttentionBackward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                          const float* att, int64_t B, int64_t T, const AttentionHeads& heads);
 
 // ---- loss.cpp --------------------------------------------------------------
 // Softmax cross-entropy over the first V of Vp columns (Vp >= V: padding
