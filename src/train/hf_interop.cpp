@@ -55,7 +55,7 @@ nlohmann::json Gpt2Config(const ModelSpec& s) {
 
 Result<int64_t> PositiveInt(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) {
-    return InvalidArgument(where + " has no \"" + key + "\"; a GPT-2 config.json states it");
+    return InvalidArgument(where + " has no \"" + key + "\"; a config.json of this model type states it");
   }
   const nlohmann::json& v = j.at(key);
   if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
@@ -154,6 +154,124 @@ HfArchMapping Gpt2Mapping() {
   m.optional_prefix = "transformer.";
   m.to_config = Gpt2Config;
   m.from_config = Gpt2SpecFromConfig;
+  return m;
+}
+
+// ---- Llama ------------------------------------------------------------------
+
+// transformers' LlamaConfig for our Llama blocks (RMSNorm, rotary q/k in
+// Hugging Face's rotate-half convention, SwiGLU, no biases).
+nlohmann::json LlamaConfig(const ModelSpec& s) {
+  return {{"model_type", "llama"},
+          {"architectures", {"LlamaForCausalLM"}},
+          {"vocab_size", s.vocab_size},
+          {"hidden_size", s.n_embd},
+          {"intermediate_size", s.ffn_hidden},
+          {"num_hidden_layers", s.n_layer},
+          {"num_attention_heads", s.n_head},
+          {"num_key_value_heads", s.n_kv_head},
+          {"max_position_embeddings", s.block_size},
+          {"rms_norm_eps", s.norm_eps},
+          {"rope_theta", s.rope_theta},
+          {"rope_scaling", nullptr},
+          {"hidden_act", "silu"},
+          {"attention_bias", false},
+          {"mlp_bias", false},
+          {"attention_dropout", 0.0},
+          {"pretraining_tp", 1},
+          {"tie_word_embeddings", s.tied_embeddings()},
+          {"bos_token_id", nullptr},
+          {"eos_token_id", nullptr},
+          {"torch_dtype", "float32"},
+          {"use_cache", true}};
+}
+
+Result<double> PositiveNumber(const nlohmann::json& j, const char* key, double fallback,
+                              const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number() || !(v.get<double>() > 0)) {
+    return InvalidArgument(where + ": \"" + key + "\" is " + v.dump() + ", not a positive number; fix config.json");
+  }
+  return v.get<double>();
+}
+
+Status CheckLlamaArithmetic(const nlohmann::json& j, const std::string& where) {
+  const auto have = [&](const char* key, const std::set<nlohmann::json>& ok, const std::string& what) {
+    if (!j.contains(key) || ok.count(j.at(key)) > 0) return Status::Ok();
+    return FailedPrecondition(where + ": \"" + key + "\" is " + j.at(key).dump() + ", but scaletrain's Llama has " +
+                              what + "; this model cannot be imported");
+  };
+  ST_RETURN_IF_ERROR(have("hidden_act", {"silu"}, "a SwiGLU MLP (\"silu\")"));
+  ST_RETURN_IF_ERROR(have("attention_bias", {false}, "no attention biases"));
+  ST_RETURN_IF_ERROR(have("mlp_bias", {false}, "no MLP biases"));
+  ST_RETURN_IF_ERROR(have("rope_scaling", {nullptr}, "plain rotary embeddings (no rope_scaling)"));
+  return have("pretraining_tp", {1}, "unsplit projections (pretraining_tp 1)");
+}
+
+Result<ModelSpec> LlamaSpecFromConfig(const nlohmann::json& j, const std::string& where) {
+  ModelSpec s;
+  s.arch = Arch::kLlama;
+  s.name = "llama-imported";
+  ST_ASSIGN_OR_RETURN(s.n_embd, PositiveInt(j, "hidden_size", where));
+  ST_ASSIGN_OR_RETURN(s.ffn_hidden, PositiveInt(j, "intermediate_size", where));
+  ST_ASSIGN_OR_RETURN(s.n_layer, PositiveInt(j, "num_hidden_layers", where));
+  ST_ASSIGN_OR_RETURN(s.n_head, PositiveInt(j, "num_attention_heads", where));
+  ST_ASSIGN_OR_RETURN(s.block_size, PositiveInt(j, "max_position_embeddings", where));
+  ST_ASSIGN_OR_RETURN(s.vocab_size, PositiveInt(j, "vocab_size", where));
+  s.n_kv_head = s.n_head;
+  if (j.contains("num_key_value_heads")) {
+    ST_ASSIGN_OR_RETURN(s.n_kv_head, PositiveInt(j, "num_key_value_heads", where));
+  }
+  s.padded_vocab_size = s.vocab_size;
+  ST_ASSIGN_OR_RETURN(s.norm_eps, PositiveNumber(j, "rms_norm_eps", 1e-6, where));
+  ST_ASSIGN_OR_RETURN(s.rope_theta, PositiveNumber(j, "rope_theta", 10000.0, where));
+  s.tied_given = j.contains("tie_word_embeddings") && j.at("tie_word_embeddings").is_boolean()
+                     ? j.at("tie_word_embeddings").get<bool>()
+                     : false;  // LlamaConfig's default
+  ST_RETURN_IF_ERROR(CheckLlamaArithmetic(j, where));
+  if (s.n_embd % s.n_head != 0 || s.n_head % s.n_kv_head != 0) {
+    return InvalidArgument(where + ": \"hidden_size\" " + std::to_string(s.n_embd) + ", \"num_attention_heads\" " +
+                           std::to_string(s.n_head) + " and \"num_key_value_heads\" " + std::to_string(s.n_kv_head) +
+                           " do not divide each other; fix config.json");
+  }
+  if (j.contains("head_dim") && j.at("head_dim") != nlohmann::json(s.n_embd / s.n_head)) {
+    return FailedPrecondition(where + ": \"head_dim\" is " + j.at("head_dim").dump() +
+                              ", but scaletrain's Llama has hidden_size / num_attention_heads; this model "
+                              "cannot be imported");
+  }
+  return s;
+}
+
+// Our Llama names are Meta's; Hugging Face's are LlamaForCausalLM's. Both
+// store Linear weights [out, in], and our rotary embeddings rotate each
+// head's two halves as Hugging Face's do: every tensor is a copy.
+HfArchMapping LlamaMapping() {
+  HfArchMapping m;
+  m.arch = Arch::kLlama;
+  m.model_type = "llama";
+  using T = HfTransform;
+  m.rules = {
+      {"tok_embeddings.weight", "model.embed_tokens.weight", T::kVocabRows},
+      {"layers.{L}.attention_norm.weight", "model.layers.{L}.input_layernorm.weight", T::kCopy},
+      {"layers.{L}.attention.wq.weight", "model.layers.{L}.self_attn.q_proj.weight", T::kCopy},
+      {"layers.{L}.attention.wk.weight", "model.layers.{L}.self_attn.k_proj.weight", T::kCopy},
+      {"layers.{L}.attention.wv.weight", "model.layers.{L}.self_attn.v_proj.weight", T::kCopy},
+      {"layers.{L}.attention.wo.weight", "model.layers.{L}.self_attn.o_proj.weight", T::kCopy},
+      {"layers.{L}.ffn_norm.weight", "model.layers.{L}.post_attention_layernorm.weight", T::kCopy},
+      {"layers.{L}.feed_forward.w1.weight", "model.layers.{L}.mlp.gate_proj.weight", T::kCopy},
+      {"layers.{L}.feed_forward.w3.weight", "model.layers.{L}.mlp.up_proj.weight", T::kCopy},
+      {"layers.{L}.feed_forward.w2.weight", "model.layers.{L}.mlp.down_proj.weight", T::kCopy},
+      {"norm.weight", "model.norm.weight", T::kCopy},
+      // Only where the head is untied (ExpandHfRules keeps the rules whose
+      // tensor the model has).
+      {"output.weight", "lm_head.weight", T::kVocabRows},
+  };
+  m.tied_head = "lm_head.weight";
+  m.embedding = "tok_embeddings.weight";
+  m.ignored_suffixes = {".rotary_emb.inv_freq"};
+  m.to_config = LlamaConfig;
+  m.from_config = LlamaSpecFromConfig;
   return m;
 }
 
@@ -394,8 +512,9 @@ Status CheckLeftover(const std::string& name, const NamedTensor& t, const HfArch
         std::memcmp(head.data(), w.params.data() + emb->offset, head.size() * sizeof(float)) == 0)
       return Status::Ok();
     return FailedPrecondition(file + ": '" + name + "' differs from '" + mapping.embedding +
-                              "': the output head is not tied to the embedding, and scaletrain's "
-                              "GPT-2 ties them; this model cannot be imported");
+                              "': the output head is not tied to the embedding, but the model "
+                              "ties them (GPT-2 always; Llama with tie_word_embeddings true); this "
+                              "model cannot be imported as it is");
   }
   return FailedPrecondition(file + " has tensor '" + name + "' that config.json (n_layer " +
                             std::to_string(w.spec.n_layer) +
@@ -435,7 +554,7 @@ Result<ImportedWeights> ReadHfWeights(const std::string& dir, const HfArchMappin
 }  // namespace
 
 const std::vector<HfArchMapping>& HfArchMappings() {
-  static const std::vector<HfArchMapping> mappings = {Gpt2Mapping()};
+  static const std::vector<HfArchMapping> mappings = {Gpt2Mapping(), LlamaMapping()};
   return mappings;
 }
 
@@ -443,6 +562,7 @@ std::vector<HfTensorName> ExpandHfRules(const HfArchMapping& mapping, const Mode
   // The rules in order, a run of per-block rules repeated block by block:
   // our layout's order (embeddings, blocks, final norm).
   std::vector<HfTensorName> out;
+  const ParamLayout layout = BuildParamLayout(spec);
   const auto per_block = [](const HfTensorRule& r) {
     return r.ours.find("{L}") != std::string::npos;
   };
@@ -455,8 +575,9 @@ std::vector<HfTensorName> ExpandHfRules(const HfArchMapping& mapping, const Mode
     const int64_t blocks = per_block(rules[i]) ? spec.n_layer : 1;
     for (int64_t l = 0; l < blocks; ++l) {
       for (size_t k = i; k < end; ++k) {
-        out.push_back(
-            {ReplaceLayer(rules[k].ours, l), ReplaceLayer(rules[k].hf, l), rules[k].transform});
+        const std::string ours = ReplaceLayer(rules[k].ours, l);
+        if (layout.Find(ours) == nullptr) continue;  // e.g. an untied head's rule, tied
+        out.push_back({ours, ReplaceLayer(rules[k].hf, l), rules[k].transform});
       }
     }
     i = end;

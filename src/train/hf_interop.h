@@ -55,7 +55,7 @@ struct HfArchMapping {
   std::function<Result<ModelSpec>(const nlohmann::json&, const std::string& where)> from_config;
 };
 
-// One table per architecture (GPT-2 now).
+// One table per architecture: GPT-2 and Llama.
 const std::vector<HfArchMapping>& HfArchMappings();
 
 // A rule for one tensor of one model: "{L}" expanded.

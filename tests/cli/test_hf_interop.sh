@@ -154,8 +154,8 @@ variant drop 'del t["transformer.h.1.mlp.c_fc.bias"]'
 expect_error "no tensor 'transformer.h.1.mlp.c_fc.bias'" import "$work/drop" --out "$work/y"
 variant shape 't["transformer.h.0.attn.c_proj.weight"] = t["transformer.h.0.attn.c_proj.weight"][:, :16]'
 expect_error "c_proj.weight' is" import "$work/shape" --out "$work/y"
-variant llama 'cfg["model_type"] = "llama"'
-expect_error '"model_type" is "llama"' import "$work/llama" --out "$work/y"
+variant mistral 'cfg["model_type"] = "mistral"'
+expect_error '"model_type" is "mistral"; scaletrain imports gpt2, llama models' import "$work/mistral" --out "$work/y"
 variant untied 'cfg["tie_word_embeddings"] = False'
 expect_error '"tie_word_embeddings" is false' import "$work/untied" --out "$work/y"
 variant head 't["lm_head.weight"] = t["transformer.wte.weight"] * 2'

@@ -18,6 +18,9 @@ Usage:
       saves it as DIR/hf with save_pretrained(safe_serialization=True), and
       writes DIR/expected.safetensors: `tokens` (I32 [B,T]) and its `logits`
       (F32 [B,T,V]) on them.
+  /usr/bin/python3 tests/reference/hf_check.py make-llama DIR
+      The same with a small LlamaForCausalLM (grouped-query attention,
+      rotary base 500, RMSNorm weights away from 1, an untied head).
 
 Exit status: 0 within tolerance (check) or written (make); 1 a difference
 over the tolerance or a tokenizer mismatch; 2 inputs missing or malformed;
@@ -97,13 +100,41 @@ def make(d):
     return 0
 
 
+def make_llama(d):
+    """A small LlamaForCausalLM (GQA, rotary base 500, untied head), saved and run."""
+    torch.manual_seed(4321)
+    cfg = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=16,
+                                   rope_theta=500.0, rms_norm_eps=1e-5,
+                                   tie_word_embeddings=False)
+    model = transformers.LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.normal_(1.0, 0.2)
+            else:
+                p.normal_(0.0, 0.3)  # attention away from uniform, SiLU away from linear
+    model.eval()
+    model.save_pretrained(os.path.join(d, "hf"), safe_serialization=True)
+    gen = torch.Generator().manual_seed(98)
+    tokens = torch.randint(0, cfg.vocab_size, (3, 16), generator=gen)
+    with torch.no_grad():
+        logits = model(tokens).logits.numpy().astype(np.float32)
+    save_file({"tokens": tokens.numpy().astype(np.int32), "logits": logits},
+              os.path.join(d, "expected.safetensors"))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["check", "make"])
+    ap.add_argument("mode", choices=["check", "make", "make-llama"])
     ap.add_argument("dir")
     ap.add_argument("--tol", type=float, default=1e-4)
     a = ap.parse_args()
-    return check(a.dir, a.tol) if a.mode == "check" else make(a.dir)
+    if a.mode == "check":
+        return check(a.dir, a.tol)
+    return make(a.dir) if a.mode == "make" else make_llama(a.dir)
 
 
 if __name__ == "__main__":

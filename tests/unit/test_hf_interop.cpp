@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "core/file_io.h"
 #include "core/half.h"
 #include "core/rng.h"
 #include "model/gpt.h"
@@ -60,6 +62,20 @@ ModelSpec SmallSpec(int64_t vocab = 61) {
   return s;
 }
 
+// SmallSpec's Llama: 4 query heads sharing 2 KV heads, SwiGLU 64 wide, a
+// rotary base and RMSNorm epsilon away from the defaults, tied or not.
+ModelSpec SmallLlamaSpec(bool tied, int64_t vocab = 61) {
+  ModelSpec s = SmallSpec(vocab);
+  s.arch = Arch::kLlama;
+  s.name = "llama-test";
+  s.n_kv_head = 2;
+  s.ffn_hidden = 64;
+  s.rope_theta = 500.0;
+  s.norm_eps = 1e-4;
+  s.tied_given = tied;
+  return s;
+}
+
 // Characters '!' .. '!' + 60: the vocabulary's text, ids in order.
 std::string VocabText() {
   std::string text;
@@ -75,7 +91,7 @@ void Perturb(GPT& model) {
   float* p = model.params();
   for (const ParamEntry& e : model.layout().entries) {
     const bool bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
-    const bool norm = e.name.find("ln_") != std::string::npos;
+    const bool norm = e.name.find("ln_") != std::string::npos || e.name.find("norm") != std::string::npos;
     for (int64_t i = 0; i < e.numel; ++i) {
       float& w = p[e.offset + i];
       if (bias)
@@ -86,7 +102,12 @@ void Perturb(GPT& model) {
         w *= 25.0f;
       else if (e.name.find("c_attn.weight") != std::string::npos)
         w *= 8.0f;
-      else if (e.name == "transformer.wte.weight")
+      else if (e.name.find("attention.w") != std::string::npos)
+        w *= 8.0f;
+      else if (e.name.find("feed_forward.w") != std::string::npos)
+        w *= 6.0f;
+      else if (e.name == "transformer.wte.weight" || e.name == "tok_embeddings.weight" ||
+               e.name == "output.weight")
         w = i >= model.spec().vocab_size * 32 ? 0.5f * rng.Normal() : 10.0f * w;
     }
   }
@@ -100,7 +121,9 @@ class HfInteropTest : public ScratchDirTest {
     return SaveCheckpoint(bytes ? Vocabulary::Bytes() : *Vocabulary::CharsOf(VocabText()));
   }
   std::unique_ptr<GPT> SaveCheckpoint(const Vocabulary& vocab) {
-    const ModelSpec spec = SmallSpec(vocab.size());
+    return SaveCheckpoint(vocab, SmallSpec(vocab.size()));
+  }
+  std::unique_ptr<GPT> SaveCheckpoint(const Vocabulary& vocab, const ModelSpec& spec) {
     auto m = GPT::Create(spec, 3);
     EXPECT_TRUE(m.ok()) << m.status().message();
     (*m)->InitWeights(1);
@@ -212,6 +235,91 @@ TEST_F(HfInteropTest, BpeVocabularyExportLoadsInTransformers) {
   auto want = LoadModelForInference(Path("ckpt"), 1);
   ASSERT_TRUE(want.ok());
   EXPECT_EQ(back->vocab.ToJson(), want->vocab.ToJson());
+}
+
+// Llama blocks: grouped-query attention, rotary embeddings (theta 500),
+// RMSNorm, SwiGLU, untied and tied heads, as LlamaForCausalLM computes them.
+TEST_F(HfInteropTest, LlamaExportLoadsInTransformersWithTheSameLogits) {
+  if (!TransformersAvailable())
+    GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    fs::remove_all(dir_ / "ckpt");
+    fs::remove_all(dir_ / "case");
+    const Vocabulary vocab = *Vocabulary::CharsOf(VocabText());
+    std::unique_ptr<GPT> model = SaveCheckpoint(vocab, SmallLlamaSpec(tied));
+    CheckExport(*model, dir_.string(), VocabText(), "char", !tied);
+    const nlohmann::json config =
+        nlohmann::json::parse(test_files::ReadBytes(dir_ / "case/hf/config.json"));
+    EXPECT_EQ(config.at("model_type"), "llama");
+    EXPECT_EQ(config.at("num_key_value_heads"), 2);
+    EXPECT_EQ(config.at("tie_word_embeddings"), tied);
+  }
+}
+
+// Export then import of a Llama gives back every weight bit for bit.
+TEST_F(HfInteropTest, LlamaExportThenImportGivesTheSameWeights) {
+  const Vocabulary vocab = *Vocabulary::CharsOf(VocabText());
+  std::unique_ptr<GPT> model = SaveCheckpoint(vocab, SmallLlamaSpec(false));
+  ASSERT_TRUE(ExportHf(Path("ckpt"), Path("hf")).ok());
+  auto s = ImportHf(Path("hf"), Path("back"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto back = LoadModelForInference(Path("back"), 1);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const ModelSpec& b = back->model->spec();
+  EXPECT_EQ(b.arch, Arch::kLlama);
+  EXPECT_EQ(b.n_kv_head, 2);
+  EXPECT_EQ(b.rope_theta, 500.0);
+  EXPECT_EQ(b.norm_eps, 1e-4);
+  EXPECT_FALSE(b.tied_embeddings());
+  for (const ParamEntry& e : model->layout().entries) {
+    const ParamEntry* t = back->model->layout().Find(e.name);
+    ASSERT_NE(t, nullptr) << e.name;
+    const int64_t n = std::min(e.numel, t->numel);  // the vocabulary's padding rows are not exported
+    EXPECT_EQ(std::memcmp(model->params() + e.offset, back->model->params() + t->offset, n * 4), 0)
+        << e.name;
+  }
+  // A config that does not match the tensors (4 KV heads where the file has
+  // 2) or that changes the arithmetic (GELU) is one error naming the field.
+  nlohmann::json config = nlohmann::json::parse(test_files::ReadBytes(dir_ / "hf/config.json"));
+  for (const auto& [key, value, expect] :
+       {std::tuple{"num_key_value_heads", nlohmann::json(4), std::string("k_proj.weight' is")},
+        std::tuple{"hidden_act", nlohmann::json("gelu"), std::string("\"hidden_act\" is \"gelu\"")}}) {
+    nlohmann::json bad = config;
+    bad[key] = value;
+    ASSERT_TRUE(WriteFileAtomically(Path("hf/config.json"), bad.dump()).ok());
+    auto r = ImportHf(Path("hf"), Path(std::string("bad_") + key));
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_NE(r.status().message().find(expect), std::string::npos) << r.status().message();
+    EXPECT_FALSE(fs::exists(Path(std::string("bad_") + key)));
+  }
+}
+
+// A Llama transformers made and saved imports with its logits.
+TEST_F(HfInteropTest, LlamaSavedByTransformersImportsWithTheSameLogits) {
+  if (!TransformersAvailable())
+    GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
+  ASSERT_EQ(RunChecker("make-llama " + Path("case")), 0);
+  auto s = ImportHf(Path("case/hf"), Path("imported"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto expected = SafetensorsFile::Open(Path("case/expected.safetensors"));
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  const NamedTensor* tok = (*expected)->Find("tokens");
+  const NamedTensor* want = (*expected)->Find("logits");
+  ASSERT_TRUE(tok && want);
+  const int64_t B = tok->shape[0], T = tok->shape[1];
+  const auto* t0 = static_cast<const int32_t*>(tok->data);
+  auto loaded = LoadModelForInference(Path("imported"), B);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->model->spec().arch, Arch::kLlama);
+  const std::vector<float> ours = Logits(*loaded->model, std::vector<int32_t>(t0, t0 + B * T), B, T);
+  ASSERT_EQ(static_cast<int64_t>(ours.size()), NumElements(want->shape));
+  double worst = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(ours[i]) - static_cast<const float*>(want->data)[i]));
+  }
+  EXPECT_LE(worst, 1e-4);
+  std::printf("imported Llama's logits vs transformers': max abs difference %.3g\n", worst);
 }
 
 TEST_F(HfInteropTest, ModelSavedByTransformersImportsWithTheSameLogits) {
