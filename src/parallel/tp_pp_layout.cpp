@@ -32,6 +32,9 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
   }
   r.layers = static_cast<int64_t>(blocks.size());
   r.embedding_front_numel = DpTiedFrontNumel(rank_layout);
+  const LayerRuns runs = DpLayerRuns(rank_layout, spec.n_layer);
+  r.run_numels = runs.numels;
+  r.run_outer = runs.outer;
   return r;
 }
 
