@@ -336,8 +336,8 @@ Status ValidateParallelSection(const ParallelConfig& p) {
   if (p.zero < 0 || p.zero > 3) return InvalidArgument("parallel.zero must be 0, 1, 2 or 3");
   if (p.zero == 3 && (p.tp > 1 || p.pp > 1)) {
     return InvalidArgument(
-        "parallel.zero = 3 (parameters sharded) runs with data parallelism alone; with parallel.tp "
-        "= " + std::to_string(p.tp) + " and parallel.pp = " + std::to_string(p.pp) +
+        "parallel.zero = 3 (parameters sharded) runs with data parallelism alone; with "
+        "parallel.tp = " + std::to_string(p.tp) + " and parallel.pp = " + std::to_string(p.pp) +
         " use parallel.zero = 2 (or set tp = pp = 1)");
   }
   if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved") {

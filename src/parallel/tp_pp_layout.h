@@ -40,8 +40,8 @@ struct RankParams {
   int64_t block_replicated_numel = 0;
   int64_t head_replicated_numel = 0;
   // Its flat buffer's runs of one layer (DpLayerRuns): what ZeRO-3 gathers.
-  std::vector<int64_t> run_numels;
-  std::vector<bool> run_outer;
+  std::vector<int64_t> run_numels{};
+  std::vector<bool> run_outer{};
 };
 
 // Summarises BuildRankLayout(spec, shard). `numel` leaves out a tied_copy

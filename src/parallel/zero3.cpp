@@ -14,7 +14,8 @@ Zero3Params::Zero3Params(const ParamLayout& layout, int64_t n_layer, Communicato
   run_layers_ = runs.layers;
   forward_ = Zero3PassUnits(plan_, false);
   backward_ = Zero3PassUnits(plan_, true);
-  shard_ = Buffer(static_cast<size_t>(DpPaddedNumel(layout.total_numel, dp_) / dp_) * sizeof(float));
+  shard_ =
+      Buffer(static_cast<size_t>(DpPaddedNumel(layout.total_numel, dp_) / dp_) * sizeof(float));
   int64_t most = 0;
   for (const std::vector<size_t>& unit : plan_.units) {
     int64_t n = 0;
@@ -60,7 +61,8 @@ void Zero3Params::Gather(int64_t unit, int s) {
       const GradBucket& b = plan_.buckets[bi];
       const int64_t blk = b.size() / dp_;
       float* dst = slot.buf.f32() + at + (b.begin - w.begin);
-      std::memcpy(dst + rank_ * blk, shard_.f32() + b.begin / dp_, static_cast<size_t>(blk) * sizeof(float));
+      std::memcpy(dst + rank_ * blk, shard_.f32() + b.begin / dp_,
+                  static_cast<size_t>(blk) * sizeof(float));
       if (dp_ > 1) slot.pending.push_back(comm_->IAllgatherInPlace(dst, blk));
     }
     at += w.size();

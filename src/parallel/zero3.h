@@ -66,7 +66,7 @@ class Zero3Params : public ParamSource {
   Buffer shard_;
   Slot slots_[2];
   std::vector<int64_t> forward_, backward_;  // Zero3PassUnits
-  size_t pos_ = 0;                          // in the pass's order
+  size_t pos_ = 0;                           // in the pass's order
   int cur_ = 1;
 };
 

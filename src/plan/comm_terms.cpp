@@ -84,9 +84,13 @@ std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const 
   const int64_t padded = DpPaddedNumel(stage.numel, l.dp);
   // ZeRO-3 as the trainer runs it: buckets cut at the layer boundaries,
   // each unit (block; embedding + head) gathered forward and backward.
-  const bool zero3 = l.zero >= 3 && !stage.run_numels.empty();
+  // (A stage without its runs: one unit of the whole buffer.)
+  const bool zero3 = l.zero >= 3;
+  const bool runs = !stage.run_numels.empty();
   Zero3Layout z3;
-  if (zero3) z3 = PlanZero3(stage.run_numels, stage.run_outer, l.dp);
+  if (zero3)
+    z3 = PlanZero3(runs ? stage.run_numels : std::vector<int64_t>{stage.numel},
+                   runs ? stage.run_outer : std::vector<bool>{false}, l.dp);
   const std::vector<GradBucket> buckets =
       zero3 ? z3.buckets : CutGradBuckets(padded, l.dp, l.bucket_bytes);
   *num_buckets = static_cast<int64_t>(buckets.size());

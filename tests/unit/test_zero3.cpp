@@ -22,8 +22,8 @@ TEST(Zero3Plan, BucketsTileTheBufferAtLayerBoundariesAndWindowsCoverEachLayer) {
   const Zero3Layout z = PlanZero3({10, 7, 7, 2}, {true, false, false, true}, 4);
   std::vector<std::pair<int64_t, int64_t>> got;
   for (const GradBucket& b : z.buckets) got.push_back({b.begin, b.end});
-  const std::vector<std::pair<int64_t, int64_t>> want = {{24, 28}, {20, 24}, {16, 20}, {12, 16},
-                                                         {8, 12}, {0, 8}};
+  const std::vector<std::pair<int64_t, int64_t>> want = {{24, 28}, {20, 24}, {16, 20},
+                                                         {12, 16}, {8, 12},  {0, 8}};
   EXPECT_EQ(got, want);  // launch order: last in the buffer first
   ASSERT_EQ(z.windows.size(), 4u);
   EXPECT_EQ(z.windows[0].begin, 0);
@@ -55,8 +55,14 @@ TEST(Zero3Plan, GatherPolicyPrefetchesAndRegathersWhatWasEvicted) {
 
 ModelSpec TinySpec() {
   ModelSpec s;
-  s.n_layer = 3; s.n_head = 2; s.n_kv_head = 2; s.n_embd = 6; s.ffn_hidden = 24;
-  s.block_size = 4; s.vocab_size = 7; s.padded_vocab_size = 8;
+  s.n_layer = 3;
+  s.n_head = 2;
+  s.n_kv_head = 2;
+  s.n_embd = 6;
+  s.ffn_hidden = 24;
+  s.block_size = 4;
+  s.vocab_size = 7;
+  s.padded_vocab_size = 8;
   return s;
 }
 
@@ -75,7 +81,8 @@ TEST(Zero3Params, AcquiredLayersReadTheirParameters) {
     for (int64_t layer : order) {
       ASSERT_TRUE(z.Acquire(layer, backward).ok());
       for (const ParamEntry& e : layout.entries) {
-        const bool needed = e.layer == layer || (layer == HeadLayer(spec.n_layer) && e.layer == kEmbeddingLayer);
+        const bool needed =
+            e.layer == layer || (layer == HeadLayer(spec.n_layer) && e.layer == kEmbeddingLayer);
         if (!needed) continue;
         for (int64_t k = 0; k < e.numel; ++k)
           ASSERT_EQ(*z.At(e.offset + k), full[static_cast<size_t>(e.offset + k)]) << e.name;
