@@ -348,6 +348,10 @@ void PrintRunSummary(const TrainingRun& run) {
         "grads %.2f MiB, optimizer %.2f MiB\n",
         ll(par.dp), ll(par.zero), run.dp->buckets().size(), m.params_bytes / 1048576.0,
         m.grads_bytes / 1048576.0, m.optimizer_bytes / 1048576.0);
+    if (run.zero3) {
+      std::printf("ZeRO-3: parameters gathered layer by layer into 2 buffers of %.2f MiB\n",
+                  run.zero3->gather_bytes() / 2 / 1048576.0);
+    }
     const ProcessGroups& g = *run.groups;
     if (g.dp_host) {
       std::printf("gradient all-reduce: hierarchical, %d hosts x %d ranks (reduce-scatter in host, all-reduce "
