@@ -9,7 +9,10 @@
 // communicator's thread while this one computes. Both buffers are dropped
 // after each chunk's forward and backward (Release), so every micro-batch
 // gathers alike; Zero3GatheredUnits (dp_layout.h) is this policy for the
-// planner. The gradients take ZeRO-2's path in DataParallel.
+// planner. The gradients take ZeRO-2's path in DataParallel. With tensor
+// parallelism the flat buffer is the rank's TP shard; pipeline parallelism
+// is refused by the config check (a rank's interleaved chunks would each
+// need their own pass order).
 #pragma once
 
 #include <cstdint>
