@@ -12,7 +12,7 @@ std::vector<GradBucket> BuildDpBuckets(const ParamLayout& layout, int64_t dp, in
                                        int64_t zero, int64_t n_layer) {
   if (zero < 3) return BuildGradBuckets(layout, dp, bucket_bytes);
   const LayerRuns runs = DpLayerRuns(layout, n_layer);
-  std::vector<GradBucket> buckets = PlanZero3(runs.numels, runs.outer, dp).buckets;
+  std::vector<GradBucket> buckets = PlanZero3(runs.numels, runs.outer, dp, runs.acquired).buckets;
   SetBucketMinLayers(layout, buckets);
   return buckets;
 }

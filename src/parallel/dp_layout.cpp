@@ -179,6 +179,7 @@ LayerRuns DpLayerRuns(const ParamLayout& layout, int64_t n_layer) {
       r.numels.push_back(0);
       r.layers.push_back(e.layer);
       r.outer.push_back(e.layer == kEmbeddingLayer || e.layer == HeadLayer(n_layer));
+      r.acquired.push_back(!e.tied_copy);
     }
     r.numels.back() += e.numel;
   }
@@ -200,8 +201,10 @@ std::vector<int64_t> RunBegins(const std::vector<int64_t>& run_numels, int64_t d
 }  // namespace
 
 Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<bool>& run_outer,
-                      int64_t dp) {
+                      int64_t dp, const std::vector<bool>& run_acquired) {
   Zero3Layout z;
+  z.run_acquired = run_acquired;
+  z.run_acquired.resize(run_numels.size(), true);
   const std::vector<int64_t> at = RunBegins(run_numels, dp);
   std::vector<int64_t> cuts;
   for (int64_t a : at) {
@@ -235,7 +238,9 @@ Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<
 
 std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward) {
   std::vector<int64_t> seq;
-  for (int64_t u : z.unit_of_run) seq.push_back(u);
+  for (size_t r = 0; r < z.unit_of_run.size(); ++r) {
+    if (z.run_acquired[r]) seq.push_back(z.unit_of_run[r]);
+  }
   if (backward) std::reverse(seq.begin(), seq.end());
   return seq;
 }

@@ -164,16 +164,20 @@ struct Zero3Layout {
   // one (runs marked outer), then each other run is a unit of its own.
   std::vector<std::vector<size_t>> units;
   std::vector<int64_t> unit_of_run;
+  // By run: whether a pass acquires it as a layer of its own (false for a
+  // pipeline's last stage's copy of the tied embedding: the head acquires it).
+  std::vector<bool> run_acquired;
 };
 // `run_numels`: elements of each run of equal layer in the flat buffer, in
 // order; `run_outer`: whether the run is the embedding's or the head's.
+// `run_acquired` (empty: all) as in Zero3Layout.
 Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<bool>& run_outer,
-                      int64_t dp);
+                      int64_t dp, const std::vector<bool>& run_acquired = {});
 // The runs of a layout (consecutive entries of one layer): numels, outer
 // flags (kEmbeddingLayer, HeadLayer) and layer ids.
 struct LayerRuns {
   std::vector<int64_t> numels, layers;
-  std::vector<bool> outer;
+  std::vector<bool> outer, acquired;  // acquired: false for a tied copy
 };
 LayerRuns DpLayerRuns(const ParamLayout& layout, int64_t n_layer);
 // The units one pass (a forward or a backward of a micro-batch) acquires,

@@ -35,6 +35,7 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
   const LayerRuns runs = DpLayerRuns(rank_layout, spec.n_layer);
   r.run_numels = runs.numels;
   r.run_outer = runs.outer;
+  r.run_acquired = runs.acquired;
   return r;
 }
 

@@ -42,6 +42,7 @@ struct RankParams {
   // Its flat buffer's runs of one layer (DpLayerRuns): what ZeRO-3 gathers.
   std::vector<int64_t> run_numels{};
   std::vector<bool> run_outer{};
+  std::vector<bool> run_acquired{};
 };
 
 // Summarises BuildRankLayout(spec, shard). `numel` leaves out a tied_copy

@@ -10,7 +10,7 @@ namespace scaletrain {
 Zero3Params::Zero3Params(const ParamLayout& layout, int64_t n_layer, Communicator* comm)
     : comm_(comm), dp_(comm->size()), rank_(comm->rank()) {
   const LayerRuns runs = DpLayerRuns(layout, n_layer);
-  plan_ = PlanZero3(runs.numels, runs.outer, dp_);
+  plan_ = PlanZero3(runs.numels, runs.outer, dp_, runs.acquired);
   run_layers_ = runs.layers;
   forward_ = Zero3PassUnits(plan_, false);
   backward_ = Zero3PassUnits(plan_, true);

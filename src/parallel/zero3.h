@@ -10,9 +10,9 @@
 // after each chunk's forward and backward (Release), so every micro-batch
 // gathers alike; Zero3GatheredUnits (dp_layout.h) is this policy for the
 // planner. The gradients take ZeRO-2's path in DataParallel. With tensor
-// parallelism the flat buffer is the rank's TP shard; pipeline parallelism
-// is refused by the config check (a rank's interleaved chunks would each
-// need their own pass order).
+// parallelism the flat buffer is the rank's TP shard; with pipeline
+// parallelism the stage's (one chunk: the interleaved schedule is refused by
+// the config check, its chunks would each need their own pass order).
 #pragma once
 
 #include <cstdint>

@@ -90,13 +90,14 @@ std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const 
   Zero3Layout z3;
   if (zero3)
     z3 = PlanZero3(runs ? stage.run_numels : std::vector<int64_t>{stage.numel},
-                   runs ? stage.run_outer : std::vector<bool>{false}, l.dp);
+                   runs ? stage.run_outer : std::vector<bool>{false}, l.dp,
+                   runs ? stage.run_acquired : std::vector<bool>{});
   const std::vector<GradBucket> buckets =
       zero3 ? z3.buckets : CutGradBuckets(padded, l.dp, l.bucket_bytes);
   *num_buckets = static_cast<int64_t>(buckets.size());
   if (l.dp <= 1) return {};
   const int64_t tied = l.pp > 1 && model.tied_embeddings() ? stage.embedding_front_numel : 0;
-  return DataParallelStepCollectives(buckets, l.dp, l.zero, m, zero3 ? 0 : tied, grad_elem_bytes,
+  return DataParallelStepCollectives(buckets, l.dp, l.zero, m, tied, grad_elem_bytes,
                                      param_elem_bytes, l.dp_compress,
                                      zero3 ? Zero3GathersPerPass(z3) : Zero3PassGathers{});
 }
