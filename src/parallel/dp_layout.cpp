@@ -164,8 +164,8 @@ std::vector<StepCollective> DataParallelStepCollectives(
     const int64_t m = micro_batches, bytes = gathers.numel * param_elem_bytes;
     out.push_back({"parameter all-gather (forward)", CollectiveKind::kAllgather, gathers.calls * m,
                    bytes * m, StepPhase::kForward});
-    out.push_back({"parameter all-gather (backward)", CollectiveKind::kAllgather,
-                   gathers.calls * m, bytes * m, StepPhase::kBackward});
+    out.push_back({"parameter all-gather (backward)", CollectiveKind::kAllgather, gathers.calls * m,
+                   bytes * m, StepPhase::kBackward});
   }
   out.push_back({"loss average", CollectiveKind::kAllreduce, 1, kScalar});
   return out;
@@ -221,10 +221,12 @@ Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<
     z.windows.push_back(w);
     z.window_buckets.emplace_back();
     for (size_t b = z.buckets.size(); b-- > 0;) {  // flat order
-      if (z.buckets[b].begin >= w.begin && z.buckets[b].end <= w.end) z.window_buckets.back().push_back(b);
+      if (z.buckets[b].begin >= w.begin && z.buckets[b].end <= w.end)
+        z.window_buckets.back().push_back(b);
     }
     if (run_outer[r]) {
-      if (z.units.empty() || !run_outer[z.units[0][0]]) z.units.insert(z.units.begin(), std::vector<size_t>{});
+      if (z.units.empty() || !run_outer[z.units[0][0]])
+        z.units.insert(z.units.begin(), std::vector<size_t>{});
       z.units[0].push_back(r);
     } else {
       z.units.push_back({r});

@@ -53,6 +53,18 @@ TEST(Zero3Plan, GatherPolicyPrefetchesAndRegathersWhatWasEvicted) {
   EXPECT_EQ(PayloadBytes(cs), 2 * 28 * 4 + 8 + 2 * 2 * g.numel * 4 + 8);
 }
 
+TEST(Zero3Plan, ALastStagesTiedCopyIsGatheredWithItsHeadOnly) {
+  // A pipeline's last stage: the tied embedding copy (not a layer of its
+  // own), two blocks, the head. The passes acquire the blocks and the head.
+  const Zero3Layout z =
+      PlanZero3({12, 8, 8, 4}, {true, false, false, true}, 4, {false, true, true, true});
+  EXPECT_EQ(Zero3PassUnits(z, false), (std::vector<int64_t>{1, 2, 0}));
+  EXPECT_EQ(Zero3PassUnits(z, true), (std::vector<int64_t>{0, 2, 1}));
+  EXPECT_EQ(z.units[0], (std::vector<size_t>{0, 3}));  // the copy comes with the head
+  // Aligned boundaries: each block once, the outer unit (12 + 4) once.
+  EXPECT_EQ(Zero3GathersPerPass(z).numel, 8 + 8 + 12 + 4);
+}
+
 ModelSpec TinySpec() {
   ModelSpec s;
   s.n_layer = 3;
