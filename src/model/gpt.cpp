@@ -460,8 +460,7 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
     ST_RETURN_IF_ERROR(LayerBackward(ch.layers[i], *L, x, B, T));
     ready(ch.layers[i]);
   }
-  if (ch.embedding) {
-    ST_RETURN_IF_ERROR(Use(kEmbeddingLayer, true));
+  if (ch.embedding) {  // (reads no parameters: nothing to acquire)
     ST_RETURN_IF_ERROR(EmbeddingBackward(s, B, T));
     ready(kEmbeddingLayer);
   }

@@ -132,7 +132,7 @@ bool DpCompressionFromName(const std::string& name, DpCompression* out) {
 std::vector<StepCollective> DataParallelStepCollectives(
     const std::vector<GradBucket>& buckets, int64_t dp, int64_t zero, int64_t micro_batches,
     int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes,
-    DpCompression compression, Zero3PassGathers gathers) {
+    DpCompression compression, Zero3PassGathers forward, Zero3PassGathers backward) {
   if (dp <= 1) return {};
   int64_t padded = 0, reductions = 0, reduced = 0, sign_bytes = 0;
   for (const GradBucket& b : buckets) {
@@ -161,11 +161,11 @@ std::vector<StepCollective> DataParallelStepCollectives(
     out.push_back(
         {"parameter all-gather", CollectiveKind::kAllgather, nb, padded * param_elem_bytes});
   } else if (zero >= 3) {
-    const int64_t m = micro_batches, bytes = gathers.numel * param_elem_bytes;
-    out.push_back({"parameter all-gather (forward)", CollectiveKind::kAllgather, gathers.calls * m,
-                   bytes * m, StepPhase::kForward});
-    out.push_back({"parameter all-gather (backward)", CollectiveKind::kAllgather, gathers.calls * m,
-                   bytes * m, StepPhase::kBackward});
+    const int64_t m = micro_batches, e = param_elem_bytes;
+    out.push_back({"parameter all-gather (forward)", CollectiveKind::kAllgather, forward.calls * m,
+                   forward.numel * e * m, StepPhase::kForward});
+    out.push_back({"parameter all-gather (backward)", CollectiveKind::kAllgather,
+                   backward.calls * m, backward.numel * e * m, StepPhase::kBackward});
   }
   out.push_back({"loss average", CollectiveKind::kAllreduce, 1, kScalar});
   return out;
@@ -203,6 +203,7 @@ std::vector<int64_t> RunBegins(const std::vector<int64_t>& run_numels, int64_t d
 Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<bool>& run_outer,
                       int64_t dp, const std::vector<bool>& run_acquired) {
   Zero3Layout z;
+  z.run_outer = run_outer;
   z.run_acquired = run_acquired;
   z.run_acquired.resize(run_numels.size(), true);
   const std::vector<int64_t> at = RunBegins(run_numels, dp);
@@ -241,7 +242,10 @@ Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<
 std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward) {
   std::vector<int64_t> seq;
   for (size_t r = 0; r < z.unit_of_run.size(); ++r) {
-    if (z.run_acquired[r]) seq.push_back(z.unit_of_run[r]);
+    // The embedding's backward reads no parameters (only its gradients):
+    // the first run, outer and acquired, is it.
+    const bool embedding = r == 0 && z.run_outer[0] && z.run_acquired[0];
+    if (z.run_acquired[r] && !(backward && embedding)) seq.push_back(z.unit_of_run[r]);
   }
   if (backward) std::reverse(seq.begin(), seq.end());
   return seq;
@@ -271,9 +275,9 @@ std::vector<int64_t> Zero3GatheredUnits(const std::vector<int64_t>& sequence) {
   return gathered;
 }
 
-Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z) {
+Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z, bool backward) {
   Zero3PassGathers g;
-  for (int64_t u : Zero3GatheredUnits(Zero3PassUnits(z, false))) {
+  for (int64_t u : Zero3GatheredUnits(Zero3PassUnits(z, backward))) {
     for (size_t r : z.units[static_cast<size_t>(u)]) {
       for (size_t b : z.window_buckets[r]) {
         g.calls += 1;

@@ -167,6 +167,7 @@ struct Zero3Layout {
   // By run: whether a pass acquires it as a layer of its own (false for a
   // pipeline's last stage's copy of the tied embedding: the head acquires it).
   std::vector<bool> run_acquired;
+  std::vector<bool> run_outer;  // PlanZero3's input
 };
 // `run_numels`: elements of each run of equal layer in the flat buffer, in
 // order; `run_outer`: whether the run is the embedding's or the head's.
@@ -181,27 +182,30 @@ struct LayerRuns {
 };
 LayerRuns DpLayerRuns(const ParamLayout& layout, int64_t n_layer);
 // The units one pass (a forward or a backward of a micro-batch) acquires,
-// in order: the units of the layers as the model runs them.
+// in order: the units of the layers as the model runs them. A backward
+// skips the embedding (its backward reads only gradients).
 std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward);
 // Which of `sequence`'s units are gathered, in order, by the trainer's
 // policy: two gather buffers; a unit not held is gathered into the buffer
 // the current unit is not in, then the next unit of the sequence (if not
 // held) into the other (the prefetch). Both buffers start empty each pass.
 std::vector<int64_t> Zero3GatheredUnits(const std::vector<int64_t>& sequence);
-// All-gather calls and elements of one pass.
+// All-gather calls and elements of one pass (a forward or a backward).
 struct Zero3PassGathers {
   int64_t calls = 0, numel = 0;
 };
-Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z);
+Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z, bool backward);
 
 // `compression` changes ZeRO-0's all-reduce: 2-byte elements for kBf16 and
 // kFp16, for kSign an all-gather of every rank's SignMessageBytes per bucket.
-// ZeRO-3 (`gathers`: one pass's, Zero3GathersPerPass) reduce-scatters as
-// ZeRO-2, has no all-gather after the optimizer step, and all-gathers the
-// parameters unit by unit in every micro-batch's forward and backward.
+// ZeRO-3 (`forward`, `backward`: one pass's, Zero3GathersPerPass)
+// reduce-scatters as ZeRO-2, has no all-gather after the optimizer step,
+// and all-gathers the parameters unit by unit in every micro-batch's
+// forward and backward.
 std::vector<StepCollective> DataParallelStepCollectives(
     const std::vector<GradBucket>& buckets, int64_t dp, int64_t zero, int64_t micro_batches,
     int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes,
-    DpCompression compression = DpCompression::kNone, Zero3PassGathers gathers = {});
+    DpCompression compression = DpCompression::kNone, Zero3PassGathers forward = {},
+    Zero3PassGathers backward = {});
 
 }  // namespace scaletrain

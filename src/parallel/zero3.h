@@ -3,7 +3,8 @@
 // (the buckets of PlanZero3, cut at the layer boundaries: 1/dp of the padded
 // buffer, in OwnedRanges order, which AdamW updates in place) and gathers a
 // unit (a block, or the embedding with the head) into one of two gather
-// buffers just before the model uses it, forward and again backward. When
+// buffers just before the model uses it, forward and again backward (the
+// embedding's backward reads only gradients and acquires nothing). When
 // the model acquires a unit it also issues the all-gather of the next unit
 // of the pass into the other buffer (the prefetch), so that one runs on the
 // communicator's thread while this one computes. Both buffers are dropped

@@ -99,7 +99,8 @@ std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const 
   const int64_t tied = l.pp > 1 && model.tied_embeddings() ? stage.embedding_front_numel : 0;
   return DataParallelStepCollectives(buckets, l.dp, l.zero, m, tied, grad_elem_bytes,
                                      param_elem_bytes, l.dp_compress,
-                                     zero3 ? Zero3GathersPerPass(z3) : Zero3PassGathers{});
+                                     zero3 ? Zero3GathersPerPass(z3, false) : Zero3PassGathers{},
+                                     zero3 ? Zero3GathersPerPass(z3, true) : Zero3PassGathers{});
 }
 
 DpRingBytes DpRingBytesByKind(const std::vector<StepCollective>& cs, int64_t dp) {

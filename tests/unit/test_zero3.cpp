@@ -44,13 +44,20 @@ TEST(Zero3Plan, GatherPolicyPrefetchesAndRegathersWhatWasEvicted) {
   // With one block it is still held.
   EXPECT_EQ(Zero3GatheredUnits({0, 1, 0}), (std::vector<int64_t>{0, 1}));
   const Zero3Layout z = PlanZero3({10, 7, 7, 2}, {true, false, false, true}, 4);
-  const Zero3PassGathers g = Zero3GathersPerPass(z);
-  // Outer twice (windows of 12 and 4 elements: 2 + 1 buckets), blocks once.
+  const Zero3PassGathers g = Zero3GathersPerPass(z, false);
+  // Forward: outer twice (windows of 12 and 4 elements: 2 + 1 buckets),
+  // blocks once.
   EXPECT_EQ(g.numel, 2 * (12 + 4) + 12 + 8);
   EXPECT_EQ(g.calls, 2 * 3 + 3 + 2);
+  // Backward: the head's (outer), the blocks; the embedding's backward reads
+  // no parameters.
+  EXPECT_EQ(Zero3PassUnits(z, true), (std::vector<int64_t>{0, 2, 1}));
+  const Zero3PassGathers gb = Zero3GathersPerPass(z, true);
+  EXPECT_EQ(gb.numel, (12 + 4) + 8 + 12);
+  EXPECT_EQ(gb.calls, 3 + 2 + 3);
   const std::vector<StepCollective> cs =
-      DataParallelStepCollectives(z.buckets, 4, 3, 2, 0, 4, 4, DpCompression::kNone, g);
-  EXPECT_EQ(PayloadBytes(cs), 2 * 28 * 4 + 8 + 2 * 2 * g.numel * 4 + 8);
+      DataParallelStepCollectives(z.buckets, 4, 3, 2, 0, 4, 4, DpCompression::kNone, g, gb);
+  EXPECT_EQ(PayloadBytes(cs), 2 * 28 * 4 + 8 + 2 * (g.numel + gb.numel) * 4 + 8);
 }
 
 TEST(Zero3Plan, ALastStagesTiedCopyIsGatheredWithItsHeadOnly) {
@@ -62,7 +69,8 @@ TEST(Zero3Plan, ALastStagesTiedCopyIsGatheredWithItsHeadOnly) {
   EXPECT_EQ(Zero3PassUnits(z, true), (std::vector<int64_t>{0, 2, 1}));
   EXPECT_EQ(z.units[0], (std::vector<size_t>{0, 3}));  // the copy comes with the head
   // Aligned boundaries: each block once, the outer unit (12 + 4) once.
-  EXPECT_EQ(Zero3GathersPerPass(z).numel, 8 + 8 + 12 + 4);
+  EXPECT_EQ(Zero3GathersPerPass(z, false).numel, 8 + 8 + 12 + 4);
+  EXPECT_EQ(Zero3GathersPerPass(z, true).numel, 8 + 8 + 12 + 4);
 }
 
 ModelSpec TinySpec() {
@@ -89,7 +97,7 @@ TEST(Zero3Params, AcquiredLayersReadTheirParameters) {
   EXPECT_EQ(z.shard_bytes(), layout.total_numel * 4);
   std::vector<int64_t> order = {kEmbeddingLayer, 0, 1, 2, HeadLayer(spec.n_layer)};
   for (bool backward : {false, true}) {
-    if (backward) order.assign(order.rbegin(), order.rend());
+    if (backward) order = {HeadLayer(spec.n_layer), 2, 1, 0};  // as BackwardChunk
     for (int64_t layer : order) {
       ASSERT_TRUE(z.Acquire(layer, backward).ok());
       for (const ParamEntry& e : layout.entries) {
