@@ -368,7 +368,13 @@ Status ValidateParallelSection(const ParallelConfig& p) {
   ST_RETURN_IF_ERROR(RequirePositive("parallel.tp", p.tp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.pp", p.pp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.vpp", p.vpp));
-  if (p.zero < 0 || p.zero > 2) return InvalidArgument("parallel.zero must be 0, 1 or 2");
+  if (p.zero < 0 || p.zero > 3) return InvalidArgument("parallel.zero must be 0, 1, 2 or 3");
+  if (p.zero == 3 && p.vpp > 1) {
+    return InvalidArgument(
+        "parallel.zero = 3 (parameters sharded) does not run with the "
+        "interleaved schedule (parallel.vpp = " +
+        std::to_string(p.vpp) + "); use parallel.zero = 2 with it, or parallel.vpp = 1");
+  }
   if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved") {
     return InvalidArgument("parallel.schedule = '" + p.schedule +
                            "' is unknown; use \"gpipe\", \"1f1b\" or \"interleaved\"");

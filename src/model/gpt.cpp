@@ -501,6 +501,7 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
   s.T = T;
   if (ch.embedding) {
     s.tokens.assign(tokens, tokens + N);
+    ST_RETURN_IF_ERROR(Use(kEmbeddingLayer, false));
     ST_RETURN_IF_ERROR(EmbeddingForward(s, B, T));
     done(kEmbeddingLayer);
   } else {
@@ -514,15 +515,18 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
   const float* x = s.input;
   for (size_t i = 0; i < ch.layers.size(); ++i) {
     LayerActs L = ForwardActs(s, i);
+    ST_RETURN_IF_ERROR(Use(ch.layers[i], false));
     ST_RETURN_IF_ERROR(LayerForward(ch.layers[i], L, x, B, T));
     x = s.layers[i].res3;
     done(ch.layers[i]);
   }
   float loss = 0.0f;
   if (ch.head) {
+    ST_RETURN_IF_ERROR(Use(HeadLayer(spec_.n_layer), false));
     ST_ASSIGN_OR_RETURN(loss, HeadForward(s, x, B, T));
     done(HeadLayer(spec_.n_layer));
   }
+  ST_RETURN_IF_ERROR(Unuse());
   return loss;
 }
 
@@ -551,6 +555,7 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
     if (s.targets.empty()) {
       return FailedPrecondition("backward needs a forward with targets first");
     }
+    ST_RETURN_IF_ERROR(Use(HeadLayer(spec_.n_layer), true));
     ST_RETURN_IF_ERROR(HeadBackward(s, ChunkOutput(chunk, slot), loss_scale, B, T));
     ready(HeadLayer(spec_.n_layer));
   } else {
@@ -559,6 +564,7 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
   for (size_t i = ch.layers.size(); i-- > 0;) {
     const float* x = i == 0 ? s.input : s.layers[i - 1].res3;
     LayerActs* L = &s.layers[i];
+    ST_RETURN_IF_ERROR(Use(ch.layers[i], true));
     if (recompute_ == ActivationRecompute::kFull) {
       // The block's forward again, from its kept input, into the working
       // set (whose own res3 takes the output: the slot's may be in flight
@@ -569,14 +575,19 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
     ST_RETURN_IF_ERROR(LayerBackward(ch.layers[i], *L, x, B, T));
     ready(ch.layers[i]);
   }
-  if (ch.embedding) {
+  if (ch.embedding) {  // (reads no parameters: nothing to acquire)
     ST_RETURN_IF_ERROR(EmbeddingBackward(s, B, T));
     ready(kEmbeddingLayer);
   }
-  return Status::Ok();
+  return Unuse();
 }
 
 const float* GPT::InputGrad() const { return scratch_->dres; }
+
+void GPT::SetParamSource(ParamSource* source) {
+  source_ = source;
+  if (source != nullptr) params_ = Buffer();
+}
 
 namespace {
 void Fatal(const Status& st) {

@@ -68,6 +68,19 @@ namespace scaletrain {
 enum class ActivationRecompute { kNone, kSelective, kFull };
 const char* ActivationRecomputeName(ActivationRecompute r);
 
+// Where the model reads its parameters when it does not hold them itself
+// (ZeRO-3, parallel/zero3.h): before each layer's forward or backward the
+// model calls Acquire(layer, backward); the layer's parameters are then
+// readable through At(flat offset) until the next Acquire. After a chunk's
+// forward or backward, Release(): what was gathered may go.
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  virtual Status Acquire(int64_t layer, bool backward) = 0;
+  virtual Status Release() = 0;
+  virtual const float* At(int64_t offset) const = 0;
+};
+
 class GPT {
  public:
   // The whole model on one rank. Allocates parameters and gradients (zeroed)
@@ -166,6 +179,10 @@ class GPT {
   void Backward(float loss_scale, const std::function<void(int64_t layer)>& on_grads_ready = nullptr);
   void ZeroGrad() { grads_.Zero(); }
 
+  // Reads the parameters from `source` from now on (null: params()) and,
+  // with one, frees params(): it returns null after (ZeRO-3 keeps a shard).
+  void SetParamSource(ParamSource* source);
+
   // Row (b, t) of the last forward's logits, padded_vocab_size wide
   // (single-rank models).
   const float* logits(int64_t b, int64_t t) const;
@@ -210,7 +227,14 @@ class GPT {
   Result<float> HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T);
   Status HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t B, int64_t T);
   // Offset -1 (a tensor the arch has not, e.g. Llama's biases): null.
-  const float* P(int64_t offset) const { return offset < 0 ? nullptr : params_.f32() + offset; }
+  const float* P(int64_t offset) const {
+    if (offset < 0) return nullptr;
+    return source_ != nullptr ? source_->At(offset) : params_.f32() + offset;
+  }
+  Status Use(int64_t layer, bool backward) {
+    return source_ != nullptr ? source_->Acquire(layer, backward) : Status::Ok();
+  }
+  Status Unuse() { return source_ != nullptr ? source_->Release() : Status::Ok(); }
   float* G(int64_t offset) { return offset < 0 ? nullptr : grads_.f32() + offset; }
 
   ModelSpec spec_;
@@ -235,6 +259,7 @@ class GPT {
   std::unique_ptr<LayerActs> work_;
   std::unique_ptr<ReplicatedGrads> replicated_grads_;
   Buffer params_, grads_, acts_;
+  ParamSource* source_ = nullptr;
   // The single-rank API's last forward.
   int64_t last_slot_T_ = 0;
 };

@@ -8,6 +8,15 @@
 
 namespace scaletrain {
 
+std::vector<GradBucket> BuildDpBuckets(const ParamLayout& layout, int64_t dp, int64_t bucket_bytes,
+                                       int64_t zero, int64_t n_layer) {
+  if (zero < 3) return BuildGradBuckets(layout, dp, bucket_bytes);
+  const LayerRuns runs = DpLayerRuns(layout, n_layer);
+  std::vector<GradBucket> buckets = PlanZero3(runs.numels, runs.outer, dp, runs.acquired).buckets;
+  SetBucketMinLayers(layout, buckets);
+  return buckets;
+}
+
 DataParallel::DataParallel(const ParamLayout& layout, Communicator* comm,
                            const DataParallelOptions& opt)
     : layout_(layout),
@@ -20,9 +29,9 @@ DataParallel::DataParallel(const ParamLayout& layout, Communicator* comm,
       padded_(PaddedNumel(layout.total_numel, comm->size())),
       tied_front_numel_(opt.embedding_waits_for_tied_sum ? DpTiedFrontNumel(layout) : 0),
       compressor_(opt.zero == 0 ? opt.compression : DpCompression::kNone, padded_) {
-  buckets_ = BuildGradBuckets(layout_, dp_, opt.bucket_bytes);
+  buckets_ = BuildDpBuckets(layout_, dp_, opt.bucket_bytes, zero_, opt.n_layer);
   launched_.assign(buckets_.size(), false);
-  if (zero_ == 2) shard_grads_ = Buffer(static_cast<size_t>(owned_numel()) * sizeof(float));
+  if (zero_ >= 2) shard_grads_ = Buffer(static_cast<size_t>(owned_numel()) * sizeof(float));
 }
 
 bool DataParallel::WaitsForTiedSum(size_t i) const {
@@ -49,7 +58,7 @@ void DataParallel::BeginStep(float* grads) {
 
 void DataParallel::BeginBackward(int64_t micro_batch, int64_t micro_batches,
                                  const LayerRange& layers) {
-  communicating_ = micro_batch == micro_batches - 1 || zero_ == 2;
+  communicating_ = micro_batch == micro_batches - 1 || zero_ >= 2;
   chunk_ = layers;
   std::fill(launched_.begin(), launched_.end(), false);
 }
@@ -60,7 +69,7 @@ void DataParallel::Launch(size_t i) {
   if (dp_ == 1) {
     // Nothing to reduce (tensor or pipeline parallelism alone); ZeRO-2 still
     // moves the bucket into its accumulator.
-    if (zero_ == 2) in_flight_.push_back({i, CommHandle()});
+    if (zero_ >= 2) in_flight_.push_back({i, CommHandle()});
     return;
   }
   if (zero_ == 0 && host_ != nullptr) {
@@ -92,7 +101,7 @@ Status DataParallel::EndBackward() {
   // ZeRO-2's next backward writes into the same buckets: finish them now.
   // Otherwise a bucket's gradients are final and its reduction may run on
   // while later backwards (other chunks' layers) compute.
-  return zero_ == 2 ? Complete() : Status::Ok();
+  return zero_ >= 2 ? Complete() : Status::Ok();
 }
 
 Status DataParallel::FinishGradReduction() {
@@ -135,7 +144,7 @@ Status DataParallel::Complete() {
       ST_RETURN_IF_ERROR(compressor_.Finish(comm_, grads_ + b.begin, b.size(), b.begin));
     }
   }
-  if (zero_ == 2) {
+  if (zero_ >= 2) {
     // This rank's block of each bucket, into its place in the accumulator
     // (OwnedRanges order: the buckets in flat order).
     for (const BucketCollective& c : in_flight_) {
@@ -153,14 +162,14 @@ Status DataParallel::Complete() {
 }
 
 const float* DataParallel::optimizer_grads(const float* flat_grads) const {
-  return zero_ == 2 ? shard_grads_.f32() : flat_grads;
+  return zero_ >= 2 ? shard_grads_.f32() : flat_grads;
 }
 
 Result<double> DataParallel::GradNorm(const float* flat_grads,
                                       const std::vector<Communicator*>& other_groups) {
   // Sum squares over this rank's owned ranges, entry by entry, skipping
   // entries that another rank also holds (counted there).
-  const bool compact = zero_ == 2;
+  const bool compact = zero_ >= 2;
   const float* base = compact ? shard_grads_.f32() : flat_grads;
   double sq = 0.0;
   int64_t k = 0;  // position of the range in the compact shard
@@ -180,7 +189,7 @@ Result<double> DataParallel::GradNorm(const float* flat_grads,
 }
 
 Status DataParallel::GatherParams(float* params) {
-  if (zero_ == 0) return Status::Ok();
+  if (zero_ == 0 || zero_ >= 3) return Status::Ok();  // ZeRO-3 gathers layer by layer (zero3.h)
   std::vector<CommHandle> hs;
   for (const GradBucket& b : buckets_) hs.push_back(comm_->IAllgatherInPlace(params + b.begin, b.size() / dp_));
   for (CommHandle& h : hs) ST_RETURN_IF_ERROR(h.Wait());

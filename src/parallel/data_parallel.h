@@ -29,6 +29,10 @@
 //      accumulator and the full buffer is scratch for one backward. (The
 //      buckets that wait for the tied embedding's sum are reduced once, at
 //      the end of the step: the sum needs the full gradients.)
+//   3  as 2, and the parameters persist only as this rank's blocks too
+//      (Zero3Params, zero3.h, gathers them layer by layer for forward and
+//      backward); the buckets are cut at the layer boundaries (PlanZero3),
+//      not by bucket_bytes, and no all-gather follows the optimizer step.
 //
 // The flat buffers are padded to a multiple of dp elements (PaddedNumel) so
 // every bucket divides evenly; the padding is never read by the model.
@@ -61,7 +65,14 @@ struct DataParallelOptions {
   // ZeRO-0: the wire format of the all-reduce (grad_compression.h); with the
   // hierarchical reduction, of its across-host part only.
   DpCompression compression = DpCompression::kNone;
+  // ZeRO-3's buckets follow the layers: the model's n_layer names its head.
+  int64_t n_layer = 0;
 };
+
+// The gradient buckets of a ZeRO stage: BuildGradBuckets (bucket_bytes) for
+// 0-2, PlanZero3's layer-aligned ones for 3. Checkpoints cut the same.
+std::vector<GradBucket> BuildDpBuckets(const ParamLayout& layout, int64_t dp, int64_t bucket_bytes,
+                                       int64_t zero, int64_t n_layer);
 
 class DataParallel {
  public:
@@ -106,7 +117,7 @@ class DataParallel {
   // The gradients the optimizer reads: the flat buffer (ZeRO-0/1), or the
   // compact shard accumulator (ZeRO-2: grads_compact for AdamW::Step).
   const float* optimizer_grads(const float* flat_grads) const;
-  bool grads_compact() const { return zero_ == 2; }
+  bool grads_compact() const { return zero_ >= 2; }
 
   // Global L2 norm of the averaged gradients (collective under ZeRO: each
   // rank sums squares over its blocks). Entries the layout marks as not
@@ -114,7 +125,8 @@ class DataParallel {
   // pipeline parallelism the sums of `other_groups` (TP, PP) are added, so
   // every rank gets the norm of the whole model.
   Result<double> GradNorm(const float* flat_grads, const std::vector<Communicator*>& other_groups = {});
-  // ZeRO-1/2: after the optimizer step, every rank gets every block.
+  // ZeRO-1/2: after the optimizer step, every rank gets every block
+  // (nothing under ZeRO-3: it gathers before each use).
   Status GatherParams(float* params);
   // Averages a scalar over the DP group (the logged loss).
   Result<double> Average(double value);

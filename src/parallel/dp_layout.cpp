@@ -21,6 +21,11 @@ std::vector<GradBucket> CutGradBuckets(int64_t padded_numel, int64_t dp, int64_t
 
 std::vector<GradBucket> BuildGradBuckets(const ParamLayout& layout, int64_t dp, int64_t bucket_bytes) {
   std::vector<GradBucket> buckets = CutGradBuckets(DpPaddedNumel(layout.total_numel, dp), dp, bucket_bytes);
+  SetBucketMinLayers(layout, buckets);
+  return buckets;
+}
+
+void SetBucketMinLayers(const ParamLayout& layout, std::vector<GradBucket>& buckets) {
   int64_t top = kEmbeddingLayer;
   for (const auto& e : layout.entries) top = std::max(top, e.layer);
   for (GradBucket& b : buckets) {
@@ -32,7 +37,6 @@ std::vector<GradBucket> BuildGradBuckets(const ParamLayout& layout, int64_t dp, 
     // more than the padding): it goes with the first layers backward reports.
     if (b.min_layer == INT64_MAX) b.min_layer = top;
   }
-  return buckets;
 }
 
 std::vector<FlatRange> DpBlockRanges(const std::vector<GradBucket>& buckets, int64_t dp,
@@ -128,7 +132,7 @@ bool DpCompressionFromName(const std::string& name, DpCompression* out) {
 std::vector<StepCollective> DataParallelStepCollectives(
     const std::vector<GradBucket>& buckets, int64_t dp, int64_t zero, int64_t micro_batches,
     int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes,
-    DpCompression compression) {
+    DpCompression compression, Zero3PassGathers forward, Zero3PassGathers backward) {
   if (dp <= 1) return {};
   int64_t padded = 0, reductions = 0, reduced = 0, sign_bytes = 0;
   for (const GradBucket& b : buckets) {
@@ -152,11 +156,136 @@ std::vector<StepCollective> DataParallelStepCollectives(
     out.push_back({"gradient reduce-scatter", CollectiveKind::kReduceScatter, reductions,
                    reduced * grad_elem_bytes, StepPhase::kBackward});
     out.push_back({"gradient-norm sum", CollectiveKind::kAllreduce, 1, kScalar});
+  }
+  if (zero == 1 || zero == 2) {
     out.push_back(
         {"parameter all-gather", CollectiveKind::kAllgather, nb, padded * param_elem_bytes});
+  } else if (zero >= 3) {
+    const int64_t m = micro_batches, e = param_elem_bytes;
+    out.push_back({"parameter all-gather (forward)", CollectiveKind::kAllgather, forward.calls * m,
+                   forward.numel * e * m, StepPhase::kForward});
+    out.push_back({"parameter all-gather (backward)", CollectiveKind::kAllgather,
+                   backward.calls * m, backward.numel * e * m, StepPhase::kBackward});
   }
   out.push_back({"loss average", CollectiveKind::kAllreduce, 1, kScalar});
   return out;
+}
+
+LayerRuns DpLayerRuns(const ParamLayout& layout, int64_t n_layer) {
+  LayerRuns r;
+  for (size_t i = 0; i < layout.entries.size(); ++i) {
+    const ParamEntry& e = layout.entries[i];
+    if (i == 0 || e.layer != layout.entries[i - 1].layer) {
+      r.numels.push_back(0);
+      r.layers.push_back(e.layer);
+      r.outer.push_back(e.layer == kEmbeddingLayer || e.layer == HeadLayer(n_layer));
+      r.acquired.push_back(!e.tied_copy);
+    }
+    r.numels.back() += e.numel;
+  }
+  return r;
+}
+
+namespace {
+
+int64_t RoundDown(int64_t x, int64_t dp) { return x / dp * dp; }
+
+// The runs' begin offsets, and the end of the padded buffer last.
+std::vector<int64_t> RunBegins(const std::vector<int64_t>& run_numels, int64_t dp) {
+  std::vector<int64_t> at{0};
+  for (int64_t n : run_numels) at.push_back(at.back() + n);
+  at.back() = RoundUp(at.back(), dp);
+  return at;
+}
+
+}  // namespace
+
+Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<bool>& run_outer,
+                      int64_t dp, const std::vector<bool>& run_acquired) {
+  Zero3Layout z;
+  z.run_outer = run_outer;
+  z.run_acquired = run_acquired;
+  z.run_acquired.resize(run_numels.size(), true);
+  const std::vector<int64_t> at = RunBegins(run_numels, dp);
+  std::vector<int64_t> cuts;
+  for (int64_t a : at) {
+    cuts.push_back(RoundDown(a, dp));
+    cuts.push_back(RoundUp(a, dp));
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (size_t i = cuts.size() - 1; i > 0; --i) z.buckets.push_back({cuts[i - 1], cuts[i], 0});
+  const size_t runs = run_numels.size();
+  z.unit_of_run.assign(runs, -1);
+  for (size_t r = 0; r < runs; ++r) {
+    const FlatRange w{RoundDown(at[r], dp), RoundUp(at[r + 1], dp)};
+    z.windows.push_back(w);
+    z.window_buckets.emplace_back();
+    for (size_t b = z.buckets.size(); b-- > 0;) {  // flat order
+      if (z.buckets[b].begin >= w.begin && z.buckets[b].end <= w.end)
+        z.window_buckets.back().push_back(b);
+    }
+    if (run_outer[r]) {
+      if (z.units.empty() || !run_outer[z.units[0][0]])
+        z.units.insert(z.units.begin(), std::vector<size_t>{});
+      z.units[0].push_back(r);
+    } else {
+      z.units.push_back({r});
+    }
+  }
+  for (size_t u = 0; u < z.units.size(); ++u) {
+    for (size_t r : z.units[u]) z.unit_of_run[r] = static_cast<int64_t>(u);
+  }
+  return z;
+}
+
+std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward) {
+  std::vector<int64_t> seq;
+  for (size_t r = 0; r < z.unit_of_run.size(); ++r) {
+    // The embedding's backward reads no parameters (only its gradients):
+    // the first run, outer and acquired, is it.
+    const bool embedding = r == 0 && z.run_outer[0] && z.run_acquired[0];
+    if (z.run_acquired[r] && !(backward && embedding)) seq.push_back(z.unit_of_run[r]);
+  }
+  if (backward) std::reverse(seq.begin(), seq.end());
+  return seq;
+}
+
+std::vector<int64_t> Zero3GatheredUnits(const std::vector<int64_t>& sequence) {
+  int64_t slots[2] = {-1, -1};
+  int cur = 1;
+  std::vector<int64_t> gathered;
+  for (size_t i = 0; i < sequence.size(); ++i) {
+    const int64_t u = sequence[i];
+    if (slots[0] == u || slots[1] == u) {
+      cur = slots[0] == u ? 0 : 1;
+    } else {
+      cur = 1 - cur;
+      slots[cur] = u;
+      gathered.push_back(u);
+    }
+    if (i + 1 < sequence.size()) {
+      const int64_t next = sequence[i + 1];
+      if (slots[0] != next && slots[1] != next) {
+        slots[1 - cur] = next;
+        gathered.push_back(next);
+      }
+    }
+  }
+  return gathered;
+}
+
+Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z, bool backward) {
+  Zero3PassGathers g;
+  for (int64_t u : Zero3GatheredUnits(Zero3PassUnits(z, backward))) {
+    for (size_t r : z.units[static_cast<size_t>(u)]) {
+      for (size_t b : z.window_buckets[r]) {
+        g.calls += 1;
+        g.numel += z.buckets[b].size();
+      }
+    }
+  }
+  return g;
 }
 
 }  // namespace scaletrain

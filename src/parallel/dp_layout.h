@@ -45,6 +45,9 @@ std::vector<GradBucket> BuildGradBuckets(const ParamLayout& layout, int64_t dp, 
 // sharded checkpoint at any ZeRO stage.
 std::vector<FlatRange> DpBlockRanges(const std::vector<GradBucket>& buckets, int64_t dp, int64_t rank);
 
+// Fills each bucket's min_layer from the layout (BuildGradBuckets).
+void SetBucketMinLayers(const ParamLayout& layout, std::vector<GradBucket>& buckets);
+
 // Elements this rank's optimizer updates (and keeps AdamW state for): all of
 // the padded buffer under ZeRO-0, one block of every bucket (padded / dp in
 // all) under ZeRO >= 1.
@@ -142,11 +145,67 @@ inline int64_t SignMessageBytes(int64_t count) {
   return (count + 31) / 32 * 4 + (count + kSignBlock - 1) / kSignBlock * 4;
 }
 
+// ---- ZeRO-3: parameters sharded, gathered layer by layer ----------------
+// A rank's flat buffer is a run of layers: the embedding (kEmbeddingLayer),
+// the blocks, the final norm (HeadLayer). ZeRO-3 gathers a *unit* at a time:
+// each block is one, the embedding and the head (which reads the tied word
+// embedding) together are the "outer" unit. Its buckets are cut at the layer
+// boundaries rounded down and up to multiples of dp: one bucket per layer
+// (its elements from the first multiple of dp at or after its start to the
+// last before its end) and a "seam" bucket of dp elements wherever a layer
+// boundary is not a multiple of dp (it holds the end of one layer and the
+// start of the next, and is gathered with both). A layer's *window* is
+// [its begin rounded down, its end rounded up): the buckets it gathers.
+struct Zero3Layout {
+  std::vector<GradBucket> buckets;  // launch order (last in the buffer first); min_layer 0
+  std::vector<FlatRange> windows;   // by run: the runs' windows, in flat order
+  std::vector<std::vector<size_t>> window_buckets;  // by run: indices into `buckets`
+  // By unit: the runs it gathers. Unit 0 is the outer unit when there is
+  // one (runs marked outer), then each other run is a unit of its own.
+  std::vector<std::vector<size_t>> units;
+  std::vector<int64_t> unit_of_run;
+  // By run: whether a pass acquires it as a layer of its own (false for a
+  // pipeline's last stage's copy of the tied embedding: the head acquires it).
+  std::vector<bool> run_acquired;
+  std::vector<bool> run_outer;  // PlanZero3's input
+};
+// `run_numels`: elements of each run of equal layer in the flat buffer, in
+// order; `run_outer`: whether the run is the embedding's or the head's.
+// `run_acquired` (empty: all) as in Zero3Layout.
+Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<bool>& run_outer,
+                      int64_t dp, const std::vector<bool>& run_acquired = {});
+// The runs of a layout (consecutive entries of one layer): numels, outer
+// flags (kEmbeddingLayer, HeadLayer) and layer ids.
+struct LayerRuns {
+  std::vector<int64_t> numels, layers;
+  std::vector<bool> outer, acquired;  // acquired: false for a tied copy
+};
+LayerRuns DpLayerRuns(const ParamLayout& layout, int64_t n_layer);
+// The units one pass (a forward or a backward of a micro-batch) acquires,
+// in order: the units of the layers as the model runs them. A backward
+// skips the embedding (its backward reads only gradients).
+std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward);
+// Which of `sequence`'s units are gathered, in order, by the trainer's
+// policy: two gather buffers; a unit not held is gathered into the buffer
+// the current unit is not in, then the next unit of the sequence (if not
+// held) into the other (the prefetch). Both buffers start empty each pass.
+std::vector<int64_t> Zero3GatheredUnits(const std::vector<int64_t>& sequence);
+// All-gather calls and elements of one pass (a forward or a backward).
+struct Zero3PassGathers {
+  int64_t calls = 0, numel = 0;
+};
+Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z, bool backward);
+
 // `compression` changes ZeRO-0's all-reduce: 2-byte elements for kBf16 and
 // kFp16, for kSign an all-gather of every rank's SignMessageBytes per bucket.
+// ZeRO-3 (`forward`, `backward`: one pass's, Zero3GathersPerPass)
+// reduce-scatters as ZeRO-2, has no all-gather after the optimizer step,
+// and all-gathers the parameters unit by unit in every micro-batch's
+// forward and backward.
 std::vector<StepCollective> DataParallelStepCollectives(
     const std::vector<GradBucket>& buckets, int64_t dp, int64_t zero, int64_t micro_batches,
     int64_t tied_front_numel, int64_t grad_elem_bytes, int64_t param_elem_bytes,
-    DpCompression compression = DpCompression::kNone);
+    DpCompression compression = DpCompression::kNone, Zero3PassGathers forward = {},
+    Zero3PassGathers backward = {});
 
 }  // namespace scaletrain

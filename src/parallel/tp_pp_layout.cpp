@@ -36,6 +36,10 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
   }
   r.layers = static_cast<int64_t>(blocks.size());
   r.embedding_front_numel = DpTiedFrontNumel(rank_layout);
+  const LayerRuns runs = DpLayerRuns(rank_layout, spec.n_layer);
+  r.run_numels = runs.numels;
+  r.run_outer = runs.outer;
+  r.run_acquired = runs.acquired;
   return r;
 }
 

@@ -44,6 +44,10 @@ struct RankParams {
   // gradients over TP, with or without sequence parallelism. Not in
   // block_replicated_numel.
   int64_t block_kv_replicated_numel = 0;
+  // Its flat buffer's runs of one layer (DpLayerRuns): what ZeRO-3 gathers.
+  std::vector<int64_t> run_numels{};
+  std::vector<bool> run_outer{};
+  std::vector<bool> run_acquired{};
 };
 
 // Summarises BuildRankLayout(spec, shard). `numel` leaves out a tied_copy

@@ -82,22 +82,25 @@ std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const 
   const int64_t m = l.micro_batches();
   const int64_t param_elem_bytes = static_cast<int64_t>(ActivationElemBytes(l.precision));
   const int64_t padded = DpPaddedNumel(stage.numel, l.dp);
-  const std::vector<GradBucket> buckets = CutGradBuckets(padded, l.dp, l.bucket_bytes);
+  // ZeRO-3 as the trainer runs it: buckets cut at the layer boundaries,
+  // each unit (block; embedding + head) gathered forward and backward.
+  // (A stage without its runs: one unit of the whole buffer.)
+  const bool zero3 = l.zero >= 3;
+  const bool runs = !stage.run_numels.empty();
+  Zero3Layout z3;
+  if (zero3)
+    z3 = PlanZero3(runs ? stage.run_numels : std::vector<int64_t>{stage.numel},
+                   runs ? stage.run_outer : std::vector<bool>{false}, l.dp,
+                   runs ? stage.run_acquired : std::vector<bool>{});
+  const std::vector<GradBucket> buckets =
+      zero3 ? z3.buckets : CutGradBuckets(padded, l.dp, l.bucket_bytes);
   *num_buckets = static_cast<int64_t>(buckets.size());
   if (l.dp <= 1) return {};
-  if (l.zero <= 2) {
-    const int64_t tied = l.pp > 1 && model.tied_embeddings() ? stage.embedding_front_numel : 0;
-    return DataParallelStepCollectives(buckets, l.dp, l.zero, m, tied, grad_elem_bytes,
-                                       param_elem_bytes, l.dp_compress);
-  }
-  const int64_t nb = *num_buckets, weights = padded * param_elem_bytes,
-                grads = padded * grad_elem_bytes;
-  return {{"parameter all-gather (forward)", CollectiveKind::kAllgather, nb * m, weights * m,
-           StepPhase::kForward},
-          {"parameter all-gather (backward)", CollectiveKind::kAllgather, nb * m, weights * m,
-           StepPhase::kBackward},
-          {"gradient reduce-scatter", CollectiveKind::kReduceScatter, nb * m, grads * m,
-           StepPhase::kBackward}};
+  const int64_t tied = l.pp > 1 && model.tied_embeddings() ? stage.embedding_front_numel : 0;
+  return DataParallelStepCollectives(buckets, l.dp, l.zero, m, tied, grad_elem_bytes,
+                                     param_elem_bytes, l.dp_compress,
+                                     zero3 ? Zero3GathersPerPass(z3, false) : Zero3PassGathers{},
+                                     zero3 ? Zero3GathersPerPass(z3, true) : Zero3PassGathers{});
 }
 
 DpRingBytes DpRingBytesByKind(const std::vector<StepCollective>& cs, int64_t dp) {

@@ -77,9 +77,11 @@ int64_t DpGradReductions(const Layout& l, int64_t micro_batches);
 // (*num_buckets). ZeRO <= 2: what the trainer issues
 // (DataParallelStepCollectives; with pipeline parallelism and a tied head,
 // the buckets holding the embedding wait for the tied sum and are reduced
-// once); ZeRO-3 (FSDP, not in the trainer): every micro-batch gathers the
-// weights for forward and again for backward and reduce-scatters the
-// gradients, bucket by bucket. Gradients go in the gradient buffer's element
+// once); ZeRO-3 too (the trainer's parallel.zero = 3, FSDP-like): buckets
+// cut at the stage's layer boundaries (PlanZero3 over stage.run_numels),
+// every micro-batch gathers the units for forward and again for backward
+// (Zero3GathersPerPass) and reduce-scatters the gradients bucket by bucket.
+// Gradients go in the gradient buffer's element
 // (grad_elem_bytes), parameters in the compute precision's.
 std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const ModelSpec& model,
                                                  const Layout& l, int64_t grad_elem_bytes,

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/sha256.h"
+#include "parallel/data_parallel.h"
 #include "parallel/dp_layout.h"
 #include "train/checkpoint_dir.h"
 #include "train/model_io.h"
@@ -57,7 +58,8 @@ Result<ParamEntry> ShardEntry(const std::string& name, const nlohmann::json& t, 
 std::vector<CheckpointPiece> ShardPieces(const ModelSpec& run_spec, const ParallelConfig& par,
                                          const MeshCoord& coord) {
   const ParamLayout layout = BuildRankLayout(run_spec, ShardOf(par, coord));
-  const std::vector<GradBucket> buckets = BuildGradBuckets(layout, par.dp, BucketBytes(par));
+  const std::vector<GradBucket> buckets =
+      BuildDpBuckets(layout, par.dp, BucketBytes(par), par.zero, run_spec.n_layer);
   std::vector<CheckpointPiece> pieces;
   int64_t block = 0;
   for (const FlatRange& r : DpBlockRanges(buckets, par.dp, coord.dp)) {

@@ -163,15 +163,17 @@ CheckpointWriter::~CheckpointWriter() {
 void CheckpointWriter::Snapshot() {
   // ZeRO keeps the moments of this rank's blocks only, compactly; ZeRO-0
   // keeps them whole, indexed like the parameters.
+  // ZeRO-3 keeps the parameters compactly too.
   const bool compact = run_->cfg.parallel.zero >= 1;
-  const float* params = run_->model->params();
+  const bool params_compact = run_->zero3 != nullptr;
+  const float* params = run_->opt_params();
   const float* m = run_->optimizer->exp_avg();
   const float* v = run_->optimizer->exp_avg_sq();
   int64_t at = 0;
   for (const CheckpointPiece& p : snapshot_.pieces) {
     const size_t bytes = static_cast<size_t>(p.size()) * sizeof(float);
     const int64_t state = compact ? p.block : p.flat;
-    std::memcpy(snapshot_.params.data() + at, params + p.flat, bytes);
+    std::memcpy(snapshot_.params.data() + at, params + (params_compact ? p.block : p.flat), bytes);
     std::memcpy(snapshot_.exp_avg.data() + at, m + state, bytes);
     std::memcpy(snapshot_.exp_avg_sq.data() + at, v + state, bytes);
     at += p.size();

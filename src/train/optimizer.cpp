@@ -31,13 +31,15 @@ AdamW::AdamW(const ParamLayout* layout, const AdamWOptions& opt, std::vector<Fla
   v_ = Buffer(static_cast<size_t>(state) * sizeof(float));
 }
 
-void AdamW::Step(float* params, const float* grads, double lr, double grad_scale, bool grads_compact) {
+void AdamW::Step(float* params, const float* grads, double lr, double grad_scale,
+                 bool grads_compact, bool params_compact) {
   ++t_;
   for (const Segment& s : segments_) {
     const float wd = s.decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
     const float* g = grads + (grads_compact ? s.state_begin : s.flat_begin);
-    cpu::AdamWUpdate(params + s.flat_begin, g, m_.f32() + s.state_begin, v_.f32() + s.state_begin,
-                     s.count, static_cast<float>(lr), static_cast<float>(opt_.beta1),
+    cpu::AdamWUpdate(params + (params_compact ? s.state_begin : s.flat_begin), g,
+                     m_.f32() + s.state_begin, v_.f32() + s.state_begin, s.count,
+                     static_cast<float>(lr), static_cast<float>(opt_.beta1),
                      static_cast<float>(opt_.beta2), static_cast<float>(opt_.eps), wd, t_,
                      static_cast<float>(grad_scale));
   }

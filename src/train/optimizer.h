@@ -37,8 +37,9 @@ class AdamW {
   // first (gradient clipping). Decay applies to entries with weight_decay.
   // `grads` is indexed like the flat buffer, or, if grads_compact, like the
   // moments (the owned ranges one after another: a ZeRO-2 gradient shard).
+  // `params_compact`: params too are indexed like the moments (ZeRO-3's shard).
   void Step(float* params, const float* grads, double lr, double grad_scale,
-            bool grads_compact = false);
+            bool grads_compact = false, bool params_compact = false);
 
   int64_t step_count() const { return t_; }
   void set_step_count(int64_t t) { t_ = t; }

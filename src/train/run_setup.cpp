@@ -138,7 +138,10 @@ Status BuildRankModel(TrainingRun& run) {
       run.model->layout(), g.dp.get(),
       DataParallelOptions{par.zero, static_cast<int64_t>(par.bucket_mb * 1048576.0),
                           par.pp > 1 && run_spec.tied_embeddings(),
-                          run.groups->dp_host.get(), run.groups->dp_cross.get(), compression});
+                          run.groups->dp_host.get(), run.groups->dp_cross.get(), compression,
+                          run_spec.n_layer});
+  if (par.zero >= 3)
+    run.zero3 = std::make_unique<Zero3Params>(run.model->layout(), run_spec.n_layer, g.dp.get());
   run.optimizer = std::make_unique<AdamW>(&run.model->layout(),
                                           AdamWOptions{tc.beta1, tc.beta2, tc.eps, tc.weight_decay},
                                           run.dp->OwnedRanges());
@@ -265,6 +268,11 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
   } else {
     run->model->InitWeights(static_cast<uint64_t>(run->cfg.training.seed));
   }
+  if (run->zero3) {
+    // From here the model reads its parameters gathered from the shards.
+    run->zero3->LoadShard(run->model->params());
+    run->model->SetParamSource(run->zero3.get());
+  }
   ChooseRunDir(*run, opts, checkpoint_dir);
   if (run->run_dir.empty()) return InvalidArgument("no run directory given; pass --run-dir DIR");
   ST_RETURN_IF_ERROR(WriteRunDir(*run));
@@ -274,7 +282,8 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
 
 MemoryRecord RankMemory(const TrainingRun& run) {
   MemoryRecord m;
-  m.params_bytes = run.model->flat_numel() * static_cast<int64_t>(sizeof(float));
+  m.params_bytes = run.zero3 ? run.zero3->shard_bytes()
+                             : run.model->flat_numel() * static_cast<int64_t>(sizeof(float));
   m.grads_bytes = run.dp->persistent_grad_bytes();
   m.optimizer_bytes = static_cast<int64_t>(run.optimizer->state_bytes());
   m.activations_bytes = static_cast<int64_t>(run.model->activation_bytes());
@@ -340,6 +349,10 @@ void PrintRunSummary(const TrainingRun& run) {
         "grads %.2f MiB, optimizer %.2f MiB\n",
         ll(par.dp), ll(par.zero), run.dp->buckets().size(), m.params_bytes / 1048576.0,
         m.grads_bytes / 1048576.0, m.optimizer_bytes / 1048576.0);
+    if (run.zero3) {
+      std::printf("ZeRO-3: parameters gathered layer by layer into 2 buffers of %.2f MiB\n",
+                  run.zero3->gather_bytes() / 2 / 1048576.0);
+    }
     const ProcessGroups& g = *run.groups;
     if (g.dp_host) {
       std::printf("gradient all-reduce: hierarchical, %d hosts x %d ranks (reduce-scatter in host, all-reduce "
@@ -367,11 +380,12 @@ Status PrintSample(TrainingRun& run, int64_t tokens, const std::string& last_che
   GenerateOptions g{tokens, 0.8, static_cast<uint64_t>(run.cfg.training.seed)};
   // A sharded model samples from its whole, read back from the checkpoint.
   std::unique_ptr<GPT> whole_model;
-  if (run.sharded()) {
+  const bool whole = run.sharded() || run.zero3 != nullptr;  // ZeRO-3: no rank holds it all
+  if (whole) {
     ST_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelForInference(last_checkpoint, 1));
     whole_model = std::move(loaded.model);
   }
-  auto ids = Generate(run.sharded() ? *whole_model : *run.model, prompt, g);
+  auto ids = Generate(whole ? *whole_model : *run.model, prompt, g);
   std::vector<int32_t> fresh(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()), ids.end());
   if (run.vocab) {
     std::printf("%s\n", run.vocab->Decode(fresh).c_str());

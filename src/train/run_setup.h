@@ -16,6 +16,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/process_groups.h"
 #include "parallel/schedule.h"
+#include "parallel/zero3.h"
 #include "telemetry/metrics.h"
 #include "telemetry/prometheus.h"
 #include "telemetry/rank_records.h"
@@ -44,6 +45,12 @@ struct TrainingRun {
   std::unique_ptr<ProcessGroups> groups;
   std::unique_ptr<GPT> model;
   std::unique_ptr<DataParallel> dp;
+  // ZeRO-3 (parallel.zero = 3): this rank's parameter shard and the gather
+  // buffers the model reads through; the model then holds no parameters.
+  std::unique_ptr<Zero3Params> zero3;
+  // The parameters the optimizer updates and checkpoints read: the model's
+  // flat buffer, or ZeRO-3's shard (indexed like the optimizer's moments).
+  float* opt_params() { return zero3 ? zero3->shard() : model->params(); }
   std::unique_ptr<AdamW> optimizer;
   std::unique_ptr<PipelineExecutor> pipeline;
   LrSchedule lr_schedule;

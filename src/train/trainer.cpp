@@ -100,8 +100,9 @@ class Trainer {
 
     // 4. The optimizer step on this rank's part; ZeRO all-gathers the parameters after it.
     rec.lr = run_.lr_schedule.At(step);
-    run_.optimizer->Step(run_.model->params(), run_.dp->optimizer_grads(run_.model->grads()),
-                         rec.lr, ClipScale(rec.grad_norm, tc_.grad_clip), run_.dp->grads_compact());
+    run_.optimizer->Step(run_.opt_params(), run_.dp->optimizer_grads(run_.model->grads()), rec.lr,
+                         ClipScale(rec.grad_norm, tc_.grad_clip), run_.dp->grads_compact(),
+                         run_.zero3 != nullptr);
     ST_RETURN_IF_ERROR(run_.dp->GatherParams(run_.model->params()));
     const auto t4 = Clock::now();
 
@@ -243,11 +244,17 @@ class Trainer {
     std::vector<int32_t> tokens(static_cast<size_t>(mb * run_.spec.block_size)),
         targets(tokens.size());
     double sum = 0.0;
-    for (int64_t i = run_.groups->coord.dp; i < tc_.eval_steps; i += dp) {
-      run_.val_batches->EvalSequences(i * mb, mb, tokens.data(), targets.data());
+    // ZeRO-3's forward gathers over the DP group: every rank runs as many
+    // (a rank past the end repeats the last batch and drops its loss).
+    const bool lockstep = run_.zero3 != nullptr;
+    for (int64_t base = 0; base < tc_.eval_steps; base += dp) {
+      const int64_t i = base + run_.groups->coord.dp;
+      if (i >= tc_.eval_steps && !lockstep) break;
+      run_.val_batches->EvalSequences(std::min(i, tc_.eval_steps - 1) * mb, mb, tokens.data(),
+                                      targets.data());
       Result<double> loss = run_.pipeline->Evaluate(tokens.data(), targets.data());
       run_.AbortIfFailed(loss.status());
-      sum += *loss;
+      if (i < tc_.eval_steps) sum += *loss;
     }
     run_.AbortIfFailed(run_.groups->dp->Allreduce(&sum, 1, ReduceOp::kSum));
     if (run_.cfg.parallel.pp > 1)

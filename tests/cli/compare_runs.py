@@ -73,17 +73,24 @@ def main():
         # communicator's convention): gradient reduction, the loss average
         # (one double) and, under ZeRO, the gradient-norm sum (one double)
         # and the parameter all-gather.
-        expect = {0: f4 + 8, 1: f4 + 8 + 8 + f4, 2: a.accum * f4 + 8 + 8 + f4}[a.zero]
+        expect = {0: f4 + 8, 1: f4 + 8 + 8 + f4, 2: a.accum * f4 + 8 + 8 + f4}.get(a.zero)
+        if a.zero == 3:
+            # ZeRO-3: ZeRO-2's reduce-scatters, no all-gather after the step,
+            # but every micro-batch's forward and backward gather every
+            # parameter at least once (the seams between layers and the
+            # embedding with the head more often: the exact count is
+            # test_plan_vs_trainer.sh's). At least:
+            expect = a.accum * f4 + 8 + 8 + 2 * a.accum * f4
         for y in mb:
             got = y.get("comm_bytes", {}).get("dp")
-            if got != expect:
+            if (got != expect) if a.zero < 3 else (got is None or got < expect):
                 bad.append(f"step {y['step']}: dp bytes {got}, expected {expect}")
                 break
         with open(os.path.join(a.run, "memory.json")) as f:
             mem = json.load(f)["per_rank"]
         shard = f4 // a.dp
-        want = {"params_bytes": f4,
-                "grads_bytes": shard if a.zero == 2 else f4,
+        want = {"params_bytes": shard if a.zero >= 3 else f4,
+                "grads_bytes": shard if a.zero >= 2 else f4,
                 "optimizer_bytes": 2 * (shard if a.zero >= 1 else f4)}
         for k, v in want.items():
             if mem[k] != v:

@@ -99,6 +99,9 @@ run_layout gqa_dp2  2  false 2  2  1  1f1b        1   true  2    none
 run_layout gqa_dp2  2  false 2  2  2  1f1b        1   true  1    none
 run_layout mqa_tied 1  true  1  2  2  interleaved 2   false 0    none
 run_layout mqa_tied_dp2 1 true 2 2  1  1f1b        1   true  2    selective  # replicated kv, ZeRO-2
+run_layout gqa_dp2  2  false 2  1  1  1f1b        1   false 3    none       # ZeRO-3
+run_layout mqa_tied_dp2 1 true 2 2  1  1f1b        1   true  3    full       # ZeRO-3, replicated kv
+run_layout gqa_dp2  2  false 2  1  2  1f1b        1   false 3    selective  # ZeRO-3 over stages
 
 # Checkpoints hold whole tensors: the tp-4 run (replicated key/value heads)
 # resumes on one rank, and the single rank's at tp 4 with sp.

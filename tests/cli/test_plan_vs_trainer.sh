@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The planner against the trainer, exactly (issue 5; DESIGN principle 1): for
-# layouts the trainer runs (dp = 1, 2, 4 x ZeRO 0, 1, 2; tp 2 and 4 with and
+# layouts the trainer runs (dp = 1, 2, 4 x ZeRO 0, 1, 2; ZeRO-3 at dp 2 and
+# 4, also with 4 layers and with recomputation; tp 2 and 4 with and
 # without sequence parallelism; pp 2 and 4 under gpipe, 1f1b and
 # interleaved; dp x tp x pp = 2 x 2 x 2 with ZeRO 0, 1, 2; the compressed
 # gradient reductions bf16 and sign (parallel.dp_compress); activation
@@ -68,7 +69,11 @@ cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "
   "1 1 1 0 2 ${llama[*]} ${kv2[*]} ${untied[*]}" "2 2 1 1 2 ${llama[*]} ${kv2[*]} ${untied[*]}"
   "1 4 1 0 2 ${llama[*]} ${kv2[*]} ${sp[*]}" "1 4 1 0 2 ${llama[*]} ${kv2[*]} ${untied[*]} ${sel[*]}"
   "2 2 1 2 2 ${llama[*]} ${kv1[*]} ${sp[*]} ${full[*]}" "1 1 2 0 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]} ${inter[*]}"
-  "2 2 2 1 2 ${llama[*]} ${kv1[*]} ${sp[*]} ${untied[*]}" "2 2 2 0 2 ${llama[*]} ${kv2[*]} ${full[*]}")
+  "2 2 2 1 2 ${llama[*]} ${kv1[*]} ${sp[*]} ${untied[*]}" "2 2 2 0 2 ${llama[*]} ${kv2[*]} ${full[*]}"
+  "2 1 1 3 2" "4 1 1 3 2" "4 1 1 3 4 ${l4[*]}" "2 1 1 3 2 ${full[*]}" "4 1 1 3 2 ${sel[*]}"
+  "2 2 1 3 2" "2 2 1 3 2 ${sp[*]} ${full[*]}" "2 1 2 3 4 ${l4[*]}" "2 1 2 3 4 ${gpipe[*]}"
+  "2 2 2 3 2 ${sp[*]} ${full[*]}" "2 1 4 3 4 ${l4[*]} ${sel[*]}"
+  "2 2 1 3 2 ${llama[*]} ${kv1[*]} ${sp[*]}" "2 1 2 3 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]}")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"
@@ -91,7 +96,7 @@ for c in "${cases[@]}"; do
         >"$work/plan.json" 2>"$work/err"; then
       echo "FAIL: $what plan: $(cat "$work/err")"; fails=$((fails + 1)); continue
     fi
-    if out=$($py - "$run" "$work/plan.json" $dp $tp $pp "${extra[*]}" <<'PY'
+    if out=$($py - "$run" "$work/plan.json" $dp $tp $pp "${extra[*]} zero$zero" <<'PY'
 import json, sys
 run, plan_path = sys.argv[1], sys.argv[2]
 dp, tp, pp = (int(x) for x in sys.argv[3:6])
@@ -140,6 +145,8 @@ if pp == 1 and tp > 1 and plan["tp_step"]["payload_bytes"] != want["tp"]["payloa
 # The cases must exercise what they are about.
 if dp == 4 and stage0["padded_numel"] == stage0["numel"]:
     bad.append("no padding at dp 4: the test model no longer exercises it")
+if sys.argv[6].endswith("zero3") and not any("forward" in c["what"] for c in want["dp"]["collectives"]):
+    bad.append("ZeRO-3's forward parameter all-gathers missing")
 if dp > 1 and want["dp"]["calls"] < 3:
     bad.append(f"only {want['dp']['calls']} DP calls: the buckets are not exercised")
 if tp > 1 and sp != any("norm/bias" in c["what"] for c in want["tp"]["collectives"]):

@@ -474,16 +474,29 @@ TEST(PlanTerms, DpStepCollectivesOfAStage) {
   EXPECT_EQ(cs[0].calls, 5);
   EXPECT_EQ(cs[0].payload_bytes, 1004 * 4);
   EXPECT_EQ(cs[1].payload_bytes, 8);
-  // ZeRO-3 in bf16: per micro-batch, per bucket, the weights gathered twice
-  // (2 B) and the fp32 gradients reduce-scattered.
+  // ZeRO-3 in bf16 as the trainer runs it (PlanZero3), on a stage holding
+  // the embedding (301 elements) and two blocks (350 each): buckets cut at
+  // the layer boundaries [0,300) [300,304) [304,648) [648,652) [652,1004);
+  // a forward gathers the windows [0,304), [300,652), [648,1004): 7 calls,
+  // 1012 elements, in 2 B, per micro-batch; a backward the last two (the
+  // embedding's backward reads no weights): 5 calls, 708; the fp32 gradients
+  // reduce-scattered per bucket and micro-batch; the norm and loss doubles.
   l.zero = 3;
-  cs = DpStepCollectivesFor(RankParams{1001}, ModelSpec{}, l, 4, &buckets);
-  ASSERT_EQ(cs.size(), 3u);
+  RankParams runs{1001};
+  runs.run_numels = {301, 350, 350};
+  runs.run_outer = {true, false, false};
+  cs = DpStepCollectivesFor(runs, ModelSpec{}, l, 4, &buckets);
+  EXPECT_EQ(buckets, 5);
+  ASSERT_EQ(cs.size(), 5u);
+  EXPECT_EQ(cs[0].kind, CollectiveKind::kReduceScatter);
   EXPECT_EQ(cs[0].calls, 5 * 4);
-  EXPECT_EQ(cs[0].payload_bytes, 1004 * 2 * 4);
-  EXPECT_EQ(cs[1].phase, StepPhase::kBackward);
-  EXPECT_EQ(cs[2].kind, CollectiveKind::kReduceScatter);
-  EXPECT_EQ(cs[2].payload_bytes, 1004 * 4 * 4);
+  EXPECT_EQ(cs[0].payload_bytes, 1004 * 4 * 4);
+  EXPECT_EQ(cs[2].phase, StepPhase::kForward);
+  EXPECT_EQ(cs[2].calls, 7 * 4);
+  EXPECT_EQ(cs[2].payload_bytes, 1012 * 2 * 4);
+  EXPECT_EQ(cs[3].phase, StepPhase::kBackward);
+  EXPECT_EQ(cs[3].calls, 5 * 4);
+  EXPECT_EQ(cs[3].payload_bytes, 708 * 2 * 4);
   // ZeRO-2 with pipeline parallelism on a stage holding 100 elements of a
   // tied embedding at its front: buckets [0, 12) and [12, 260) wait for the
   // tied sum and are reduced once; [260, 508), [508, 756), [756, 1004) after
