@@ -75,3 +75,28 @@ st_rank_pid() {
     grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$p/environ" 2>/dev/null && { echo "$p"; return; }
   done
 }
+
+# Losses (every step) and validation losses of two runs, within 1e-5
+# relative: prints the worst difference, fails above. compare REF RUN [FIRST_STEP]
+compare() {
+  $py - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-1}" <<'PY'
+import json, sys
+ref = {j["step"]: j for j in map(json.loads, open(sys.argv[1]))}
+run = [json.loads(l) for l in open(sys.argv[2])]
+first = int(sys.argv[3])
+steps = [j["step"] for j in run]
+want = [s for s in sorted(ref) if s >= first]
+if steps != want:
+    print(f"steps {steps}, expected {want}"); sys.exit(1)
+worst = 0.0
+for j in run:
+    r = ref[j["step"]]
+    for key in ("loss", "val_loss"):
+        if (key in r) != (key in j):
+            print(f"step {j['step']}: {key} in one run only"); sys.exit(1)
+        if key in r:
+            worst = max(worst, abs(j[key] - r[key]) / abs(r[key]))
+print(f"worst relative loss difference {worst:.2e} over {len(run)} steps")
+sys.exit(0 if worst < 1e-5 else 1)
+PY
+}

@@ -22,29 +22,6 @@ common=(--config "$root/configs/llama_shakespeare_char.toml" --quiet
   --set checkpoint.interval=5 --set checkpoint.keep_last=4 --set parallel.bucket_mb=0.02
   --set "data.train=\"$work/data/train.bin\"" --set "data.val=\"$work/data/val.bin\"")
 
-# Losses (every step) and validation losses of two runs, within 1e-5 relative.
-compare() {  # compare REF RUN [FIRST_STEP]
-  $py - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-1}" <<'PY'
-import json, sys
-ref = {j["step"]: j for j in map(json.loads, open(sys.argv[1]))}
-run = [json.loads(l) for l in open(sys.argv[2])]
-first = int(sys.argv[3])
-steps = [j["step"] for j in run]
-want = [s for s in sorted(ref) if s >= first]
-if steps != want:
-    print(f"steps {steps}, expected {want}"); sys.exit(1)
-worst = 0.0
-for j in run:
-    r = ref[j["step"]]
-    for key in ("loss", "val_loss"):
-        if (key in r) != (key in j):
-            print(f"step {j['step']}: {key} in one run only"); sys.exit(1)
-        if key in r:
-            worst = max(worst, abs(j[key] - r[key]) / abs(r[key]))
-print(f"worst relative loss difference {worst:.2e} over {len(run)} steps")
-sys.exit(0 if worst < 1e-5 else 1)
-PY
-}
 
 # References: (kv heads, tied) x dp.
 ref() {  # ref NAME KV TIED DP

@@ -76,6 +76,20 @@ def check(d, tol):
     return status
 
 
+def save_and_run(model, d, seed):
+    """Saves `model` as DIR/hf and writes DIR/expected.safetensors: random
+    tokens (3 x 16) and the model's logits on them."""
+    model.eval()
+    model.save_pretrained(os.path.join(d, "hf"), safe_serialization=True)
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, model.config.vocab_size, (3, 16), generator=gen)
+    with torch.no_grad():
+        logits = model(tokens).logits.numpy().astype(np.float32)
+    save_file({"tokens": tokens.numpy().astype(np.int32), "logits": logits},
+              os.path.join(d, "expected.safetensors"))
+    return 0
+
+
 def make(d):
     torch.manual_seed(1234)
     cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=16, vocab_size=50,
@@ -89,15 +103,7 @@ def make(d):
                 p.normal_(1.0, 0.2)
             elif "c_fc.weight" in name:
                 p.mul_(25.0)  # GELU inputs of order 1-3, where its forms differ
-    model.eval()
-    model.save_pretrained(os.path.join(d, "hf"), safe_serialization=True)
-    gen = torch.Generator().manual_seed(99)
-    tokens = torch.randint(0, cfg.vocab_size, (3, 16), generator=gen)
-    with torch.no_grad():
-        logits = model(tokens).logits.numpy().astype(np.float32)
-    save_file({"tokens": tokens.numpy().astype(np.int32), "logits": logits},
-              os.path.join(d, "expected.safetensors"))
-    return 0
+    return save_and_run(model, d, seed=99)
 
 
 def make_llama(d):
@@ -115,15 +121,7 @@ def make_llama(d):
                 p.normal_(1.0, 0.2)
             else:
                 p.normal_(0.0, 0.3)  # attention away from uniform, SiLU away from linear
-    model.eval()
-    model.save_pretrained(os.path.join(d, "hf"), safe_serialization=True)
-    gen = torch.Generator().manual_seed(98)
-    tokens = torch.randint(0, cfg.vocab_size, (3, 16), generator=gen)
-    with torch.no_grad():
-        logits = model(tokens).logits.numpy().astype(np.float32)
-    save_file({"tokens": tokens.numpy().astype(np.int32), "logits": logits},
-              os.path.join(d, "expected.safetensors"))
-    return 0
+    return save_and_run(model, d, seed=98)
 
 
 def main():

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -113,8 +114,40 @@ void Perturb(GPT& model) {
   }
 }
 
+std::vector<float> Logits(GPT& model, const std::vector<int32_t>& tokens, int64_t B, int64_t T);
+
 class HfInteropTest : public ScratchDirTest {
  protected:
+  // Imports Path("case/hf") (hf_check.py make / make-llama wrote it, with
+  // expected.safetensors: tokens and transformers' logits) and returns the
+  // largest difference of our logits from transformers'; a failed step is a
+  // test failure and infinity.
+  double ImportedLogitsDifference(Arch arch) {
+    const double kFail = std::numeric_limits<double>::infinity();
+    auto s = ImportHf(Path("case/hf"), Path("imported"));
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    EXPECT_FALSE(s.ok() && s->vocab_kind.has_value());
+    auto expected = SafetensorsFile::Open(Path("case/expected.safetensors"));
+    if (!s.ok() || !expected.ok()) return kFail;
+    const NamedTensor* tok = (*expected)->Find("tokens");
+    const NamedTensor* want = (*expected)->Find("logits");
+    if (tok == nullptr || want == nullptr) return kFail;
+    const int64_t B = tok->shape[0], T = tok->shape[1];
+    const auto* t0 = static_cast<const int32_t*>(tok->data);
+    auto loaded = LoadModelForInference(Path("imported"), B);
+    EXPECT_TRUE(loaded.ok()) << loaded.status().message();
+    if (!loaded.ok()) return kFail;
+    EXPECT_EQ(loaded->model->spec().arch, arch);
+    EXPECT_EQ(loaded->model->spec().vocab_size, 50);
+    const std::vector<float> ours = Logits(*loaded->model, std::vector<int32_t>(t0, t0 + B * T), B, T);
+    if (static_cast<int64_t>(ours.size()) != NumElements(want->shape)) return kFail;
+    double worst = 0;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(ours[i]) - static_cast<const float*>(want->data)[i]));
+    }
+    return worst;
+  }
+
   // A perturbed model saved as a whole-tensor checkpoint in run directory
   // Path("ckpt"), with the char vocabulary of VocabText() or the bytes.
   std::unique_ptr<GPT> SaveCheckpoint(bool bytes = false) {
@@ -300,24 +333,7 @@ TEST_F(HfInteropTest, LlamaSavedByTransformersImportsWithTheSameLogits) {
   if (!TransformersAvailable())
     GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
   ASSERT_EQ(RunChecker("make-llama " + Path("case")), 0);
-  auto s = ImportHf(Path("case/hf"), Path("imported"));
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  auto expected = SafetensorsFile::Open(Path("case/expected.safetensors"));
-  ASSERT_TRUE(expected.ok()) << expected.status().message();
-  const NamedTensor* tok = (*expected)->Find("tokens");
-  const NamedTensor* want = (*expected)->Find("logits");
-  ASSERT_TRUE(tok && want);
-  const int64_t B = tok->shape[0], T = tok->shape[1];
-  const auto* t0 = static_cast<const int32_t*>(tok->data);
-  auto loaded = LoadModelForInference(Path("imported"), B);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
-  EXPECT_EQ(loaded->model->spec().arch, Arch::kLlama);
-  const std::vector<float> ours = Logits(*loaded->model, std::vector<int32_t>(t0, t0 + B * T), B, T);
-  ASSERT_EQ(static_cast<int64_t>(ours.size()), NumElements(want->shape));
-  double worst = 0;
-  for (size_t i = 0; i < ours.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(ours[i]) - static_cast<const float*>(want->data)[i]));
-  }
+  const double worst = ImportedLogitsDifference(Arch::kLlama);
   EXPECT_LE(worst, 1e-4);
   std::printf("imported Llama's logits vs transformers': max abs difference %.3g\n", worst);
 }
@@ -326,26 +342,7 @@ TEST_F(HfInteropTest, ModelSavedByTransformersImportsWithTheSameLogits) {
   if (!TransformersAvailable())
     GTEST_SKIP() << "transformers not installed (scripts/install-deps.sh)";
   ASSERT_EQ(RunChecker("make " + Path("case")), 0);
-  auto s = ImportHf(Path("case/hf"), Path("imported"));
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_FALSE(s->vocab_kind.has_value());
-  auto expected = SafetensorsFile::Open(Path("case/expected.safetensors"));
-  ASSERT_TRUE(expected.ok()) << expected.status().message();
-  const NamedTensor* tok = (*expected)->Find("tokens");
-  const NamedTensor* want = (*expected)->Find("logits");
-  ASSERT_TRUE(tok && want);
-  const int64_t B = tok->shape[0], T = tok->shape[1];
-  const auto* t0 = static_cast<const int32_t*>(tok->data);
-  auto loaded = LoadModelForInference(Path("imported"), B);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
-  EXPECT_EQ(loaded->model->spec().vocab_size, 50);
-  const std::vector<float> ours =
-      Logits(*loaded->model, std::vector<int32_t>(t0, t0 + B * T), B, T);
-  ASSERT_EQ(static_cast<int64_t>(ours.size()), NumElements(want->shape));
-  double worst = 0;
-  for (size_t i = 0; i < ours.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(ours[i]) - static_cast<const float*>(want->data)[i]));
-  }
+  const double worst = ImportedLogitsDifference(Arch::kGPT2);
   EXPECT_LE(worst, 1e-4);
   std::printf("imported model's logits vs transformers': max abs difference %.3g\n", worst);
 }

@@ -13,30 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "kernels/cpu/ops.h"
 
 namespace scaletrain::cpu {
 namespace {
 
-using VecF = std::vector<float>;
-using VecD = std::vector<double>;
+using namespace test;  // VecF, VecD, RandomVec, the tolerances (kernel_test_util.h)
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-// Float kernels vs float64 references. Forward values carry float rounding
-// (~1e-7 relative per operation, summed over at most a few hundred terms);
-// gradients additionally carry the finite-difference truncation error
-// (O(h^2) with h = 1e-6, negligible) and its rounding (~1e-10).
-constexpr double kFwdTol = 2e-5;
-constexpr double kGradTol = 1e-4;
-constexpr double kFdStep = 1e-6;
-
-VecF RandomVec(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  VecF v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
 
 std::vector<int32_t> RandomTokens(int64_t n, int32_t vocab, uint32_t seed) {
   std::mt19937 gen(seed);

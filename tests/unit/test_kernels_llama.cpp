@@ -11,25 +11,13 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "kernels/cpu/ops.h"
 
 namespace scaletrain::cpu {
 namespace {
 
-using VecF = std::vector<float>;
-using VecD = std::vector<double>;
-
-constexpr double kFwdTol = 2e-5;
-constexpr double kGradTol = 1e-4;
-constexpr double kFdStep = 1e-6;
-
-VecF RandomVec(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  VecF v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+using namespace test;  // VecF, VecD, RandomVec, the tolerances (kernel_test_util.h)
 
 VecD ToDouble(const VecF& v) { return VecD(v.begin(), v.end()); }
 
