@@ -66,25 +66,26 @@ Result<int64_t> PositiveInt(const nlohmann::json& j, const char* key, const std:
 }
 
 // A field that changes the model's arithmetic must have the value
-// scaletrain's GPT-2 computes with (or be absent: transformers' default).
+// scaletrain's `model` (GPT-2, Llama) computes with (or be absent:
+// transformers' default).
 Status RequireValue(const nlohmann::json& j, const char* key, const std::set<nlohmann::json>& ok,
-                    const std::string& what, const std::string& where) {
+                    const char* model, const std::string& what, const std::string& where) {
   if (!j.contains(key) || ok.count(j.at(key)) > 0) return Status::Ok();
   return FailedPrecondition(where + ": \"" + key + "\" is " + j.at(key).dump() +
-                            ", but scaletrain's GPT-2 has " + what +
+                            ", but scaletrain's " + model + " has " + what +
                             "; this model cannot be imported");
 }
 
 Status CheckGpt2Arithmetic(const nlohmann::json& j, const std::string& where) {
-  ST_RETURN_IF_ERROR(RequireValue(j, "activation_function", {"gelu_new", "gelu_pytorch_tanh"},
+  ST_RETURN_IF_ERROR(RequireValue(j, "activation_function", {"gelu_new", "gelu_pytorch_tanh"}, "GPT-2",
                                   "GELU in its tanh form (\"gelu_new\")", where));
-  ST_RETURN_IF_ERROR(RequireValue(j, "tie_word_embeddings", {true},
+  ST_RETURN_IF_ERROR(RequireValue(j, "tie_word_embeddings", {true}, "GPT-2",
                                   "its output head tied to the token embedding", where));
-  ST_RETURN_IF_ERROR(RequireValue(j, "scale_attn_weights", {true},
+  ST_RETURN_IF_ERROR(RequireValue(j, "scale_attn_weights", {true}, "GPT-2",
                                   "attention scores scaled by 1/sqrt(head size)", where));
-  ST_RETURN_IF_ERROR(RequireValue(j, "scale_attn_by_inverse_layer_idx", {false},
+  ST_RETURN_IF_ERROR(RequireValue(j, "scale_attn_by_inverse_layer_idx", {false}, "GPT-2",
                                   "no per-layer attention scaling", where));
-  ST_RETURN_IF_ERROR(RequireValue(j, "add_cross_attention", {false}, "no cross-attention", where));
+  ST_RETURN_IF_ERROR(RequireValue(j, "add_cross_attention", {false}, "GPT-2", "no cross-attention", where));
   if (j.contains("layer_norm_epsilon")) {
     const nlohmann::json& eps = j.at("layer_norm_epsilon");
     if (!eps.is_number() || std::fabs(eps.get<double>() - kGpt2LayerNormEps) > 1e-12) {
@@ -197,16 +198,12 @@ Result<double> PositiveNumber(const nlohmann::json& j, const char* key, double f
 }
 
 Status CheckLlamaArithmetic(const nlohmann::json& j, const std::string& where) {
-  const auto have = [&](const char* key, const std::set<nlohmann::json>& ok, const std::string& what) {
-    if (!j.contains(key) || ok.count(j.at(key)) > 0) return Status::Ok();
-    return FailedPrecondition(where + ": \"" + key + "\" is " + j.at(key).dump() + ", but scaletrain's Llama has " +
-                              what + "; this model cannot be imported");
-  };
-  ST_RETURN_IF_ERROR(have("hidden_act", {"silu"}, "a SwiGLU MLP (\"silu\")"));
-  ST_RETURN_IF_ERROR(have("attention_bias", {false}, "no attention biases"));
-  ST_RETURN_IF_ERROR(have("mlp_bias", {false}, "no MLP biases"));
-  ST_RETURN_IF_ERROR(have("rope_scaling", {nullptr}, "plain rotary embeddings (no rope_scaling)"));
-  return have("pretraining_tp", {1}, "unsplit projections (pretraining_tp 1)");
+  ST_RETURN_IF_ERROR(RequireValue(j, "hidden_act", {"silu"}, "Llama", "a SwiGLU MLP (\"silu\")", where));
+  ST_RETURN_IF_ERROR(RequireValue(j, "attention_bias", {false}, "Llama", "no attention biases", where));
+  ST_RETURN_IF_ERROR(RequireValue(j, "mlp_bias", {false}, "Llama", "no MLP biases", where));
+  ST_RETURN_IF_ERROR(
+      RequireValue(j, "rope_scaling", {nullptr}, "Llama", "plain rotary embeddings (no rope_scaling)", where));
+  return RequireValue(j, "pretraining_tp", {1}, "Llama", "unsplit projections (pretraining_tp 1)", where);
 }
 
 Result<ModelSpec> LlamaSpecFromConfig(const nlohmann::json& j, const std::string& where) {

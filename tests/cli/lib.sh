@@ -100,3 +100,17 @@ print(f"worst relative loss difference {worst:.2e} over {len(run)} steps")
 sys.exit(0 if worst < 1e-5 else 1)
 PY
 }
+
+# A `scaletrain train` of the caller's `common` arguments plus ARGS must fail
+# with one error line matching PATTERN and leave no run directory behind.
+expect_train_error() {  # expect_train_error WHAT PATTERN ARGS...
+  local what=$1 pattern=$2
+  shift 2
+  if "$bin" train "${common[@]}" --set training.global_batch_size=8 "$@" --run-dir "$work/bad" >"$work/out" 2>&1; then
+    echo "FAIL: $what was accepted"; fails=$((fails + 1))
+  elif grep -q -- "$pattern" "$work/out" && [ "$(grep -c '^error:' "$work/out")" -eq 1 ] && [ ! -e "$work/bad" ]; then
+    pass=$((pass + 1))
+  else
+    echo "FAIL: $what message:"; cat "$work/out"; fails=$((fails + 1))
+  fi
+}

@@ -96,17 +96,6 @@ else
 fi
 
 # Bad layouts: one clear error each, before any rank starts training.
-expect_train_error() {  # expect_train_error WHAT PATTERN ARGS...
-  local what=$1 pattern=$2
-  shift 2
-  if "$bin" train "${common[@]}" --set training.global_batch_size=8 "$@" --run-dir "$work/bad" >"$work/out" 2>&1; then
-    echo "FAIL: $what was accepted"; fails=$((fails + 1))
-  elif grep -q -- "$pattern" "$work/out" && [ "$(grep -c '^error:' "$work/out")" -eq 1 ] && [ ! -e "$work/bad" ]; then
-    pass=$((pass + 1))
-  else
-    echo "FAIL: $what message:"; cat "$work/out"; fails=$((fails + 1))
-  fi
-}
 expect_train_error "tp not dividing n_head" "use tp in {1, 2, 4}" --set parallel.tp=3
 expect_train_error "pp greater than n_layer" "pp x vpp <= 8" --set parallel.pp=16
 expect_train_error "interleaved with layers not divisible" "divisible by pp x vpp" \
