@@ -85,6 +85,12 @@ void RegisterTrainCommand(CLI::App& app, int* exit_code) {
       return;
     }
     if (r->rank != 0) return;
+    if (r->already_finished) {
+      std::printf("already finished: checkpoint %s is at training.steps = %lld; nothing to do "
+                  "(raise training.steps to train further)\n",
+                  r->last_checkpoint.c_str(), static_cast<long long>(opts.config.training.steps));
+      return;
+    }
     std::printf("done: %lld steps, final loss %.4f, val loss %.4f, %.0f tokens/s; checkpoint %s\n",
                 static_cast<long long>(r->steps_run), r->final_loss, r->final_val_loss,
                 r->tokens_per_s, r->last_checkpoint.c_str());

@@ -81,7 +81,7 @@ Result<std::string> ChooseCheckpoint(TrainingRun& run, const TrainOptions& opts)
   return ShareLeadResult(run, chosen, "find the checkpoint to resume from");
 }
 
-Status RestoreCheckpoint(TrainingRun& run, const std::string& dir) {
+Status RestoreCheckpoint(TrainingRun& run, const std::string& dir, bool finished_ok) {
   ST_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   ST_RETURN_IF_ERROR(CheckSameModel(reader->spec(), run.spec, dir,
                                     "resume with the config the checkpoint was trained with"));
@@ -111,6 +111,7 @@ Status RestoreCheckpoint(TrainingRun& run, const std::string& dir) {
     return DataLoss(dir + "/manifest.json lacks the step or the optimizer's step: " + ex.what());
   }
   const int64_t steps = run.cfg.training.steps;
+  if (run.start_step == steps && finished_ok) return Status::Ok();  // TrainingRun::finished()
   if (run.start_step >= steps) {
     return InvalidArgument("checkpoint '" + dir + "' is at step " + std::to_string(run.start_step) +
                            ", already at training.steps = " + std::to_string(steps) +

@@ -29,8 +29,10 @@ Result<std::string> ChooseCheckpoint(TrainingRun& run, const TrainOptions& opts)
 
 // Loads checkpoint `dir` into this rank's shard of the parameters and its
 // part of the optimizer state; sets run.start_step. Refuses a checkpoint of
-// another model or one already at training.steps.
-Status RestoreCheckpoint(TrainingRun& run, const std::string& dir);
+// another model, or one already at training.steps unless `finished_ok` (the
+// run is then done: --resume auto run again after the last step, as a
+// requeued job is, has nothing left to do) or beyond it.
+Status RestoreCheckpoint(TrainingRun& run, const std::string& dir, bool finished_ok = false);
 
 // training.init_from: this rank's shard of the parameters of the checkpoint
 // at `path` (a checkpoint or run directory, written by any layout or by

@@ -262,7 +262,8 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
   ST_RETURN_IF_ERROR(BuildRankModel(*run));
   ST_ASSIGN_OR_RETURN(const std::string checkpoint_dir, ChooseCheckpoint(*run, opts));
   if (!checkpoint_dir.empty()) {
-    ST_RETURN_IF_ERROR(RestoreCheckpoint(*run, checkpoint_dir));
+    ST_RETURN_IF_ERROR(RestoreCheckpoint(*run, checkpoint_dir, opts.resume == "auto"));
+    run->resumed_from = checkpoint_dir;
   } else if (!run->cfg.training.init_from.empty()) {
     ST_RETURN_IF_ERROR(InitFromCheckpoint(*run, run->cfg.training.init_from));
   } else {

@@ -55,6 +55,7 @@ struct TrainingRun {
   std::unique_ptr<PipelineExecutor> pipeline;
   LrSchedule lr_schedule;
   int64_t start_step = 0;  // steps done before this run (a resumed checkpoint's)
+  std::string resumed_from;  // the checkpoint it continues, if any
   std::string run_dir;
   bool continuing = false;  // resuming a run directory in place: metrics.jsonl is appended to
   std::optional<MetricsLog> metrics;  // the lead's metrics.jsonl
@@ -65,6 +66,8 @@ struct TrainingRun {
   int64_t rank() const { return groups->rank; }
   bool lead() const { return groups->rank == 0; }  // writes logs, metrics and checkpoints
   bool sharded() const { return cfg.parallel.tp > 1 || cfg.parallel.pp > 1; }
+  // Resumed (--resume auto) from a checkpoint at training.steps: nothing to train.
+  bool finished() const { return !resumed_from.empty() && start_step >= cfg.training.steps; }
   // A collective that failed (the watchdog, or a lost rank) ends the job on
   // every surviving rank: the ranks' state can no longer be trusted to agree.
   // Prints the error and aborts; returns only when `st` is ok.

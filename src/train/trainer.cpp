@@ -302,6 +302,13 @@ class Trainer {
 
 Result<TrainSummary> RunTraining(const TrainOptions& opts) {
   ST_ASSIGN_OR_RETURN(std::unique_ptr<TrainingRun> run, SetUpTraining(opts));
+  if (run->finished()) {
+    TrainSummary done;
+    done.rank = static_cast<int>(run->rank());
+    done.already_finished = true;
+    done.last_checkpoint = run->resumed_from;
+    return done;
+  }
   Trainer trainer(*run, opts);
   return trainer.Run();
 }

@@ -37,6 +37,8 @@ struct TrainSummary {
   // of the step it stopped at.
   bool preempted = false;
   int stop_signal = 0;
+  // --resume auto found the run already at training.steps: no step was run.
+  bool already_finished = false;
 };
 
 Result<TrainSummary> RunTraining(const TrainOptions& opts);

@@ -11,7 +11,9 @@
 #  - a flipped byte in the newest checkpoint's largest file: resuming that
 #    checkpoint fails naming the file and the checksum; --resume auto falls
 #    back to the previous checkpoint, warns naming the damaged one, and still
-#    finishes bitwise equal to the uninterrupted run.
+#    finishes bitwise equal to the uninterrupted run;
+#  - --resume auto on a run already at training.steps (a requeued job that had
+#    finished) exits 0 saying so, and leaves the run as it was.
 # Usage: test_preemption.sh PATH/TO/scaletrain REPO_ROOT
 . "$(dirname "$0")/lib.sh"
 st_cli_init "$@"
@@ -82,6 +84,26 @@ preempt() {  # preempt NAME HOW: HOW is "rank1 TERM" or "launcher USR1"
 }
 preempt term_rank rank1 TERM
 preempt usr1_launcher launcher USR1
+
+# A finished run requeued (the same command once more) has nothing to do: it
+# says so and exits 0, leaving the run as it was; naming its last checkpoint
+# explicitly still asks to raise training.steps.
+run=$work/usr1_launcher
+before=$(md5sum <"$run/metrics.jsonl")
+if timeout 300 mpirun -np 2 "$bin" "${args[@]}" "${dp2[@]}" --run-dir "$run" --resume auto >"$work/out" 2>&1 \
+    && grep -q "already finished: checkpoint .*step_$(printf '%08d' $steps) is at training.steps = $steps" "$work/out" \
+    && [ "$(md5sum <"$run/metrics.jsonl")" = "$before" ]; then
+  pass=$((pass + 1))
+else
+  fail "--resume auto on a finished run: $(cat "$work/out")"
+fi
+if timeout 300 mpirun -np 2 "$bin" "${args[@]}" "${dp2[@]}" --run-dir "$work/again" \
+    --resume "$run/checkpoints/step_$(printf '%08d' $steps)" >"$work/out" 2>&1; then
+  fail "resuming a checkpoint at training.steps by name was accepted"
+else
+  grep -q "^error: .*raise training.steps" "$work/out" && pass=$((pass + 1)) \
+    || fail "resuming a finished checkpoint by name: $(cat "$work/out")"
+fi
 
 # One process: SIGINT once stops with a checkpoint, twice ends it at once.
 # (Not under timeout(1), which relays only the first SIGINT; ctest's time
