@@ -106,19 +106,46 @@ PassSeconds WeightGemmSeconds(const GpuSpec& gpu, const GpuRates& r, double elem
   return {f, 2.0 * f};
 }
 
+TpOverlapChunks TpOverlapChunksFor(const LayerShape& s, const Software& sw) {
+  if (!(sw.tp_comm_overlap && s.sp && s.tp > 1)) return {};
+  return {s.tp, Software::kTpOverlapPipelineSplits};
+}
+
 PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuRates& r,
-                             bool separate_projections) {
+                             bool separate_projections, TpOverlapChunks chunks) {
   const double T = s.tokens, h = s.hidden, F = s.ffn_hidden, kvd = s.kv_dim, t = s.tp;
   auto weight = [&](double m, double n, double k) {
     return WeightGemmSeconds(gpu, r, s.elem_bytes, m, n, k);
   };
-  std::vector<PassSeconds> gemms = {weight(T, h, h / t), weight(T, h, F / t)};  // out, down
+  // One pass of a GEMM cut into `c` pieces of T / c rows (a measured shape is
+  // taken whole).
+  auto split = [&](double c, double n, double k, double whole) {
+    if (c <= 1) return whole;
+    for (const auto& g : gpu.measured_gemms) {
+      if (static_cast<double>(g.m) == T && static_cast<double>(g.n) == n && static_cast<double>(g.k) == k) return whole;
+    }
+    return c * GemmSecondsEach(r, s.elem_bytes, 1.0, T / c, n, k);
+  };
+  // Row-parallel (out, down): forward pipelined with the reduce-scatter, the
+  // input gradient with the all-gather of the output gradient.
+  auto row = [&](double n, double k) {
+    const PassSeconds w = weight(T, n, k);
+    const double each = w.bwd / 2;
+    return PassSeconds{split(chunks.pipeline, n, k, w.fwd), split(chunks.ring, n, k, each) + each};
+  };
+  // Column-parallel (QKV, up): forward pipelined with the input's all-gather;
+  // backward in bulk.
+  auto column = [&](double n, double k) {
+    const PassSeconds w = weight(T, n, k);
+    return PassSeconds{split(chunks.ring, n, k, w.fwd), w.bwd};
+  };
+  std::vector<PassSeconds> gemms = {row(h, h / t), row(h, F / t)};  // out, down
   if (separate_projections) {
     gemms.insert(gemms.end(), {weight(T, h / t, h), weight(T, kvd / t, h), weight(T, kvd / t, h),
                                weight(T, F / t, h)});
     if (s.swiglu) gemms.push_back(weight(T, F / t, h));
   } else {
-    gemms.insert(gemms.end(), {weight(T, (h + 2 * kvd) / t, h), weight(T, (s.swiglu ? 2 : 1) * F / t, h)});
+    gemms.insert(gemms.end(), {column((h + 2 * kvd) / t, h), column((s.swiglu ? 2 : 1) * F / t, h)});
   }
   PassSeconds sum;
   for (const auto& [fwd, bwd] : gemms) sum.fwd += fwd, sum.bwd += bwd;
@@ -274,7 +301,8 @@ double LayerRecomputeSeconds(Recompute rc, const Software& sw, const PassSeconds
 
 MicroBatchSeconds MicroBatchComputeSeconds(const LayerShape& s, const GpuSpec& gpu,
                                            const Software& sw, const GpuRates& r, Recompute rc) {
-  const PassSeconds gemm = LayerGemmSeconds(s, gpu, r, sw.separate_projections);
+  const PassSeconds gemm =
+      LayerGemmSeconds(s, gpu, r, sw.separate_projections, TpOverlapChunksFor(s, sw));
   const PassSeconds attention = AttentionSeconds(s, gpu, sw, r);
   const PassSeconds elementwise = ElementwiseSeconds(s, sw, r.hbm_bytes_per_s);
   // The GPU runs a layer's kernels no faster than the CPU issues them.

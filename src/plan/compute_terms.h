@@ -84,11 +84,25 @@ double GemmSeconds(const GpuRates& r, double elem_bytes, double batch, double m,
 // backward = 2x forward (the input and the weight gradient: the same shapes).
 PassSeconds WeightGemmSeconds(const GpuSpec& gpu, const GpuRates& r, double elem_bytes, double m,
                               double n, double k);
+// How the GEMMs that TP collectives are pipelined with run
+// (Software::tp_comm_overlap with SP; Transformer Engine's userbuffers as
+// Megatron-Core configures them): the column-parallel forwards (QKV, MLP up)
+// and the row-parallel input gradients (attention output, MLP down) in `ring`
+// GEMMs of 1/ring of the token rows each, one per chunk the ring exchange
+// brings (ring_exchange: tp); the row-parallel forwards in `pipeline` chunks
+// (the "pipeline" method's num_splits); the rest whole ("bulk" overlap).
+// 0: not split.
+struct TpOverlapChunks {
+  double ring = 0, pipeline = 0;
+};
+TpOverlapChunks TpOverlapChunksFor(const LayerShape& s, const Software& sw);
 // The weight GEMMs of a layer, split over tp: QKV, the attention output
 // projection, the MLP's up projection (gate and up with SwiGLU) and its down
-// projection; with `separate_projections` q, k, v (and gate, up) each its own.
+// projection; with `separate_projections` q, k, v (and gate, up) each its own;
+// with `chunks` the overlapped ones cut along the token rows, each piece
+// quantized to tiles and waves on its own.
 PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuRates& r,
-                             bool separate_projections = false);
+                             bool separate_projections = false, TpOverlapChunks chunks = {});
 
 // The attention core (softmax(QK^T) V) of a layer, three ways; AttentionSeconds
 // picks the one the stack and the profile give.

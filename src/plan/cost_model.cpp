@@ -300,10 +300,13 @@ MicroBatchSeconds CostModel::ScaledToMeasuredStep(MicroBatchSeconds mb, Precisio
 
 Result<Prediction> CostModel::Evaluate(const Layout& l) {
   ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(cluster_.gpu, l.precision));
-  const GpuRates rates = GpuRatesAt(cluster_.gpu, peak);
+  // Every rank waits for the slowest at each collective: the job computes at
+  // the pace of the slowest of its GPUs.
+  const GpuSpec gpu = PacedBySlowest(cluster_.gpu, l.num_gpus());
+  const GpuRates rates = GpuRatesAt(gpu, peak);
   const int64_t grad_elem_bytes = GradElemBytes(l, sw_);
   const MicroBatchSeconds mb = ScaledToMeasuredStep(
-      MicroBatchComputeSeconds(LayerShapeOf(spec_, l), cluster_.gpu, sw_, rates, l.recompute), l.precision,
+      MicroBatchComputeSeconds(LayerShapeOf(spec_, l), gpu, sw_, rates, l.recompute), l.precision,
       rates);
   const std::vector<StageParams>& stages = StagesFor(l.tp, l.pp, l.vpp);
   const int64_t m = l.micro_batches();

@@ -153,6 +153,10 @@ Status CheckGpuRates(const GpuSpec& g, const std::string& where) {
   }
   if (!(g.hbm_tbps > 0)) return InvalidArgument(where + ": hbm_tbps must be positive");
   if (g.sm_count < 0) return InvalidArgument(where + ": sm_count must be >= 0");
+  if (!(g.speed_spread >= 0 && g.speed_spread < 0.2)) {
+    return InvalidArgument(where + Fmt(": speed_spread = %g", g.speed_spread) +
+                           " must be in [0, 0.2) (a relative standard deviation, e.g. 0.01)");
+  }
   return Status::Ok();
 }
 
@@ -174,6 +178,7 @@ Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t,
   r.Add("hbm_efficiency", &g.hbm_efficiency);
   r.Add("attention_efficiency", &g.attention_efficiency);
   r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
+  r.Add("speed_spread", &g.speed_spread);
   r.Add("idle_w", &g.idle_w);
   r.Add("sm_count", &g.sm_count);
   r.Add("reference_cluster", &g.reference_cluster);
@@ -412,6 +417,23 @@ Result<std::string> FindConfigDir() {
       "cannot find the configs/ folder (hardware and model catalogs); run from the repository "
       "root, "
       "pass --config-dir DIR, or set SCALETRAIN_CONFIG_DIR");
+}
+
+double SlowestGpuFactor(double spread, int64_t gpus) {
+  if (!(spread > 0) || gpus <= 1) return 1.0;
+  const double n = static_cast<double>(gpus), p = (n - 0.375) / (n + 0.25);
+  // The standard normal quantile at p, by bisection on the CDF.
+  double lo = 0, hi = 10;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return std::max(0.5, 1.0 - spread * 0.5 * (lo + hi));
+}
+
+GpuSpec PacedBySlowest(GpuSpec gpu, int64_t gpus) {
+  gpu.sustained_clock_ratio *= SlowestGpuFactor(gpu.speed_spread, gpus);
+  return gpu;
 }
 
 }  // namespace scaletrain::plan

@@ -34,6 +34,10 @@ struct GpuSpec {
   // attention_efficiency come from (MAMF, the FlashAttention papers): scales
   // both rates, not HBM bandwidth. 1 where the rates are already sustained.
   double sustained_clock_ratio = 1.0;
+  // Spread of that sustained rate from GPU to GPU of one part (silicon,
+  // cooling, power delivery), as a relative standard deviation: a synchronous
+  // job runs at its slowest GPU's pace (SlowestGpuFactor). 0: not modelled.
+  double speed_spread = 0;
   // Static power (W) the GPU draws whatever its clock: the part of tdp_w a
   // power cap cannot take from the clock (PowerCapped); 0: 10% of tdp_w.
   double idle_w = 0;
@@ -170,5 +174,14 @@ std::string UnknownNameMessage(const std::string& what, const std::string& name,
 // Where configs/ is: $SCALETRAIN_CONFIG_DIR, ./configs, or configs/ beside
 // (or up to three levels above) the running executable.
 Result<std::string> FindConfigDir();
+
+// The expected pace of the slowest of `gpus` GPUs relative to a typical one,
+// for a relative spread `spread` of their sustained rates: 1 - spread x z, z
+// the expected largest of `gpus` standard normal draws (Blom's
+// approximation, the normal quantile at (n - 0.375) / (n + 0.25)).
+double SlowestGpuFactor(double spread, int64_t gpus);
+// `gpu` as it runs in a job of `gpus` of them: its sustained clock scaled by
+// SlowestGpuFactor.
+GpuSpec PacedBySlowest(GpuSpec gpu, int64_t gpus);
 
 }  // namespace scaletrain::plan

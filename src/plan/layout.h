@@ -141,8 +141,12 @@ struct Software {
   // TP collectives with sequence parallelism are cut into tp chunks and
   // pipelined with the GEMM beside them (Transformer Engine's userbuffers,
   // Megatron-Core's --tp-comm-overlap, on in NeMo's performance recipes):
-  // all but one chunk hides under the pass's GEMMs (OverlappedTpSeconds).
+  // all but one chunk hides under the pass's GEMMs (OverlappedTpSeconds),
+  // and the GEMMs run in pieces (TpOverlapChunks).
   bool tp_comm_overlap = false;
+  // The "pipeline" overlap's num_splits for the row-parallel forwards (the
+  // value in Megatron-Core's and NeMo's userbuffers configurations).
+  static constexpr double kTpOverlapPipelineSplits = 4;
   // SMs a communication kernel occupies while it runs beside compute (NCCL:
   // one thread block per channel; docs/planner.md "Overlap is not free"): the
   // compute it overlaps runs on the rest. 0: not modelled (the CPU trainer).

@@ -42,6 +42,20 @@ TEST(PlanErrors, SustainedClockRatioOutOfRangeNamesTheField) {
   EXPECT_TRUE(Has(st, "sustained_clock_ratio = 1.2 is not a fraction; give a value in (0, 1]")) << st.message();
 }
 
+TEST(PlanErrors, SpeedSpreadOutOfRangeNamesTheField) {
+  const std::string path = ::testing::TempDir() + "/bad_spread.toml";
+  {
+    std::ofstream f(path);
+    f << "[gpu.wide]\nbf16_tflops = 100.0\nhbm_gib = 10.0\nhbm_tbps = 1.0\ntdp_w = 300.0\n"
+         "speed_spread = 4.5\n";
+  }
+  HardwareCatalog cat;
+  Status st = cat.LoadFile(path);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "[gpu.wide]")) << st.message();
+  EXPECT_TRUE(Has(st, "speed_spread = 4.5 must be in [0, 0.2)")) << st.message();
+}
+
 class LayoutErrors : public ::testing::Test {
  protected:
   void SetUp() override {

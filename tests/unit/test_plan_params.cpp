@@ -114,6 +114,24 @@ TEST(PlanCatalog, PowerCapsAndMemoryVariants) {
   EXPECT_EQ(c94->gpu.bf16_tflops, h100->bf16_tflops);
 }
 
+// A synchronous job runs at its slowest GPU's pace: for a spread (relative
+// sd) of 1%, the expected slowest of 8 sits 1.434 sd below the typical one
+// and of 8,192 3.787 sd (normal quantiles at (n - 0.375) / (n + 0.25)).
+TEST(PlanCatalog, JobsRunAtTheirSlowestGpusPace) {
+  EXPECT_EQ(SlowestGpuFactor(0.01, 1), 1.0);
+  EXPECT_EQ(SlowestGpuFactor(0.0, 8192), 1.0);
+  EXPECT_NEAR(SlowestGpuFactor(0.01, 8), 1 - 0.01 * 1.4342, 1e-6);
+  EXPECT_NEAR(SlowestGpuFactor(0.01, 8192), 1 - 0.01 * 3.7868, 1e-6);
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto h100 = cat.Gpu("h100-sxm");
+  ASSERT_TRUE(h100.ok());
+  EXPECT_GT(h100->speed_spread, 0);  // measured (H200, the same die at the same power)
+  EXPECT_EQ(cat.Gpu("a100-80g")->speed_spread, 0);  // not measured: not modelled
+  EXPECT_DOUBLE_EQ(PacedBySlowest(*h100, 64).sustained_clock_ratio,
+                   h100->sustained_clock_ratio * SlowestGpuFactor(h100->speed_spread, 64));
+}
+
 TEST(PlanCatalog, EveryClusterResolvesAndHasSaneNumbers) {
   HardwareCatalog cat;
   ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());

@@ -267,6 +267,40 @@ TEST(PlanTerms, OverlappedTpHidesAllButOneChunk) {
   EXPECT_EQ(OverlapCostSeconds(1.0, 0), 0);
 }
 
+// With TP collectives pipelined (Transformer Engine's userbuffers), the GEMMs
+// beside them run in pieces of the token rows, each quantized on its own:
+// QKV and up forward in tp ring steps, the output projection and down forward
+// in the pipeline's splits, their input gradients in tp ring steps; the rest
+// whole.
+TEST(PlanTerms, OverlappedTpGemmsRunInPieces) {
+  const GpuSpec gpu = RoundCluster().gpu;
+  const LayerShape s = ThousandTokens();  // tp 2
+  // 8 SMs: the pieces leave partial waves (a 128-row tile of 250 rows is half empty).
+  const GpuRates r{40e12, 1e18, 8};
+  const TpOverlapChunks chunks{2, 4};
+  auto each = [&](double m, double n, double k) { return GemmSecondsEach(r, 2, 1, m, n, k); };
+  auto whole = [&](double n, double k) { return each(1000, n, k); };
+  // QKV (n 150, k 100), up (200, 100), out (100, 50), down (100, 200).
+  const double fwd = 2 * each(500, 150, 100) + 2 * each(500, 200, 100) + 4 * each(250, 100, 50) +
+                     4 * each(250, 100, 200);
+  const double bwd = 2 * whole(150, 100) + 2 * whole(200, 100) + 2 * each(500, 100, 50) +
+                     whole(100, 50) + 2 * each(500, 100, 200) + whole(100, 200);
+  const PassSeconds t = LayerGemmSeconds(s, gpu, r, false, chunks);
+  EXPECT_NEAR(t.fwd, fwd, 1e-12 * fwd);
+  EXPECT_NEAR(t.bwd, bwd, 1e-12 * bwd);
+  // Pieces that fill their waves cost what the whole does; these do not.
+  EXPECT_GT(t.fwd, LayerGemmSeconds(s, gpu, r).fwd * 1.2);
+  EXPECT_NEAR(LayerGemmSeconds(s, gpu, kMathBound, false, chunks).fwd,
+              LayerGemmSeconds(s, gpu, kMathBound).fwd, 1e-12);
+  // Only the modern stack with SP and tp > 1 pipelines them.
+  LayerShape sp = s;
+  sp.sp = true;
+  EXPECT_EQ(TpOverlapChunksFor(sp, Stack("modern")).ring, 2);
+  EXPECT_EQ(TpOverlapChunksFor(sp, Stack("modern")).pipeline, Software::kTpOverlapPipelineSplits);
+  EXPECT_EQ(TpOverlapChunksFor(s, Stack("modern")).ring, 0);
+  EXPECT_EQ(TpOverlapChunksFor(sp, Stack("legacy")).ring, 0);
+}
+
 // A layer runs no faster than the CPU issues its kernels (not the CPU trainer).
 TEST(PlanTerms, KernelIssueFloorsASmallLayer) {
   const GpuSpec gpu = RoundCluster().gpu;
