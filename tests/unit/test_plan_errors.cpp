@@ -28,29 +28,28 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
   EXPECT_TRUE(Has(m.status(), "did you mean 'llama3-405b'?")) << m.status().message();
 }
 
-TEST(PlanErrors, SustainedClockRatioOutOfRangeNamesTheField) {
-  const std::string path = ::testing::TempDir() + "/bad_clock.toml";
+// Loads a catalog file holding one GPU, [gpu.NAME] with the required keys and
+// `extra`, and returns what the loader says.
+Status LoadOneGpu(const std::string& name, const std::string& extra) {
+  const std::string path = ::testing::TempDir() + "/" + name + ".toml";
   {
     std::ofstream f(path);
-    f << "[gpu.hot]\nbf16_tflops = 100.0\nhbm_gib = 10.0\nhbm_tbps = 1.0\ntdp_w = 300.0\n"
-         "sustained_clock_ratio = 1.2\n";
+    f << "[gpu." << name << "]\nbf16_tflops = 100.0\nhbm_gib = 10.0\nhbm_tbps = 1.0\ntdp_w = 300.0\n"
+      << extra;
   }
   HardwareCatalog cat;
-  Status st = cat.LoadFile(path);
+  return cat.LoadFile(path);
+}
+
+TEST(PlanErrors, SustainedClockRatioOutOfRangeNamesTheField) {
+  const Status st = LoadOneGpu("hot", "sustained_clock_ratio = 1.2\n");
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(Has(st, "[gpu.hot]")) << st.message();
   EXPECT_TRUE(Has(st, "sustained_clock_ratio = 1.2 is not a fraction; give a value in (0, 1]")) << st.message();
 }
 
 TEST(PlanErrors, SpeedSpreadOutOfRangeNamesTheField) {
-  const std::string path = ::testing::TempDir() + "/bad_spread.toml";
-  {
-    std::ofstream f(path);
-    f << "[gpu.wide]\nbf16_tflops = 100.0\nhbm_gib = 10.0\nhbm_tbps = 1.0\ntdp_w = 300.0\n"
-         "speed_spread = 4.5\n";
-  }
-  HardwareCatalog cat;
-  Status st = cat.LoadFile(path);
+  const Status st = LoadOneGpu("wide", "speed_spread = 4.5\n");
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(Has(st, "[gpu.wide]")) << st.message();
   EXPECT_TRUE(Has(st, "speed_spread = 4.5 must be in [0, 0.2)")) << st.message();
