@@ -1,7 +1,9 @@
 #include "core/strings.h"
 
+#include <cctype>
 #include <cstdarg>
 #include <cstdio>
+#include <utility>
 
 namespace scaletrain {
 
@@ -16,6 +18,16 @@ std::string Fmt(const char* format, ...) {
   if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, ap);
   va_end(ap);
   return out;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string NameKey(std::string s) {
+  for (char& c : s) c = c == ' ' || c == '_' ? '-' : c;
+  return Lower(std::move(s));
 }
 
 }  // namespace scaletrain

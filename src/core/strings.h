@@ -1,5 +1,5 @@
 // printf-style formatting into a std::string, for reports and profiles
-// that line up numbers in columns.
+// that line up numbers in columns; names as lookup keys.
 #pragma once
 
 #include <string>
@@ -7,5 +7,11 @@
 namespace scaletrain {
 
 std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// `s` in lower case (ASCII).
+std::string Lower(std::string s);
+// A name as a key: lower case, with spaces and underscores as hyphens
+// ("Megatron_DeepSpeed", "A100 80GB" -> "megatron-deepspeed", "a100-80gb").
+std::string NameKey(std::string s);
 
 }  // namespace scaletrain

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "core/strings.h"
 #include "plan/toml_util.h"
@@ -298,8 +299,27 @@ Status HardwareCatalog::LoadDir(const std::string& dir) {
   return Status::Ok();
 }
 
+namespace {
+
+// Names published runs give GPUs by, for the catalog's own ("A100 80GB",
+// "H100_SXM5"): lower case, spaces and underscores as hyphens, then these.
+std::string CatalogGpuName(const std::string& given) {
+  const std::string key = NameKey(given);
+  static const std::map<std::string, std::string> aliases = {
+      {"a100", "a100-80g"}, {"a100-80gb", "a100-80g"}, {"a100-sxm4-80gb", "a100-80g"},
+      {"a100-sxm-80gb", "a100-80g"}, {"a100-40gb", "a100-40g"}, {"a100-sxm4-40gb", "a100-40g"},
+      {"h100", "h100-sxm"}, {"h100-80gb", "h100-sxm"}, {"h100-sxm5", "h100-sxm"},
+      {"h100-sxm5-80gb", "h100-sxm"}, {"h100-80gb-hbm3", "h100-sxm"}, {"h200-sxm", "h200"},
+      {"h200-141gb", "h200"}, {"b200-sxm", "b200"}, {"mi300", "mi300x"}};
+  const auto it = aliases.find(key);
+  return it == aliases.end() ? key : it->second;
+}
+
+}  // namespace
+
 Result<GpuSpec> HardwareCatalog::Gpu(const std::string& name) const {
   auto it = gpus_.find(name);
+  if (it == gpus_.end()) it = gpus_.find(CatalogGpuName(name));
   if (it == gpus_.end()) return NotFound(UnknownNameMessage("GPU", name, GpuNames()));
   return it->second;
 }
@@ -383,7 +403,7 @@ Result<ClusterSpec> HardwareCatalog::ClusterForGpu(const std::string& gpu_name) 
   ST_ASSIGN_OR_RETURN(GpuSpec g, Gpu(gpu_name));
   if (!g.reference_cluster.empty()) return Cluster(g.reference_cluster);
   for (const auto& [name, ref] : clusters_) {
-    if (ref.gpu == gpu_name) return Cluster(name);
+    if (ref.gpu == g.name) return Cluster(name);
   }
   return NotFound(
       "GPU '" + gpu_name +

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace scaletrain::plan {
 
 const char* RecomputeName(Recompute r) {
@@ -100,10 +102,19 @@ const std::map<std::string, std::string>& StackAliases() {
   static const std::map<std::string, std::string> aliases = {
       // What current Megatron-LM / Megatron-Core and NeMo run (fused kernels,
       // FlashAttention, overlapped gradient reduction).
-      {"megatron", "modern"}, {"megatron-lm", "modern"}, {"megatron-core", "modern"}, {"nemo", "modern"},
+      {"megatron", "modern"}, {"megatron-lm", "modern"}, {"megatron-core", "modern"}, {"mcore", "modern"},
+      {"nemo", "modern"}, {"nemo-megatron", "modern"}, {"transformer-engine", "modern"},
+      // Megatron-LM 2021-2022 and Megatron-DeepSpeed (unfused softmax, dropout,
+      // gradient reduction after backward).
+      {"megatron-2021", "legacy"}, {"megatron-lm-2021", "legacy"}, {"megatron-2022", "legacy"},
+      {"megatron-lm-2022", "legacy"}, {"megatron-deepspeed", "legacy"}, {"deepspeed-megatron", "legacy"},
+      {"deepspeed", "legacy"},
+      // MosaicML's llm-foundry on Composer (Triton FlashAttention, FSDP1).
+      {"composer", "modern-triton"}, {"llm-foundry", "modern-triton"}, {"mosaicml", "modern-triton"},
       // PyTorch-native training (torchtitan, FSDP / FSDP2 with eager model code).
-      {"pytorch-eager", "pytorch"}, {"pytorch-fsdp", "pytorch"}, {"fsdp", "pytorch"}, {"fsdp2", "pytorch"},
-      {"torchtitan", "pytorch"}, {"eager", "pytorch"},
+      {"pytorch-eager", "pytorch"}, {"pytorch-fsdp", "pytorch"}, {"fsdp", "pytorch"}, {"fsdp1", "pytorch"},
+      {"fsdp2", "pytorch"}, {"torchtitan", "pytorch"}, {"eager", "pytorch"},
+      {"huggingface", "pytorch"}, {"hf", "pytorch"},
       {"torch-compile", "pytorch-compile"}, {"torchtitan-compile", "pytorch-compile"},
       {"compile", "pytorch-compile"}, {"inductor", "pytorch-compile"}};
   return aliases;
@@ -128,8 +139,10 @@ Software PyTorchStack(const std::string& name, bool compiled) {
 }  // namespace
 
 Result<Software> SoftwareFromName(const std::string& given) {
-  const auto alias = StackAliases().find(given);
-  const std::string name = alias == StackAliases().end() ? given : alias->second;
+  // Case, spaces and underscores do not matter ("Megatron_DeepSpeed").
+  const std::string key = NameKey(given);
+  const auto alias = StackAliases().find(key);
+  const std::string name = alias == StackAliases().end() ? key : alias->second;
   Software s;
   s.name = name;
   if (name == "modern") {
@@ -162,7 +175,8 @@ Result<Software> SoftwareFromName(const std::string& given) {
   }
   if (name == "cpu") return CpuTrainerStack();
   return InvalidArgument("unknown software stack '" + given +
-                         "'; use modern (also megatron, megatron-core, nemo), modern-triton, legacy, "
+                         "'; use modern (also megatron, megatron-core, nemo), modern-triton (also "
+                         "composer, llm-foundry), legacy (also megatron-2021, megatron-deepspeed), "
                          "pytorch (PyTorch eager + FSDP: also fsdp, torchtitan), pytorch-compile "
                          "(with torch.compile) or cpu");
 }

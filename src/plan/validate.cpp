@@ -1,24 +1,19 @@
 #include "plan/validate.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "core/strings.h"
 #include "plan/model_preset.h"
 #include "plan/search.h"
 
 namespace scaletrain::plan {
 
 namespace {
-
-std::string Lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 bool Contains(const std::string& hay, const std::string& needle) {
   return Lower(hay).find(Lower(needle)) != std::string::npos;

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "plan/hardware.h"
 #include "plan/layout.h"
@@ -23,9 +26,32 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
   auto c = cat.Cluster("dgx-h10");
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(Has(c.status(), "did you mean 'dgx-h100'?")) << c.status().message();
+  // Names as published runs write them.
+  EXPECT_EQ(cat.Gpu("A100 80GB")->name, "a100-80g");
+  EXPECT_EQ(cat.Gpu("H100_SXM5")->name, "h100-sxm");
+  EXPECT_EQ(cat.ClusterForGpu("H100")->gpu.name, "h100-sxm");
   auto m = LoadModel("llama3-450b", kConfigs);
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(Has(m.status(), "did you mean 'llama3-405b'?")) << m.status().message();
+}
+
+// Stacks go by the names runs are written with, whatever their case, spaces
+// or underscores; an unknown one lists the names.
+TEST(PlanErrors, StackNamesAsRunsWriteThem) {
+  for (const auto& [given, stack] : std::vector<std::pair<std::string, std::string>>{
+           {"Megatron-LM", "modern"}, {"NeMo", "modern"}, {"Megatron_DeepSpeed", "legacy"},
+           {"megatron 2021", "legacy"}, {"Composer", "modern-triton"}, {"llm-foundry", "modern-triton"},
+           {"FSDP1", "pytorch"}, {"torchtitan", "pytorch"}, {"torch.compile", ""}}) {
+    auto sw = SoftwareFromName(given);
+    if (stack.empty()) {
+      ASSERT_FALSE(sw.ok()) << given;
+      EXPECT_TRUE(Has(sw.status(), "unknown software stack 'torch.compile'; use modern")) << sw.status().message();
+      EXPECT_TRUE(Has(sw.status(), "megatron-deepspeed")) << sw.status().message();
+    } else {
+      ASSERT_TRUE(sw.ok()) << given << ": " << sw.status().message();
+      EXPECT_EQ(sw->name, stack) << given;
+    }
+  }
 }
 
 // Loads a catalog file holding one GPU, [gpu.NAME] with the required keys and
