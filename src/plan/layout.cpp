@@ -24,12 +24,16 @@ const char* RecomputeName(Recompute r) {
   return "?";
 }
 
-Result<Recompute> RecomputeFromName(const std::string& name) {
+Result<Recompute> RecomputeFromName(const std::string& given) {
+  const std::string name = NameKey(given);
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
     if (name == RecomputeName(r)) return r;
   }
-  if (name == "selective-op" || name == "selective_op") return Recompute::kOp;
-  return InvalidArgument("unknown recompute '" + name +
+  if (name == "selective-op") return Recompute::kOp;
+  // As runs write it: a yes/no column means whole layers (activation checkpointing).
+  if (name == "true" || name == "yes" || name == "on" || name == "1" || name == "block") return Recompute::kFull;
+  if (name == "false" || name == "no" || name == "off" || name == "0") return Recompute::kNone;
+  return InvalidArgument("unknown recompute '" + given +
                          "'; use none, selective (Megatron's), full or op (PyTorch's op-level selective)");
 }
 

@@ -62,6 +62,11 @@ TEST(PlanMemory, OpLevelSelectiveKeepsEveryOtherMatmul) {
             LayerActivationBytes(p->spec, 1, 2, false, Recompute::kFull, *modern));
   EXPECT_EQ(*RecomputeFromName("op"), Recompute::kOp);
   EXPECT_EQ(*RecomputeFromName("selective-op"), Recompute::kOp);
+  EXPECT_EQ(*RecomputeFromName("Selective_Op"), Recompute::kOp);
+  // A yes/no column, as runs write it: whole layers, or nothing.
+  EXPECT_EQ(*RecomputeFromName("true"), Recompute::kFull);
+  EXPECT_EQ(*RecomputeFromName("No"), Recompute::kNone);
+  EXPECT_FALSE(RecomputeFromName("sometimes").ok());
 }
 
 // A model preset and the DGX A100 cluster, from the repository's catalog.
