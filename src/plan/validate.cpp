@@ -201,15 +201,32 @@ Status ApplyArchitectureColumns(const PublishedRun& run, ModelSpec* spec) {
   return ValidateModelSpec(*spec).WithContext(run.id);
 }
 
+// The preset a row's model names, as runs write it ("Llama 3.1 8B",
+// "meta-llama-3-70b", "GPT-3 175B" -> llama3-8b, llama3-70b, gpt3-175b): a
+// Llama 3.x model has Llama 3's architecture at these sizes.
+std::string PresetKey(const std::string& model) {
+  std::string key = NameKey(model);
+  auto replace = [&key](const std::string& from, const std::string& to) {
+    if (key.starts_with(from)) key = to + key.substr(from.size());
+  };
+  replace("meta-", "");
+  replace("llama-", "llama"), replace("gpt-", "gpt");
+  for (const char* minor : {"llama3.1", "llama3.2", "llama3.3"}) replace(minor, "llama3");
+  return key;
+}
+
 // The model: a preset when the row names one, else GPT-style blocks from the
 // dimension columns (the CSV README's rule), with the row's architecture
 // columns and sequence length.
 Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_dir) {
   ModelSpec spec;
   std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::path(config_dir) / "models" / (run.model + ".toml"),
-                              ec)) {
-    ST_ASSIGN_OR_RETURN(ModelPreset p, LoadModel(run.model, config_dir));
+  const auto preset = [&](const std::string& name) {
+    return std::filesystem::exists(std::filesystem::path(config_dir) / "models" / (name + ".toml"), ec);
+  };
+  const std::string name = preset(run.model) ? run.model : PresetKey(run.model);
+  if (preset(name)) {
+    ST_ASSIGN_OR_RETURN(ModelPreset p, LoadModel(name, config_dir));
     spec = p.spec;
   } else {
     ST_ASSIGN_OR_RETURN(

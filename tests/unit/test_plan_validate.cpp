@@ -253,6 +253,21 @@ TEST(PlanValidate, StackZeroAndBandwidthColumns) {
   EXPECT_NE(bad.status().message().find("is not a ZeRO stage"), std::string::npos) << bad.status().message();
 }
 
+// Names as runs write them: the model, the GPU and the stack of a row, in
+// any case and with spaces, give the same prediction as the catalog's names.
+TEST(PlanValidate, NamesAsRunsWriteThem) {
+  const std::string tail = ",,,,,8192,,";
+  const std::string rest = ",8,1,1,8,,,selective,1,64,,,,1,";
+  auto rep = ValidateTempCsv("names.csv", kBaseHeader + ",stack,notes\nours,x,llama3-8b" + tail + "h100-sxm" +
+                                              rest + "pytorch,\ntheirs,x,Llama 3.1 8B" + tail + "H100 SXM5" +
+                                              rest + "FSDP2,\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 2u);
+  EXPECT_TRUE(rep->rows[1].error.empty()) << rep->rows[1].error;
+  EXPECT_EQ(rep->rows[1].predicted, rep->rows[0].predicted);
+  EXPECT_EQ(rep->rows[1].stack, "pytorch");
+}
+
 // A row with only the GPU count and the global batch: the layout is searched.
 TEST(PlanValidate, LayoutLessRowsAreSearched) {
   auto rep = ValidateTempCsv("layoutless.csv",
