@@ -315,6 +315,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
 
   Prediction p;
   p.layout = l;
+  p.slowest_gpu_pace = gpu.sustained_clock_ratio / cluster_.gpu.sustained_clock_ratio;
   p.layout.grad_reduce = GradReduceFor(l, sw_);
   p.stage_collectives = TpPpCollectivesByStage(spec_, l, sw_, stages, sched->schedule);
   // The pipeline: every chunk's forward and backward also receives a

@@ -86,6 +86,9 @@ struct Prediction {
   // The step time with the uncertain efficiencies at their ends
   // (StepTimeRange); 0, 0 where not computed.
   double step_time_lo_s = 0, step_time_hi_s = 0;
+  // The tensor-core clock the job computes at, as a share of a typical GPU's:
+  // the slowest of its GPUs sets the pace (SlowestGpuFactor; 1: not modelled).
+  double slowest_gpu_pace = 1.0;
 };
 
 // How far the efficiencies a prediction rests on may be off, as fractions:

@@ -73,6 +73,7 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
       {"layout", LayoutJson(p.layout)},
       {"step_time_s", p.step_time_s},
       {"step_time_range_s", {p.step_time_lo_s, p.step_time_hi_s}},
+      {"slowest_gpu_pace", p.slowest_gpu_pace},
       {"time_breakdown_s", TimeBreakdownJson(t)},
       {"tokens_per_s", p.tokens_per_s},
       {"tflops_per_gpu", p.tflops_per_gpu},
@@ -227,6 +228,10 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
   if (p.step_time_hi_s > 0) {
     o += Fmt("         range %s to %s (kernel and link efficiencies at the ends of their uncertainty)\n",
              Secs(p.step_time_lo_s).c_str(), Secs(p.step_time_hi_s).c_str());
+  }
+  if (p.slowest_gpu_pace < 1) {
+    o += Fmt("         compute at the pace of the slowest of %lld GPUs: %.1f%% below a typical one\n",
+             static_cast<long long>(p.layout.num_gpus()), 100 * (1 - p.slowest_gpu_pace));
   }
   const std::pair<const char*, double> parts[] = {{"compute", t.compute},   {"recompute", t.recompute},
                                                   {"tp_comm", t.tp_comm},   {"pp_comm", t.pp_comm},

@@ -61,6 +61,20 @@ for p in plans:
     lo, hi = p["step_time_range_s"]
     assert 0 < lo < p["step_time_s"] < hi, (lo, p["step_time_s"], hi)
 PY
+# The slowest GPU sets the pace: measured for the H100 (lower with more GPUs), not for the A100.
+python3 - "$bin" <<'PY' || fail "slowest_gpu_pace follows the GPU count where the spread is measured"
+import json, subprocess, sys
+def pace(cluster, gpus):
+    out = subprocess.run([sys.argv[1], "plan", "--model", "gpt3-6.7b",
+                          "--cluster", cluster, "--gpus", str(gpus), "--tp", "8", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["slowest_gpu_pace"]
+a, b = pace("dgx-h100", 8), pace("dgx-h100", 1024)
+assert 0.95 < b < a < 1, (a, b)
+assert pace("dgx-a100", 1024) == 1
+PY
+"$bin" plan --model gpt3-6.7b --cluster dgx-h100 --gpus 1024 --tp 8 | grep -q "compute at the pace of the slowest of 1024 GPUs" \
+  || fail "the text report names the slowest GPU's pace"
 "$bin" plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 --global-batch 128 \
   --plot "$tmp/sweep.svg" >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
 grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"
