@@ -299,6 +299,11 @@ MicroBatchSeconds CostModel::ScaledToMeasuredStep(MicroBatchSeconds mb, Precisio
 }
 
 Result<Prediction> CostModel::Evaluate(const Layout& l) {
+  if (l.vpp > 1 && !sw_.interleaved_schedule) {
+    return InvalidArgument("the " + sw_.name +
+                           " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
+                           "1F1B); use --vpp 1");
+  }
   ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(cluster_.gpu, l.precision));
   // Every rank waits for the slowest at each collective: the job computes at
   // the pace of the slowest of its GPUs.

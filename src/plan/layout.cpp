@@ -111,8 +111,9 @@ const std::map<std::string, std::string>& StackAliases() {
       // Megatron-LM 2021-2022 and Megatron-DeepSpeed (unfused softmax, dropout,
       // gradient reduction after backward).
       {"megatron-2021", "legacy"}, {"megatron-lm-2021", "legacy"}, {"megatron-2022", "legacy"},
-      {"megatron-lm-2022", "legacy"}, {"megatron-deepspeed", "legacy"}, {"deepspeed-megatron", "legacy"},
-      {"deepspeed", "legacy"},
+      {"megatron-lm-2022", "legacy"},
+      // Megatron-DeepSpeed: the same kernels in DeepSpeed's pipeline engine.
+      {"deepspeed-megatron", "megatron-deepspeed"}, {"deepspeed", "megatron-deepspeed"},
       // MosaicML's llm-foundry on Composer (Triton FlashAttention, FSDP1).
       {"composer", "modern-triton"}, {"llm-foundry", "modern-triton"}, {"mosaicml", "modern-triton"},
       // PyTorch-native training (torchtitan, FSDP / FSDP2 with eager model code).
@@ -168,19 +169,29 @@ Result<Software> SoftwareFromName(const std::string& given) {
     s.overlap_dp = false;
     return s;
   }
-  if (name == "legacy") {
+  if (name == "legacy" || name == "megatron-deepspeed") {
     s.flash_attention = false;
     s.dropout = true;
     s.overlap_dp = false;
     s.fused_log_softmax = false;
     s.fused_grad_accumulation = false;
     s.separate_optimizer_passes = true;
+    s.legacy_conventions = true;
+    if (name == "megatron-deepspeed") {
+      // DeepSpeed's pipeline engine (BLOOM, MT-NLG): 1F1B only, and every TP
+      // rank sends the stage's whole activation to its peer on the next
+      // stage (Megatron's scatter-gather of it over the TP ranks is in
+      // Megatron's own schedules, not DeepSpeed's p2p).
+      s.interleaved_schedule = false;
+      s.pp_scatter_gather = false;
+    }
     return s;
   }
   if (name == "cpu") return CpuTrainerStack();
   return InvalidArgument("unknown software stack '" + given +
                          "'; use modern (also megatron, megatron-core, nemo), modern-triton (also "
-                         "composer, llm-foundry), legacy (also megatron-2021, megatron-deepspeed), "
+                         "composer, llm-foundry), legacy (also megatron-2021), megatron-deepspeed "
+                         "(also deepspeed), "
                          "pytorch (PyTorch eager + FSDP: also fsdp, torchtitan), pytorch-compile "
                          "(with torch.compile) or cpu");
 }

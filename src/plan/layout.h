@@ -117,6 +117,13 @@ struct Software {
   // each sends b s h / t, the receivers all-gather over NVLink); the CPU
   // trainer sends its whole residual rows (b s h, or b s h / t with SP).
   bool pp_scatter_gather = true;
+  // The interleaved pipeline schedule exists (Megatron-LM's); DeepSpeed's
+  // pipeline engine runs plain 1F1B.
+  bool interleaved_schedule = true;
+  // Validation reads a run the way Megatron-LM 2021-22 papers report theirs:
+  // TFLOP/s counting the recomputed forward, full recomputation, no SP and no
+  // ZeRO unless the row says so (the legacy stacks).
+  bool legacy_conventions = false;
   // Pipeline sends are posted and the stage computes on while they travel,
   // a stage's messages queueing on its one link (the CPU trainer: ISend on
   // the communicator's thread, waited for at the step's end). false: the

@@ -318,15 +318,17 @@ std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& p
 }
 
 std::string ValidationToText(const ValidationReport& r) {
-  std::string o = Fmt("%-28s %-15s %11s %11s %8s  %-7s %s\n", "id", "metric", "measured", "predicted", "error",
-                      "stack", "layout (searched where the source is silent)");
+  int stack_width = 7;
+  for (const auto& row : r.rows) stack_width = std::max(stack_width, static_cast<int>(row.stack.size()));
+  std::string o = Fmt("%-28s %-15s %11s %11s %8s  %-*s %s\n", "id", "metric", "measured", "predicted", "error",
+                      stack_width, "stack", "layout (searched where the source is silent)");
   for (const auto& row : r.rows) {
     if (!row.error.empty()) {
       o += Fmt("%-28s error: %s\n", row.run.id.c_str(), row.error.c_str());
       continue;
     }
-    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-7s %s%s\n", row.run.id.c_str(), row.metric.c_str(), row.measured,
-             row.predicted, row.error_pct, row.stack.c_str(), LayoutToString(row.prediction.layout).c_str(),
+    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-*s %s%s\n", row.run.id.c_str(), row.metric.c_str(), row.measured,
+             row.predicted, row.error_pct, stack_width, row.stack.c_str(), LayoutToString(row.prediction.layout).c_str(),
              row.fits ? "" : " (no layout fits; fastest shown)");
   }
   o += Fmt("MAPE %.1f%% over %zu rows, worst %.1f%%\n", r.mape, r.rows.size(), r.max_abs_error);

@@ -57,11 +57,12 @@ std::vector<int64_t> TpSizes(const CostModel& model, const SearchOptions& opt) {
 }
 
 // The model chunks per stage searched for pp stages and m micro-batches:
-// 1, and with the interleaved schedule (m a multiple of pp) every v up to
-// max_vpp that divides the fullest stage's layers.
-std::vector<int64_t> VppSizes(const ModelSpec& M, const SearchOptions& opt, int64_t pp, int64_t m) {
+// 1, and with the interleaved schedule (m a multiple of pp, a stack that has
+// it) every v up to max_vpp that divides the fullest stage's layers.
+std::vector<int64_t> VppSizes(const ModelSpec& M, const SearchOptions& opt, const Software& sw, int64_t pp,
+                              int64_t m) {
   std::vector<int64_t> vpps{1};
-  if (pp > 1 && m % pp == 0) {
+  if (pp > 1 && m % pp == 0 && sw.interleaved_schedule) {
     const int64_t fullest = (M.n_layer + pp - 1) / pp;
     for (int64_t v = 2; v <= std::min(opt.max_vpp, fullest); ++v) {
       if (fullest % v == 0) vpps.push_back(v);
@@ -111,7 +112,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
   if (B % dp != 0) return;
   for (int64_t mb : Divisors(B / dp)) {
     if (opt.micro_batch ? mb != *opt.micro_batch : mb > opt.max_micro_batch) continue;
-    for (int64_t vpp : VppSizes(model.spec(), opt, pp, B / (dp * mb))) {
+    for (int64_t vpp : VppSizes(model.spec(), opt, model.software(), pp, B / (dp * mb))) {
       Layout l;
       l.tp = tp, l.pp = pp, l.dp = dp, l.vpp = vpp, l.micro_batch = mb, l.global_batch = B;
       l.precision = opt.precision;

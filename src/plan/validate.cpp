@@ -332,7 +332,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   cluster.gpu = *gpu;
   ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack));
   // Legacy stacks counted TFLOP/s with the recomputed forward included.
-  const bool legacy = sw.name == "legacy";
+  const bool legacy = sw.legacy_conventions;
   row.stack = sw.name;
 
   SearchOptions o;

@@ -91,6 +91,8 @@ expect_error "did you mean 'dgx-h100'" plan --model llama3-8b --cluster dgx-h10 
 expect_error "did you mean 'llama3-8b'" plan --model llama3-9b --cluster dgx-h100 --gpus 8
 expect_error "nearest valid tp: 4 or 8" plan --model llama3-8b --cluster dgx-h100 --gpus 12 --tp 6 --pp 1 --dp 2
 expect_error "use dp=4" plan --model llama3-8b --cluster dgx-h100 --gpus 16 --tp 2 --pp 2 --dp 3
+expect_error "stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs 1F1B); use --vpp 1" \
+  plan --model gpt3-13b --cluster dgx-a100 --gpus 32 --tp 4 --pp 4 --vpp 2 --stack deepspeed
 expect_error "tp must be >= 1, got 0" plan --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 0
 expect_error "pp must be >= 1, got 0" plan --model llama3-8b --cluster dgx-h100 --gpus 8 --pp 0
 expect_error "nearest valid global batch: 96 or 112" plan --model llama3-8b --cluster dgx-h100 --gpus 8 \

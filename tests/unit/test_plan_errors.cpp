@@ -39,8 +39,8 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
 // or underscores; an unknown one lists the names.
 TEST(PlanErrors, StackNamesAsRunsWriteThem) {
   for (const auto& [given, stack] : std::vector<std::pair<std::string, std::string>>{
-           {"Megatron-LM", "modern"}, {"NeMo", "modern"}, {"Megatron_DeepSpeed", "legacy"},
-           {"megatron 2021", "legacy"}, {"Composer", "modern-triton"}, {"llm-foundry", "modern-triton"},
+           {"Megatron-LM", "modern"}, {"NeMo", "modern"}, {"Megatron_DeepSpeed", "megatron-deepspeed"},
+           {"DeepSpeed", "megatron-deepspeed"}, {"megatron 2021", "legacy"}, {"Composer", "modern-triton"}, {"llm-foundry", "modern-triton"},
            {"FSDP1", "pytorch"}, {"torchtitan", "pytorch"}, {"torch.compile", ""}}) {
     auto sw = SoftwareFromName(given);
     if (stack.empty()) {

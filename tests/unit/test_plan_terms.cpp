@@ -460,6 +460,8 @@ TEST(PlanTerms, PipelineMessageBytesAndTime) {
   // 2 sequences x 32 tokens x 64 = 4096 elements; Megatron's scatter-gather
   // sends 1/tp of them, 2 B each.
   EXPECT_EQ(PpMessageBytes(m, l, Stack("modern")), 4096 / 2 * 2.0);
+  // DeepSpeed's pipeline engine sends the whole activation from every TP rank.
+  EXPECT_EQ(PpMessageBytes(m, l, Stack("megatron-deepspeed")), 4096 * 2.0);
   // The CPU trainer sends whole rows of fp32.
   l.precision = Precision::kFP32;
   EXPECT_EQ(PpMessageBytes(m, l, Stack("cpu")), 4096 * 4.0);
