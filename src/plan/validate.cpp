@@ -99,7 +99,8 @@ struct CsvRecord {
   }
 };
 
-// The optional columns: the stack, the architecture, the GPU variant.
+// The optional columns: the stack, the architecture, the GPU variant, the
+// ZeRO stage and the precision.
 Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("stack")) run->stack = Lower(r.Get("stack"));
   if (r.Has("activation")) run->activation = Lower(r.Get("activation"));
@@ -109,6 +110,13 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("power_cap_w")) ST_RETURN_IF_ERROR(r.Number("power_cap_w", &run->power_cap_w));
   if (r.Has("hbm_gib")) ST_RETURN_IF_ERROR(r.Number("hbm_gib", &run->hbm_gib));
   if (r.Has("hbm_tbps")) ST_RETURN_IF_ERROR(r.Number("hbm_tbps", &run->hbm_tbps));
+  if (r.Has("precision") && !r.Get("precision").empty()) {
+    run->precision = Lower(r.Get("precision"));
+    if (!PrecisionFromName(run->precision).ok()) {
+      return InvalidArgument(r.where + ": column precision = '" + run->precision +
+                             "'; give bf16, fp16, fp8, fp32 or tf32 (or leave it empty for bf16)");
+    }
+  }
   if (r.Has("zero") && !r.Get("zero").empty()) {
     ST_RETURN_IF_ERROR(r.Integer("zero", &run->zero));
     if (run->zero < 0 || run->zero > 3) {
@@ -270,7 +278,9 @@ void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
   // rows say fp16: their released scripts, Megatron-LM examples/sc21/CONFIG.sh,
   // pass --fp16), bf16 otherwise. The A100 and H100 rates are the same for
   // both; the gradient buffer and its reduction are not (GradReduceFor).
-  if (Contains(run.notes, "fp16")) {
+  if (!run.precision.empty()) {
+    o->precision = *PrecisionFromName(run.precision);  // checked when the row was read
+  } else if (Contains(run.notes, "fp16")) {
     o->precision = Precision::kFP16;
   }
   // Composer's FSDP mixed precision (the MosaicML rows' `prec=.../DEFAULT`

@@ -31,6 +31,9 @@ struct PublishedRun {
   // The optional `zero` column: the ZeRO stage the run used (-1: not stated;
   // FULL_SHARD / ZeRO-n in the notes, or the stack's default, else searched).
   int64_t zero = -1;
+  // The optional `precision` column (bf16, fp16, fp8, fp32, tf32); "": fp16
+  // where the notes say so, else bf16.
+  std::string precision;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };
 

@@ -281,6 +281,23 @@ TEST(PlanValidate, NamesAsRunsWriteThem) {
   EXPECT_EQ(rep->rows[1].stack, "pytorch");
 }
 
+// The optional precision column: FP8 GEMMs run at the FP8 rate; a value that
+// is no precision is an error of the file.
+TEST(PlanValidate, PrecisionColumn) {
+  const std::string row = ",x,llama3-70b,,,,,8192,,h100-sxm,64,4,4,4,,true,full,1,128,,,,1,modern,";
+  auto rep = ValidateTempCsv("precision.csv", kBaseHeader + ",stack,precision,notes\nbf16" + row + "bf16,\nfp8" +
+                                                  row + "FP8,\nnone" + row + ",\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 3u);
+  EXPECT_EQ(rep->rows[1].prediction.layout.precision, Precision::kFP8);
+  EXPECT_GT(rep->rows[1].predicted, 1.2 * rep->rows[0].predicted);  // tokens/s
+  EXPECT_EQ(rep->rows[2].predicted, rep->rows[0].predicted);        // bf16 unless stated
+  auto bad = ValidateTempCsv("bad-precision.csv", kBaseHeader + ",stack,precision,notes\nbad" + row + "int4,\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("column precision = 'int4'; give bf16, fp16, fp8"), std::string::npos)
+      << bad.status().message();
+}
+
 // A row with only the GPU count and the global batch: the layout is searched.
 TEST(PlanValidate, LayoutLessRowsAreSearched) {
   auto rep = ValidateTempCsv("layoutless.csv",
