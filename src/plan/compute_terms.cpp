@@ -94,13 +94,25 @@ double GemmSeconds(const GpuRates& r, double elem_bytes, double batch, double m,
   return batch * GemmSecondsEach(r, elem_bytes, batch, m, n, k);
 }
 
-PassSeconds WeightGemmSeconds(const GpuSpec& gpu, const GpuRates& r, double elem_bytes, double m,
-                              double n, double k) {
+namespace {
+
+// The device's measurement of a weight GEMM of exactly this shape, if any.
+const GpuSpec::MeasuredGemm* MeasuredGemmAt(const GpuSpec& gpu, double m, double n, double k) {
   for (const auto& g : gpu.measured_gemms) {
     if (static_cast<double>(g.m) == m && static_cast<double>(g.n) == n &&
         static_cast<double>(g.k) == k) {
-      return {2.0 * m * n * k / (g.fwd_tflops * 1e12), 4.0 * m * n * k / (g.bwd_tflops * 1e12)};
+      return &g;
     }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+PassSeconds WeightGemmSeconds(const GpuSpec& gpu, const GpuRates& r, double elem_bytes, double m,
+                              double n, double k) {
+  if (const GpuSpec::MeasuredGemm* g = MeasuredGemmAt(gpu, m, n, k)) {
+    return {2.0 * m * n * k / (g->fwd_tflops * 1e12), 4.0 * m * n * k / (g->bwd_tflops * 1e12)};
   }
   const double f = GemmSeconds(r, elem_bytes, 1.0, m, n, k);
   return {f, 2.0 * f};
@@ -120,10 +132,7 @@ PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuR
   // One pass of a GEMM cut into `c` pieces of T / c rows (a measured shape is
   // taken whole).
   auto split = [&](double c, double n, double k, double whole) {
-    if (c <= 1) return whole;
-    for (const auto& g : gpu.measured_gemms) {
-      if (static_cast<double>(g.m) == T && static_cast<double>(g.n) == n && static_cast<double>(g.k) == k) return whole;
-    }
+    if (c <= 1 || MeasuredGemmAt(gpu, T, n, k) != nullptr) return whole;
     return c * GemmSecondsEach(r, s.elem_bytes, 1.0, T / c, n, k);
   };
   // Row-parallel (out, down): forward pipelined with the reduce-scatter, the

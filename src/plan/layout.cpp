@@ -31,8 +31,12 @@ Result<Recompute> RecomputeFromName(const std::string& given) {
   }
   if (name == "selective-op") return Recompute::kOp;
   // As runs write it: a yes/no column means whole layers (activation checkpointing).
-  if (name == "true" || name == "yes" || name == "on" || name == "1" || name == "block") return Recompute::kFull;
-  if (name == "false" || name == "no" || name == "off" || name == "0") return Recompute::kNone;
+  for (const char* yes : {"true", "yes", "on", "1", "block"}) {
+    if (name == yes) return Recompute::kFull;
+  }
+  for (const char* no : {"false", "no", "off", "0"}) {
+    if (name == no) return Recompute::kNone;
+  }
   return InvalidArgument("unknown recompute '" + given +
                          "'; use none, selective (Megatron's), full or op (PyTorch's op-level selective)");
 }
@@ -108,8 +112,8 @@ const std::map<std::string, std::string>& StackAliases() {
       // FlashAttention, overlapped gradient reduction).
       {"megatron", "modern"}, {"megatron-lm", "modern"}, {"megatron-core", "modern"}, {"mcore", "modern"},
       {"nemo", "modern"}, {"nemo-megatron", "modern"}, {"transformer-engine", "modern"},
-      // Megatron-LM 2021-2022 and Megatron-DeepSpeed (unfused softmax, dropout,
-      // gradient reduction after backward).
+      // Megatron-LM 2021-2022 (unfused softmax, dropout, gradient reduction
+      // after backward).
       {"megatron-2021", "legacy"}, {"megatron-lm-2021", "legacy"}, {"megatron-2022", "legacy"},
       {"megatron-lm-2022", "legacy"},
       // Megatron-DeepSpeed: the same kernels in DeepSpeed's pipeline engine.
