@@ -288,7 +288,8 @@ TEST(PlanTerms, OverlappedTpGemmsRunInPieces) {
   const PassSeconds t = LayerGemmSeconds(s, gpu, r, false, chunks);
   EXPECT_NEAR(t.fwd, fwd, 1e-12 * fwd);
   EXPECT_NEAR(t.bwd, bwd, 1e-12 * bwd);
-  // Pieces that fill their waves cost what the whole does; these do not.
+  // On 8 SMs these pieces cost more than the whole; where no quantization is
+  // modelled (no SM count), pieces cost what the whole does.
   EXPECT_GT(t.fwd, LayerGemmSeconds(s, gpu, r).fwd * 1.2);
   EXPECT_NEAR(LayerGemmSeconds(s, gpu, kMathBound, false, chunks).fwd,
               LayerGemmSeconds(s, gpu, kMathBound).fwd, 1e-12);
