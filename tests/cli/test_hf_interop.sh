@@ -144,24 +144,20 @@ with open(sys.argv[2] + "/model.safetensors", "wb") as f:
 json.dump(cfg, open(sys.argv[2] + "/config.json", "w"))
 PY
 }
-variant embd 'cfg["n_embd"] = 48'
-expect_error "config.json and model.safetensors disagree" import "$work/embd" --out "$work/y"
-variant more 'cfg["n_layer"] = 3'
-expect_error "no tensor 'transformer.h.2.ln_1.weight'" import "$work/more" --out "$work/y"
-variant fewer 'cfg["n_layer"] = 1'
-expect_error "does not describe" import "$work/fewer" --out "$work/y"
-variant drop 'del t["transformer.h.1.mlp.c_fc.bias"]'
-expect_error "no tensor 'transformer.h.1.mlp.c_fc.bias'" import "$work/drop" --out "$work/y"
-variant shape 't["transformer.h.0.attn.c_proj.weight"] = t["transformer.h.0.attn.c_proj.weight"][:, :16]'
-expect_error "c_proj.weight' is" import "$work/shape" --out "$work/y"
-variant mistral 'cfg["model_type"] = "mistral"'
-expect_error '"model_type" is "mistral"; scaletrain imports gpt2, llama models' import "$work/mistral" --out "$work/y"
-variant untied 'cfg["tie_word_embeddings"] = False'
-expect_error '"tie_word_embeddings" is false' import "$work/untied" --out "$work/y"
-variant head 't["lm_head.weight"] = t["transformer.wte.weight"] * 2'
-expect_error "not tied to the embedding" import "$work/head" --out "$work/y"
-variant eps 'cfg["layer_norm_epsilon"] = 1e-6'
-expect_error "layer_norm_epsilon" import "$work/eps" --out "$work/y"
+# refused NAME EDIT MESSAGE: the checkpoint variant() edits is refused with MESSAGE.
+refused() {
+  variant "$1" "$2"
+  expect_error "$3" import "$work/$1" --out "$work/y"
+}
+refused embd 'cfg["n_embd"] = 48' "config.json and model.safetensors disagree"
+refused more 'cfg["n_layer"] = 3' "no tensor 'transformer.h.2.ln_1.weight'"
+refused fewer 'cfg["n_layer"] = 1' "does not describe"
+refused drop 'del t["transformer.h.1.mlp.c_fc.bias"]' "no tensor 'transformer.h.1.mlp.c_fc.bias'"
+refused shape 't["transformer.h.0.attn.c_proj.weight"] = t["transformer.h.0.attn.c_proj.weight"][:, :16]' "c_proj.weight' is"
+refused mistral 'cfg["model_type"] = "mistral"' '"model_type" is "mistral"; scaletrain imports gpt2, llama models'
+refused untied 'cfg["tie_word_embeddings"] = False' '"tie_word_embeddings" is false'
+refused head 't["lm_head.weight"] = t["transformer.wte.weight"] * 2' "not tied to the embedding"
+refused eps 'cfg["layer_norm_epsilon"] = 1e-6' "layer_norm_epsilon"
 variant tied_head 't["lm_head.weight"] = t["transformer.wte.weight"].copy()'
 "$bin" import "$work/tied_head" --out "$work/y" >/dev/null 2>&1 && pass=$((pass + 1)) || fail "a tied lm_head.weight was refused"
 rm -rf "$work/y"
