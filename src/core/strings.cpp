@@ -30,4 +30,15 @@ std::string NameKey(std::string s) {
   return Lower(std::move(s));
 }
 
+std::optional<bool> YesNo(const std::string& s) {
+  const std::string key = Lower(s);
+  for (const char* yes : {"true", "yes", "on", "1"}) {
+    if (key == yes) return true;
+  }
+  for (const char* no : {"false", "no", "off", "0"}) {
+    if (key == no) return false;
+  }
+  return std::nullopt;
+}
+
 }  // namespace scaletrain

@@ -2,6 +2,7 @@
 // that line up numbers in columns; names as lookup keys.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace scaletrain {
@@ -13,5 +14,8 @@ std::string Lower(std::string s);
 // A name as a key: lower case, with spaces and underscores as hyphens
 // ("Megatron_DeepSpeed", "A100 80GB" -> "megatron-deepspeed", "a100-80gb").
 std::string NameKey(std::string s);
+// A yes/no word as tables write it: true for true, yes, on, 1 and false for
+// false, no, off, 0 (any case); nothing for any other word.
+std::optional<bool> YesNo(const std::string& s);
 
 }  // namespace scaletrain

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,8 @@ Result<Recompute> RecomputeFromName(const std::string& given) {
   }
   if (name == "selective-op") return Recompute::kOp;
   // As runs write it: a yes/no column means whole layers (activation checkpointing).
-  for (const char* yes : {"true", "yes", "on", "1", "block"}) {
-    if (name == yes) return Recompute::kFull;
-  }
-  for (const char* no : {"false", "no", "off", "0"}) {
-    if (name == no) return Recompute::kNone;
-  }
+  if (name == "block") return Recompute::kFull;
+  if (const std::optional<bool> yes = YesNo(name)) return *yes ? Recompute::kFull : Recompute::kNone;
   return InvalidArgument("unknown recompute '" + given +
                          "'; use none, selective (Megatron's), full or op (PyTorch's op-level selective)");
 }

@@ -263,7 +263,7 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
   if (run.dp > 0) o->dp = run.dp;
   if (run.vpp > 0) o->vpp = run.vpp;
   if (run.micro_batch > 0) o->micro_batch = run.micro_batch;
-  if (!run.sp.empty()) o->sp = run.sp == "true" || run.sp == "1" || run.sp == "on" || run.sp == "yes";
+  if (!run.sp.empty()) o->sp = YesNo(run.sp).value_or(false);
   if (!run.recompute.empty()) {
     ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(run.recompute));
     o->recompute = rc;
