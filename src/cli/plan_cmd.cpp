@@ -226,14 +226,14 @@ struct LayoutFlags {
   std::string schedule;
   bool sp = false;
   int64_t gpus = 0;
-  double bucket_mb = 25.0;
+  double bucket_mb = 0;  // 0: the stack's buckets (Software::buckets)
   DpCompression dp_compress = DpCompression::kNone;
   bool dp_hierarchical = false;
 };
 
 Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<RunConfig>& run_cfg) {
   LayoutFlags f{o.tp,   o.pp,       o.dp, o.vpp,  o.micro_batch,
-                o.zero, o.schedule, o.sp, o.gpus, o.bucket_mb.value_or(25.0)};
+                o.zero, o.schedule, o.sp, o.gpus, o.bucket_mb.value_or(0.0)};
   if (run_cfg) {
     const ParallelConfig& pc = run_cfg->parallel;
     f.tp = f.tp.value_or(pc.tp), f.pp = f.pp.value_or(pc.pp), f.dp = f.dp.value_or(pc.dp);
@@ -247,7 +247,7 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     f.dp_hierarchical = pc.dp_reduce != "flat";  // "auto" applies it where it can, as the trainer
     if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
   }
-  if (!(f.bucket_mb > 0)) {
+  if (o.bucket_mb && !(*o.bucket_mb > 0)) {
     return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
   }
   if (!o.dp_reduce.empty()) {
@@ -454,8 +454,9 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "--vocab", o->vocab,
       "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
   plan->add_option("--bucket-mb", o->bucket_mb,
-                   "gradient bucket size in MiB (the trainer's parallel.bucket_mb; "
-                   "default 25)");
+                   "gradient bucket size in MiB (the trainer's parallel.bucket_mb; default: the "
+                   "stack's, e.g. Megatron-Core's max(40 M, 1 M x dp) parameters on modern, 25 MiB "
+                   "on cpu)");
   plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
   plan->add_option("--gpus", o->gpus, "number of GPUs");
   plan->add_option("--tp", o->tp, "tensor-parallel size");

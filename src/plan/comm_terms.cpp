@@ -115,7 +115,7 @@ DpRingBytes DpRingBytesByKind(const std::vector<StepCollective>& cs, int64_t dp)
   return b;
 }
 
-Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp) {
+Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp, bool nccl) {
   const double d = static_cast<double>(dp), t = static_cast<double>(tp);
   const double gpn = static_cast<double>(c.node.gpus_per_node);
   const double per_node = tp >= c.node.gpus_per_node ? 1.0 : std::min(d, gpn / t);
@@ -125,7 +125,54 @@ Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp) {
                            : std::min(c.IntraBusBytesPerS(), per_node * c.NicBytesPerSPerGpu());
   link.latency_s =
       2.0 * std::log2(d) * (intra ? c.node.intra_latency_us : c.fabric.latency_us) * 1e-6;
+  if (nccl) {
+    link.ring_call_s = NcclRingCallSeconds(c, tp, dp);
+    link.allreduce_call_s = NcclAllReduceCallSeconds(c, tp, dp);
+  }
   return link;
+}
+
+namespace {
+
+// NCCL's baseLat and hwLat for the ring and tree algorithms, Simple protocol
+// (src/graph/tuning.cc): the call, a step on NVLink, on PCIe, and from one
+// node to another (there the fabric's latency_us where that is more).
+struct NcclSteps {
+  double base_us = 8.4, intra_us = 3.4, inter_us = 14.0;
+  int64_t ranks = 1, per_node = 1, nodes = 1;
+  // A ring's n - 1 steps, nodes - 1 of them from node to node.
+  double RingSteps() const {
+    return static_cast<double>(ranks - nodes) * intra_us + static_cast<double>(nodes - 1) * inter_us;
+  }
+};
+
+NcclSteps NcclStepsOf(const ClusterSpec& c, int64_t tp, int64_t n) {
+  NcclSteps s;
+  const bool nvlink = c.node.intra_kind == "nvswitch" || c.node.intra_kind == "nvlink";
+  if (!nvlink) s.intra_us = 5.7;
+  s.inter_us = std::max(s.inter_us, c.fabric.latency_us);
+  s.ranks = n;
+  s.per_node = DpRanksPerNode(c, tp, n);
+  s.nodes = (n + s.per_node - 1) / s.per_node;
+  return s;
+}
+
+}  // namespace
+
+double NcclRingCallSeconds(const ClusterSpec& c, int64_t tp, int64_t n) {
+  if (n <= 1) return 0;
+  const NcclSteps s = NcclStepsOf(c, tp, n);
+  return (s.base_us + s.RingSteps()) * 1e-6;
+}
+
+double NcclAllReduceCallSeconds(const ClusterSpec& c, int64_t tp, int64_t n) {
+  if (n <= 1) return 0;
+  const NcclSteps s = NcclStepsOf(c, tp, n);
+  // The ring's 2 (n - 1) steps, or the tree's way up and down: the members
+  // of a node in a chain, log2(nodes) hops between nodes.
+  const double tree = 2.0 * (static_cast<double>(s.per_node - 1) * s.intra_us +
+                             std::ceil(std::log2(static_cast<double>(s.nodes))) * s.inter_us);
+  return (s.base_us + std::min(2.0 * s.RingSteps(), tree)) * 1e-6;
 }
 
 int64_t DpRanksPerNode(const ClusterSpec& c, int64_t tp, int64_t dp) {
@@ -154,8 +201,12 @@ DpSeconds DpHierarchicalSeconds(double grad_bytes, double cross_ring_bytes, int6
 DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double stage_bwd_s,
                              double chunks, bool overlap, int64_t buckets) {
   const double lat = link.latency_s;
+  // Under NCCL every bucket is a call of its own.
+  const double calls = link.allreduce_call_s > 0
+                           ? static_cast<double>(std::max<int64_t>(1, buckets)) * link.allreduce_call_s
+                           : 2.0 * lat;
   DpSeconds t;
-  t.total = allreduce_bytes / link.bytes_per_s + 2.0 * lat;
+  t.total = allreduce_bytes / link.bytes_per_s + calls;
   if (!overlap) {
     t.exposed = t.total;
   } else if (buckets > 0) {
@@ -170,32 +221,50 @@ DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double st
 
 DpSeconds DpShardedSeconds(double reduce_scatter_bytes, double allgather_bytes, int64_t reductions,
                            const Link& link, const StageSeconds& stage, double chunks,
-                           bool overlap) {
+                           bool overlap, int64_t buckets) {
   const double bw = link.bytes_per_s, lat = link.latency_s;
   const double times = static_cast<double>(reductions);
   const double parts = times > 1 ? chunks : 1.0;
-  const double rs_part = reduce_scatter_bytes / (times * parts) / bw + lat,
-               ag = allgather_bytes / bw + lat;
+  // Buckets per reduce-scatter (a chunk's share) and per all-gather.
+  const double nb = static_cast<double>(std::max<int64_t>(1, buckets));
+  const double part_buckets = std::max(1.0, nb / parts);
+  const bool per_call = link.ring_call_s > 0;
+  const double rs_lat = per_call ? part_buckets * link.ring_call_s : lat,
+               ag_lat = per_call ? nb * link.ring_call_s : lat;
+  const double rs_part = reduce_scatter_bytes / (times * parts) / bw + rs_lat,
+               ag = allgather_bytes / bw + ag_lat;
   DpSeconds t;
   t.total = times * parts * rs_part + ag;
-  t.exposed = overlap ? times * parts * std::max(rs_part - stage.bwd / chunks, lat) +
-                            std::max(ag - stage.fwd / chunks, lat)
-                      : t.total;
+  if (!overlap) {
+    t.exposed = t.total;
+    return t;
+  }
+  // Buckets not known (0): the whole pass hides them.
+  const bool cut = buckets > 0;
+  const double rs_share = cut ? (part_buckets - 1.0) / part_buckets : 1.0,
+               ag_share = cut ? (nb - 1.0) / nb : 1.0;
+  const double rs_last = cut ? rs_part / part_buckets : 0.0, ag_first = cut ? ag / nb : 0.0;
+  t.exposed = times * parts * std::max({rs_part - stage.bwd / chunks * rs_share, rs_last, lat}) +
+              std::max({ag - stage.fwd / chunks * ag_share, ag_first, lat});
   return t;
 }
 
 DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const Link& link,
                       int64_t micro_batches, int64_t stage_layers, const StageSeconds& stage,
                       bool overlap) {
-  const double bw = link.bytes_per_s, lat = link.latency_s, mv = static_cast<double>(micro_batches);
-  const double per_mb = (reduce_scatter_bytes + allgather_bytes) / mv / bw + 3.0 * lat;
+  const double bw = link.bytes_per_s, mv = static_cast<double>(micro_batches);
+  const double layers = std::max<double>(1.0, static_cast<double>(stage_layers));
+  // A call's latency: each layer's two gathers and reduce-scatter are calls
+  // of their own under NCCL.
+  const double call = link.ring_call_s > 0 ? link.ring_call_s : link.latency_s;
+  const double calls = link.ring_call_s > 0 ? 3.0 * layers : 3.0;
+  const double per_mb = (reduce_scatter_bytes + allgather_bytes) / mv / bw + calls * call;
   DpSeconds t;
   t.total = per_mb * mv;
   if (!overlap) {
     t.exposed = t.total;
   } else {
-    const double first_layer =
-        allgather_bytes / (2.0 * mv) / std::max<double>(1.0, stage_layers) / bw + lat;
+    const double first_layer = allgather_bytes / (2.0 * mv) / layers / bw + call;
     t.exposed = mv * std::max(0.0, per_mb - (stage.fwd + stage.bwd)) + first_layer;
   }
   return t;
@@ -214,7 +283,7 @@ DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& l
   }
   if (l.zero <= 2) {
     return DpShardedSeconds(bytes.reduce_scatter, bytes.allgather, reductions, link, stage, chunks,
-                            overlap);
+                            overlap, buckets);
   }
   return FsdpSeconds(bytes.reduce_scatter, bytes.allgather, link, l.micro_batches(), stage_layers,
                      stage, overlap);

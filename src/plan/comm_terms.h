@@ -24,6 +24,12 @@ namespace scaletrain::plan {
 struct Link {
   double bytes_per_s = 0;
   double latency_s = 0;
+  // One NCCL ring reduce-scatter or all-gather call's latency over the group
+  // (NcclRingCallSeconds), paid per bucket; 0: latency_s once per collective
+  // kind (the CPU trainer's collectives).
+  double ring_call_s = 0;
+  // The same for one NCCL all-reduce call (NcclAllReduceCallSeconds).
+  double allreduce_call_s = 0;
 };
 
 // The model as a tp-way layout holds it: the vocabulary padded to a multiple
@@ -97,14 +103,26 @@ DpRingBytes DpRingBytesByKind(const std::vector<StepCollective>& cs, int64_t dp)
 // A DP group's link. Ranks are ordered tp fastest, then dp, so a group has
 // gpus_per_node / tp members per node: within one node NVLink; across nodes
 // those members share the node's NICs (no more than NVLink). Latency: 2 log2(dp)
-// hops of the link's.
-Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp);
+// hops of the link's; with `nccl`, also NCCL's ring call latency.
+Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp, bool nccl = false);
+// NCCL's latency for one ring reduce-scatter or all-gather over a DP group of
+// n ranks (NCCL's tuning model, src/graph/tuning.cc, ring algorithm, Simple
+// protocol, the one large buckets use): a base of 8.4 us, then n - 1 steps,
+// nodes - 1 of them from one node to the next at 14 us (or the fabric's
+// latency_us where that is more) and the rest on NVLink at 3.4 us (5.7 us on
+// PCIe). NCCL has no tree for these two collectives, so at large dp the
+// latency grows with n on every call: why Megatron-Core's buckets grow with dp.
+double NcclRingCallSeconds(const ClusterSpec& c, int64_t tp, int64_t n);
+// NCCL's latency for one all-reduce call over the group: the ring's 2 (n - 1)
+// steps or the tree's (each node's members in a chain, log2(nodes) hops
+// between nodes, up and down), whichever is less, on the base of 8.4 us.
+double NcclAllReduceCallSeconds(const ClusterSpec& c, int64_t tp, int64_t n);
 // A step's DP time in all and the part of it compute does not hide.
 struct DpSeconds {
   double total = 0, exposed = 0;
 };
 // ZeRO-0: the gradient all-reduce, a reduce-scatter and an all-gather (two
-// latencies); with overlap its buckets reduce while the last micro-batch's
+// latencies; with the link's allreduce_call_s, one call per bucket); with overlap its buckets reduce while the last micro-batch's
 // backward runs (one chunk of the stage's `stage_bwd_s`). With `buckets`
 // given (> 0), the first bucket is ready only after 1/buckets of that
 // backward and the last one only at its end, so at most (buckets - 1) /
@@ -131,13 +149,16 @@ DpSeconds DpHierarchicalSeconds(double grad_bytes, double cross_ring_bytes, int6
 // ZeRO-1 and -2: `reductions` gradient reduce-scatters, each under a backward
 // (with more than one, each chunk's backward reduce-scatters its own 1/chunks
 // of the gradients under itself), and the parameter all-gather under the next
-// step's first forward.
+// step's first forward. With the link's ring_call_s every one of `buckets`
+// is a call of its own; and as for ZeRO-0, the last bucket's reduce-scatter
+// starts only when its backward ends and the first bucket's gather must end
+// before the forward starts, so (buckets - 1) / buckets of a pass hides them.
 DpSeconds DpShardedSeconds(double reduce_scatter_bytes, double allgather_bytes, int64_t reductions,
                            const Link& link, const StageSeconds& stage, double chunks,
-                           bool overlap);
+                           bool overlap, int64_t buckets = 0);
 // ZeRO-3 (FSDP): each micro-batch's gathers and reduce-scatter (three
-// latencies); with overlap they hide under that micro-batch's compute except
-// the first layer's gather.
+// latencies; with the link's ring_call_s three calls per layer); with overlap
+// they hide under that micro-batch's compute except the first layer's gather.
 DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const Link& link,
                       int64_t micro_batches, int64_t stage_layers, const StageSeconds& stage,
                       bool overlap);

@@ -350,13 +350,14 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   // Data parallelism and the optimizer step: the fullest stage's.
   const size_t fullest = FullestStage(stages);
   const int64_t reductions = DpGradReductions(l, m);
-  SetDpCollectives(stages, spec_, l, grad_elem_bytes, fullest, &p);
+  p.layout.bucket_bytes = BucketBytesFor(l, sw_, grad_elem_bytes);
+  SetDpCollectives(stages, spec_, p.layout, grad_elem_bytes, fullest, &p);
   const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, l.dp);
   const DpSeconds dp =
       DpHierarchicalApplies(cluster_, l)
           ? HierarchicalDpSeconds(cluster_, sw_, l, stages[fullest].numel, grad_elem_bytes, stage,
                                   p.dp_buckets)
-          : DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp), reductions, stage,
+          : DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp, sw_.nccl_collectives), reductions, stage,
                           stages[slowest.index].layers, sw_.overlap_dp, p.dp_buckets);
   // What hides still takes SMs from the compute it runs beside.
   p.time_s.dp_comm = dp.exposed + OverlapCostSeconds(dp.total - dp.exposed, CommSmShare());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -99,6 +100,8 @@ Software CpuTrainerStack() {
   s.launch_us = 0;
   s.comm_sms = 0;
   s.trainer_activation_buffer = true;
+  s.buckets = Software::Buckets::kFixed25MiB;  // parallel.bucket_mb's default
+  s.nccl_collectives = false;
   return s;
 }
 
@@ -139,6 +142,7 @@ Software PyTorchStack(const std::string& name, bool compiled) {
   s.attention_layout_copies = true;
   s.fully_sharded = true;
   s.selective_is_op = true;
+  s.buckets = Software::Buckets::kFixed25MiB;  // DDP's bucket_cap_mb where a layout is not sharded
   return s;
 }
 
@@ -168,6 +172,7 @@ Result<Software> SoftwareFromName(const std::string& given) {
     // (scripts/train/benchmarking/ack_ckpt_limits.md) loses a fixed time per
     // micro-batch equal to them; see docs/planner.md, "FSDP in Composer".
     s.overlap_dp = false;
+    s.buckets = Software::Buckets::kFixed25MiB;
     return s;
   }
   if (name == "legacy" || name == "megatron-deepspeed") {
@@ -178,7 +183,9 @@ Result<Software> SoftwareFromName(const std::string& given) {
     s.fused_grad_accumulation = false;
     s.separate_optimizer_passes = true;
     s.legacy_conventions = true;
+    s.buckets = Software::Buckets::kWholeBuffer;
     if (name == "megatron-deepspeed") {
+      s.buckets = Software::Buckets::kDeepSpeed;
       // DeepSpeed's pipeline engine (BLOOM, MT-NLG): 1F1B only, and every TP
       // rank sends the stage's whole activation to its peer on the next
       // stage (Megatron's scatter-gather of it over the TP ranks is in
@@ -195,6 +202,23 @@ Result<Software> SoftwareFromName(const std::string& given) {
                          "(also deepspeed), "
                          "pytorch (PyTorch eager + FSDP: also fsdp, torchtitan), pytorch-compile "
                          "(with torch.compile) or cpu");
+}
+
+int64_t BucketBytesFor(const Layout& l, const Software& sw, int64_t grad_elem_bytes) {
+  if (l.bucket_bytes > 0) return l.bucket_bytes;
+  switch (sw.buckets) {
+    case Software::Buckets::kFixed25MiB:
+      return int64_t{25} << 20;
+    case Software::Buckets::kMegatronCore:
+      // DistributedDataParallel's default bucket_size, in parameters.
+      return std::max<int64_t>(40'000'000, 1'000'000 * l.dp) * grad_elem_bytes;
+    case Software::Buckets::kWholeBuffer:
+      return std::numeric_limits<int64_t>::max() / 2;
+    case Software::Buckets::kDeepSpeed:
+      // DeepSpeed's zero_optimization.reduce_bucket_size default, elements.
+      return int64_t{500'000'000} * grad_elem_bytes;
+  }
+  return int64_t{25} << 20;
 }
 
 Recompute RecomputeOn(const Software& sw, Recompute rc) {

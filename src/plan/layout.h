@@ -52,8 +52,8 @@ struct Layout {
   bool gpipe = false;         // run the GPipe schedule instead of 1F1B
   GradReduce grad_reduce = GradReduce::kAuto;
   // Gradient bucket size for data-parallel reduction (the trainer's
-  // parallel.bucket_mb; its default 25 MiB, as PyTorch DDP's).
-  int64_t bucket_bytes = 25 << 20;
+  // parallel.bucket_mb); 0: the stack's own (BucketBytesFor).
+  int64_t bucket_bytes = 0;
   // What ZeRO-0's gradient all-reduce sends (the trainer's
   // parallel.dp_compress): fp32 or grad_reduce's dtype when kNone.
   DpCompression dp_compress = DpCompression::kNone;
@@ -154,6 +154,19 @@ struct Software {
   // The "pipeline" overlap's num_splits for the row-parallel forwards (the
   // value in Megatron-Core's and NeMo's userbuffers configurations).
   static constexpr double kTpOverlapPipelineSplits = 4;
+  // How the stack cuts the gradient buffer into DP buckets when the layout
+  // does not say (Layout::bucket_bytes 0): a fixed size (PyTorch DDP's and the
+  // trainer's 25 MiB), Megatron-Core's max(40 M, 1 M x dp) parameters (sized so
+  // "collectives do not become latency-bound" at large dp), one bucket of the
+  // whole buffer (Megatron-LM 2021-22's all-reduce after backward) or
+  // DeepSpeed's reduce_bucket_size of 5e8 elements.
+  enum class Buckets { kFixed25MiB, kMegatronCore, kWholeBuffer, kDeepSpeed };
+  Buckets buckets = Buckets::kMegatronCore;
+  // DP collectives are NCCL's: a reduce-scatter or all-gather is a ring that
+  // pays a latency per step (dp - 1 of them) on every call, i.e. on every
+  // bucket (NcclRingCallSeconds). false: one latency per collective kind (the
+  // CPU trainer's collectives).
+  bool nccl_collectives = true;
   // SMs a communication kernel occupies while it runs beside compute (NCCL:
   // one thread block per channel; docs/planner.md "Overlap is not free"): the
   // compute it overlaps runs on the rest. 0: not modelled (the CPU trainer).
@@ -189,6 +202,9 @@ Recompute RecomputeOn(const Software& sw, Recompute rc);
 // 16-bit compute precision where the stack's fp16 default keeps an fp16
 // gradient buffer (Megatron-LM's unfused accumulation), fp32 otherwise.
 GradReduce GradReduceFor(const Layout& l, const Software& sw);
+// The layout's DP bucket size in bytes: its own, else its stack's rule
+// (Software::buckets) for gradients of `grad_elem_bytes` bytes.
+int64_t BucketBytesFor(const Layout& l, const Software& sw, int64_t grad_elem_bytes);
 
 // Checks the layout against the model and the GPU count; each failure names
 // the nearest valid values.

@@ -17,7 +17,7 @@ struct SearchOptions {
   int64_t global_batch = 0;
   Precision precision = Precision::kBF16;
   GradReduce grad_reduce = GradReduce::kAuto;  // Layout::grad_reduce
-  int64_t bucket_bytes = 25 << 20;  // gradient buckets (Layout::bucket_bytes)
+  int64_t bucket_bytes = 0;  // gradient buckets (Layout::bucket_bytes; 0: the stack's)
   DpCompression dp_compress = DpCompression::kNone;  // Layout::dp_compress
   bool dp_hierarchical = false;                        // Layout::dp_hierarchical
   // A set field is held fixed; an empty one is searched.

@@ -75,6 +75,28 @@ assert pace("dgx-a100", 1024) == 1
 PY
 "$bin" plan --model gpt3-6.7b --cluster dgx-h100 --gpus 1024 --tp 8 | grep -q "compute at the pace of the slowest of 1024 GPUs" \
   || fail "the text report names the slowest GPU's pace"
+# Gradient buckets: each stack's own unless --bucket-mb says (Megatron-Core's
+# max(40 M, 1 M x dp) parameters of fp32 gradients on modern; 25 MiB on
+# pytorch), and at large dp every bucket is an NCCL ring call whose latency
+# grows with dp, so smaller buckets cost more exposed DP time.
+python3 - "$bin" <<'PY' || fail "gradient buckets per stack and --bucket-mb"
+import json, subprocess, sys
+def plan(*extra):
+    out = subprocess.run([sys.argv[1], "plan", "--model", "gpt3-6.7b", "--cluster", "dgx-h100",
+                          "--gpus", "1024", "--tp", "8", "--zero", "1", "--micro-batch", "1",
+                          "--global-batch", "1024", "--json", *extra],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+mcore, small = plan(), plan("--bucket-mb", "25")
+assert mcore["layout"]["bucket_bytes"] == 128 * 10**6 * 4, mcore["layout"]
+assert small["layout"]["bucket_bytes"] == 25 << 20, small["layout"]
+assert small["dp_step"]["buckets"] > 10 * mcore["dp_step"]["buckets"], (small["dp_step"], mcore["dp_step"])
+assert small["time_breakdown_s"]["dp_comm"] > mcore["time_breakdown_s"]["dp_comm"]
+assert plan("--stack", "pytorch")["layout"]["bucket_bytes"] == 25 << 20
+PY
+"$bin" plan --model gpt3-6.7b --cluster dgx-h100 --gpus 64 --tp 8 --zero 1 | grep -q "gradient buckets" \
+  || fail "the text report gives the DP bucket count"
+expect_error "--bucket-mb must be positive" plan --model gpt3-6.7b --cluster dgx-h100 --gpus 64 --bucket-mb 0
 "$bin" plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 --global-batch 128 \
   --plot "$tmp/sweep.svg" >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
 grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"

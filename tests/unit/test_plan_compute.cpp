@@ -186,14 +186,21 @@ TEST(PlanCompute, ZeroTwoReduceScattersEachChunkUnderItsBackward) {
   ASSERT_TRUE(setup.ok()) << setup.status().message();
   const ModelSpec& spec = setup->spec;
   const ClusterSpec& c = setup->cluster;
-  // The hiding rule alone: communication kernels take no SMs here.
+  // The hiding rule alone: communication kernels take no SMs here, and a
+  // latency per collective kind rather than NCCL's per bucket.
   Software free_overlap = *SoftwareFromName("modern");
   free_overlap.comm_sms = 0;
+  free_overlap.nccl_collectives = false;
+  Software contended_sw = *SoftwareFromName("modern");
+  contended_sw.nccl_collectives = false;
   CostModel model(spec, c, free_overlap);
-  CostModel contended(spec, c, *SoftwareFromName("modern"));
-  // 8 GPUs of one node: pp 2 x dp 4, ZeRO-2, 4 micro-batches of 4 sequences.
+  CostModel contended(spec, c, contended_sw);
+  // 8 GPUs of one node: pp 2 x dp 4, ZeRO-2, 4 micro-batches of 4 sequences,
+  // 1 MiB buckets (so many that the last one's reduce-scatter, exposed after
+  // its backward, is shorter than a latency).
   Layout l;
   l.pp = 2, l.dp = 4, l.zero = 2, l.micro_batch = 4, l.global_batch = 64;
+  l.bucket_bytes = 1 << 20;
   const double lat = 2 * std::log2(4.0) * c.node.intra_latency_us * 1e-6;
   for (int64_t vpp : {1, 2}) {
     SCOPED_TRACE("vpp " + std::to_string(vpp));

@@ -625,6 +625,82 @@ TEST(PlanTerms, ZeroOneAndTwoReduceScatterAndGather) {
   EXPECT_DOUBLE_EQ(DpShardedSeconds(1.2e9, 6e8, 4, link, stage, 2, false).exposed, t.total);
 }
 
+// NCCL's ring latency model for a reduce-scatter or all-gather call: 8.4 us,
+// then 3.4 us a step on NVLink (5.7 on PCIe) and 14 us a step from node to
+// node (or the fabric's latency_us where that is more).
+TEST(PlanTerms, NcclRingCallLatencyGrowsWithTheGroup) {
+  ClusterSpec c = RoundCluster();  // 4 GPUs a node
+  c.node.intra_kind = "nvswitch";
+  c.fabric.latency_us = 6;
+  EXPECT_DOUBLE_EQ(NcclRingCallSeconds(c, 1, 1), 0);
+  EXPECT_NEAR(NcclRingCallSeconds(c, 1, 4), (8.4 + 3 * 3.4) * 1e-6, 1e-12);  // one node
+  EXPECT_NEAR(NcclRingCallSeconds(c, 1, 16), (8.4 + 12 * 3.4 + 3 * 14) * 1e-6, 1e-12);
+  EXPECT_NEAR(NcclRingCallSeconds(c, 4, 8), (8.4 + 7 * 14) * 1e-6, 1e-12);  // a member a node
+  // 1,024 ranks, one a node: over 14 ms a call, where 2 log2(n) hops are 0.1 ms.
+  EXPECT_GT(NcclRingCallSeconds(c, 4, 1024), 100 * DpLink(c, 4, 1024).latency_s);
+  // PCIe inside the node, a fabric slower than NCCL's figure.
+  const ClusterSpec slow = RoundCluster();
+  EXPECT_NEAR(NcclRingCallSeconds(slow, 1, 16), (8.4 + 12 * 5.7 + 3 * 20) * 1e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(DpLink(c, 1, 16, true).ring_call_s, NcclRingCallSeconds(c, 1, 16));
+  EXPECT_EQ(DpLink(c, 1, 16).ring_call_s, 0);
+  // An all-reduce: the ring's steps twice, or the tree's chain in the node
+  // and log2(nodes) hops, up and down, where that is less.
+  EXPECT_NEAR(NcclAllReduceCallSeconds(c, 1, 4), (8.4 + 2 * 3 * 3.4) * 1e-6, 1e-12);
+  EXPECT_NEAR(NcclAllReduceCallSeconds(c, 1, 16), (8.4 + 2 * (3 * 3.4 + 2 * 14)) * 1e-6, 1e-12);
+  EXPECT_NEAR(NcclAllReduceCallSeconds(c, 4, 2), (8.4 + 2 * 14) * 1e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(DpLink(c, 1, 16, true).allreduce_call_s, NcclAllReduceCallSeconds(c, 1, 16));
+}
+
+// With NCCL every bucket is a call; the last bucket's reduce-scatter runs
+// after its backward and the first bucket's gather before its forward.
+TEST(PlanTerms, ShardedBucketsAreCallsOfTheirOwn) {
+  const Link link{1e10, 1e-4, 5e-5};
+  StageSeconds stage;
+  stage.fwd = 0.1, stage.bwd = 0.2;
+  // ZeRO-1, 4 buckets: reduce-scatter 0.12 s + 4 calls under 3/4 of the last
+  // backward chunk (0.2 / 2), gather 0.06 s + 4 calls under 3/4 of the first
+  // forward chunk (0.1 / 2).
+  DpSeconds t = DpShardedSeconds(1.2e9, 6e8, 1, link, stage, 2, true, 4);
+  EXPECT_DOUBLE_EQ(t.total, (0.12 + 4 * 5e-5) + (0.06 + 4 * 5e-5));
+  EXPECT_NEAR(t.exposed, (0.1202 - 0.1 * 3 / 4) + (0.0602 - 0.05 * 3 / 4), 1e-12);
+  // One bucket hides nothing.
+  t = DpShardedSeconds(1.2e9, 6e8, 1, link, stage, 2, true, 1);
+  EXPECT_DOUBLE_EQ(t.exposed, t.total);
+  // ZeRO-2, 4 reductions over 2 chunks, 8 buckets: 8 reduce-scatters of
+  // 0.015 s + 4 calls, each hidden but for its last bucket's quarter; the
+  // gather of 0.06 s + 8 calls under 7/8 of the first forward chunk.
+  t = DpShardedSeconds(1.2e9, 6e8, 4, link, stage, 2, true, 8);
+  EXPECT_NEAR(t.total, 8 * 0.0152 + 0.0604, 1e-12);
+  EXPECT_NEAR(t.exposed, 8 * (0.0152 / 4) + (0.0604 - 0.05 * 7 / 8), 1e-12);
+  // FSDP: three calls a layer per micro-batch.
+  stage.fwd = 0.01, stage.bwd = 0.01;
+  const double per_mb = 1.2e9 / 4 / 1e10 + 3 * 10 * 5e-5;
+  t = FsdpSeconds(4e8, 8e8, link, 4, 10, stage, true);
+  EXPECT_NEAR(t.total, 4 * per_mb, 1e-12);
+  EXPECT_NEAR(t.exposed, 4 * (per_mb - 0.02) + (8e8 / 8 / 10 / 1e10 + 5e-5), 1e-12);
+}
+
+// A layout's buckets: its own size, else its stack's rule.
+TEST(PlanTerms, StacksCutTheirOwnBuckets) {
+  Layout l;
+  l.dp = 8;
+  const Software modern = *SoftwareFromName("modern");
+  // Megatron-Core: max(40 M, 1 M x dp) parameters of fp32 gradients.
+  EXPECT_EQ(BucketBytesFor(l, modern, 4), 160'000'000);
+  l.dp = 64;
+  EXPECT_EQ(BucketBytesFor(l, modern, 4), 256'000'000);
+  EXPECT_EQ(BucketBytesFor(l, modern, 2), 128'000'000);
+  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("cpu"), 4), 25 << 20);
+  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("pytorch"), 4), 25 << 20);
+  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("deepspeed"), 2), 1'000'000'000);
+  // Megatron-LM 2021-22: the whole buffer at once.
+  EXPECT_GT(BucketBytesFor(l, *SoftwareFromName("legacy"), 4), int64_t{1} << 60);
+  l.bucket_bytes = 1 << 20;
+  EXPECT_EQ(BucketBytesFor(l, modern, 4), 1 << 20);
+  EXPECT_FALSE(SoftwareFromName("cpu")->nccl_collectives);
+  EXPECT_TRUE(modern.nccl_collectives);
+}
+
 TEST(PlanTerms, FsdpGathersAndReducesEveryMicroBatch) {
   const Link link{1e10, 1e-4};
   StageSeconds stage;
