@@ -270,6 +270,14 @@ DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const
   return t;
 }
 
+double FsdpCopyOutSeconds(const std::vector<StepCollective>& dp_collectives, double hbm_bytes_per_s) {
+  double gathered = 0;
+  for (const StepCollective& c : dp_collectives) {
+    if (c.kind == CollectiveKind::kAllgather) gathered += static_cast<double>(c.payload_bytes);
+  }
+  return 2.0 * gathered / hbm_bytes_per_s;
+}
+
 DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& link,
                         int64_t reductions, const StageSeconds& stage, int64_t stage_layers,
                         bool overlap, int64_t buckets) {

@@ -162,6 +162,9 @@ DpSeconds DpShardedSeconds(double reduce_scatter_bytes, double allgather_bytes, 
 DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const Link& link,
                       int64_t micro_batches, int64_t stage_layers, const StageSeconds& stage,
                       bool overlap);
+// FSDP2's copy-out: every parameter all-gather's output read and written
+// once more on the compute stream (2 x the gathered bytes over HBM).
+double FsdpCopyOutSeconds(const std::vector<StepCollective>& dp_collectives, double hbm_bytes_per_s);
 // The one of the three for the layout's ZeRO stage (nothing when dp = 1).
 // `buckets`: the stage's gradient buckets (ZeRO-0; 0: not known).
 DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& link,

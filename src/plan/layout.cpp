@@ -141,6 +141,7 @@ Software PyTorchStack(const std::string& name, bool compiled) {
   s.separate_projections = true;
   s.attention_layout_copies = true;
   s.fully_sharded = true;
+  s.gather_copy_out = true;
   s.selective_is_op = true;
   s.buckets = Software::Buckets::kFixed25MiB;  // DDP's bucket_cap_mb where a layout is not sharded
   return s;

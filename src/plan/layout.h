@@ -174,6 +174,12 @@ struct Software {
   // FSDP: parameters, gradients and optimizer state are always sharded over
   // the DP group (ZeRO-3 wherever dp > 1) unless a layout states its stage.
   bool fully_sharded = false;
+  // ZeRO-3 as FSDP2 runs it: after each all-gather the compute stream copies
+  // the gathered parameters out of the flat buffer into their own tensors
+  // (torch.split_with_sizes_copy in foreach_all_gather_copy_out), a read and a
+  // write of every gathered byte that nothing hides (FsdpCopyOutSeconds).
+  // FSDP1 (Composer) and the trainer use views of the buffer instead.
+  bool gather_copy_out = false;
   // "selective" recomputation means the stack's own: PyTorch's op-level
   // policy (torchtitan's default selective AC) rather than Megatron's.
   bool selective_is_op = false;

@@ -1,13 +1,15 @@
 // The compute-time terms of the cost model against hand computation: tile and
 // wave quantization of GEMMs, FlashAttention's sequence-length dependence, and
 // the unfused gradient accumulation of the legacy stack (fp32 buffer, fp16 in fp16),
-// the optimizer's bytes per parameter on each stack and precision, and ZeRO-2's
-// per-micro-batch reduce-scatters hiding chunk by chunk under the backward.
+// the optimizer's bytes per parameter on each stack and precision, ZeRO-2's
+// per-micro-batch reduce-scatters hiding chunk by chunk under the backward,
+// and FSDP2's copy-out of gathered parameters.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
+#include "plan/comm_terms.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
@@ -229,6 +231,39 @@ namespace {
 // measured_model_step: the compute of every layout of that model scales by
 // measured / the kernel-by-kernel prediction of the same micro-batch at one
 // rank, forward and backward apart; a row for another model changes nothing.
+// FSDP2 copies each gathered unit out of the all-gather buffer on the
+// compute stream: a read and a write of every gathered byte, exposed; the
+// same layout without the copy (FSDP1's views) is faster by exactly that.
+TEST(PlanCompute, Fsdp2CopiesGatheredParametersOutOnTheComputeStream) {
+  auto setup = LoadGpt2OnDgxA100();
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const ClusterSpec& c = setup->cluster;
+  Software fsdp2 = *SoftwareFromName("pytorch");
+  ASSERT_TRUE(fsdp2.gather_copy_out);
+  EXPECT_FALSE(SoftwareFromName("modern-triton")->gather_copy_out);  // FSDP1's flat views
+  EXPECT_FALSE(SoftwareFromName("modern")->gather_copy_out);
+  Software views = fsdp2;
+  views.gather_copy_out = false;
+  Layout l;
+  l.dp = 8, l.zero = 3, l.micro_batch = 2, l.global_batch = 32;  // 2 micro-batches
+  auto with = CostModel(setup->spec, c, fsdp2).Predict(l);
+  auto without = CostModel(setup->spec, c, views).Predict(l);
+  ASSERT_TRUE(with.ok() && without.ok());
+  double gathered = 0;
+  for (const StepCollective& sc : with->dp_collectives) {
+    if (sc.kind == CollectiveKind::kAllgather) gathered += static_cast<double>(sc.payload_bytes);
+  }
+  // Two gathers (forward, backward) of about the 124 M bf16 parameters per micro-batch.
+  EXPECT_GT(gathered, 4 * 124e6 * 2);
+  const double expected = 2 * gathered / (c.gpu.hbm_tbps * 1e12 * c.gpu.hbm_efficiency);
+  EXPECT_NEAR(with->time_s.dp_comm - without->time_s.dp_comm, expected, 1e-9 * expected);
+  EXPECT_NEAR(FsdpCopyOutSeconds(with->dp_collectives, 1e12), 2 * gathered / 1e12, 1e-15);
+  // Not without sharding.
+  l.zero = 1;
+  EXPECT_EQ(CostModel(setup->spec, c, fsdp2).Predict(l)->time_s.dp_comm,
+            CostModel(setup->spec, c, views).Predict(l)->time_s.dp_comm);
+}
+
 TEST(PlanCompute, MeasuredModelStepScalesTheComputeOfItsModel) {
   auto setup = LoadSmallGptOnDgxH100();
   ASSERT_TRUE(setup.ok()) << setup.status().message();
