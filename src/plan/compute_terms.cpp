@@ -35,7 +35,9 @@ Result<double> MatmulPeakFlopsPerS(const GpuSpec& gpu, Precision p) {
 
 GpuRates GpuRatesAt(const GpuSpec& gpu, double peak_flops_per_s) {
   GpuRates r;
-  r.matmul_flops_per_s = peak_flops_per_s * gpu.matmul_efficiency * gpu.sustained_clock_ratio;
+  r.gemm_k_overhead = gpu.gemm_k_overhead;
+  r.matmul_flops_per_s = peak_flops_per_s * gpu.matmul_efficiency * gpu.sustained_clock_ratio *
+                         (1.0 + r.gemm_k_overhead / kMatmulEfficiencyK);
   r.hbm_bytes_per_s = gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency;
   r.sm_count = gpu.sm_count;
   return r;
@@ -85,7 +87,7 @@ double TileWaveEfficiency(double m, double n, double batch, double sms) {
 double GemmSecondsEach(const GpuRates& r, double elem_bytes, double batch, double m, double n,
                        double k) {
   const double util = TileWaveEfficiency(m, n, batch, r.sm_count);
-  return std::max(2.0 * m * n * k / (r.matmul_flops_per_s * util),
+  return std::max(2.0 * m * n * (k + r.gemm_k_overhead) / (r.matmul_flops_per_s * util),
                   elem_bytes * (m * k + k * n + m * n) / r.hbm_bytes_per_s);
 }
 

@@ -26,10 +26,19 @@ struct PassSeconds {
 
 // What one GPU does per second of the two kinds of work the model separates.
 struct GpuRates {
-  double matmul_flops_per_s = 0;  // a large GEMM: peak x matmul_efficiency x sustained_clock_ratio
+  // A GEMM of unbounded depth: peak x matmul_efficiency x sustained_clock_ratio,
+  // raised by the depth overhead at the depth matmul_efficiency was measured at
+  // (kMatmulEfficiencyK).
+  double matmul_flops_per_s = 0;
   double hbm_bytes_per_s = 0;     // streaming: hbm_tbps x hbm_efficiency
   double sm_count = 0;            // a GEMM's tiles run in waves of this many (0: not modelled)
+  double gemm_k_overhead = 0;     // GpuSpec::gemm_k_overhead
 };
+// The depth k of the shapes the catalog's matmul_efficiency figures were
+// measured at: mamf-finder prints its best shape as M x K x N, and its best
+// shapes have K of 15,680-19,712 on the Hopper parts (H100 SXM 6144x17920x2816,
+// H100 PCIe 6912x16384x2048).
+inline constexpr double kMatmulEfficiencyK = 16384;
 
 // The GPU's dense tensor-core peak at `p`, FLOP/s; where the catalog has no
 // rate for `p`, an error that names the precisions it has.
@@ -73,7 +82,8 @@ double TileWaveEfficiency(double m, double n, double batch, double sms);
 
 // One GEMM ([m x k] x [k x n]) of a batch of `batch` alike: bound by its
 // math, at the large-GEMM rate times the share of the SMs the batch's tiles
-// keep busy, or by moving its three matrices through HBM (roofline).
+// keep busy, with each output tile's fixed work counted as gemm_k_overhead
+// more depth, or by moving its three matrices through HBM (roofline).
 double GemmSecondsEach(const GpuRates& r, double elem_bytes, double batch, double m, double n,
                        double k);
 // All `batch` of them.

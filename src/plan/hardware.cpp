@@ -154,6 +154,11 @@ Status CheckGpuRates(const GpuSpec& g, const std::string& where) {
   }
   if (!(g.hbm_tbps > 0)) return InvalidArgument(where + ": hbm_tbps must be positive");
   if (g.sm_count < 0) return InvalidArgument(where + ": sm_count must be >= 0");
+  if (!(g.gemm_k_overhead >= 0 && g.gemm_k_overhead <= 4096)) {
+    return InvalidArgument(where + Fmt(": gemm_k_overhead = %g", g.gemm_k_overhead) +
+                           " must be in [0, 4096] (a GEMM's fixed work per output tile, in "
+                           "units of its depth k; 0 if not measured)");
+  }
   if (!(g.speed_spread >= 0 && g.speed_spread < 0.2)) {
     return InvalidArgument(where + Fmt(": speed_spread = %g", g.speed_spread) +
                            " must be in [0, 0.2) (a relative standard deviation, e.g. 0.01)");
@@ -180,6 +185,7 @@ Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t,
   r.Add("attention_efficiency", &g.attention_efficiency);
   r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
   r.Add("speed_spread", &g.speed_spread);
+  r.Add("gemm_k_overhead", &g.gemm_k_overhead);
   r.Add("idle_w", &g.idle_w);
   r.Add("sm_count", &g.sm_count);
   r.Add("reference_cluster", &g.reference_cluster);

@@ -41,6 +41,11 @@ struct GpuSpec {
   // Static power (W) the GPU draws whatever its clock: the part of tdp_w a
   // power cap cannot take from the clock (PowerCapped); 0: 10% of tdp_w.
   double idle_w = 0;
+  // A GEMM's fixed work per output tile (loading its pipeline, writing the
+  // tile out) in units of its depth k: an m x n x k GEMM takes as long as
+  // m x n x (k + gemm_k_overhead) at the large-k rate (GemmSecondsEach).
+  // 0: not modelled (no measurement for the part).
+  double gemm_k_overhead = 0;
   // Streaming multiprocessors (compute units): a GEMM's output tiles run in
   // waves of this many, so a last partial wave idles the rest (wave
   // quantization). 0 = not modelled.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "plan/comm_terms.h"
+#include "plan/compute_terms.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
@@ -56,6 +57,35 @@ Result<SmallGptOnDgxH100> LoadSmallGptOnDgxH100() {
   Layout l;
   l.dp = 1, l.micro_batch = 2, l.global_batch = 6;
   return SmallGptOnDgxH100{spec, cluster, l};
+}
+
+// A GEMM's fixed work per output tile, counted as extra depth: at the same
+// output, depth k takes (k + overhead) / (2k + overhead) of depth 2k, and the
+// rate is the catalog's at the depth it was measured at (kMatmulEfficiencyK).
+TEST(PlanCompute, GemmDepthOverheadSlowsShallowGemms) {
+  GpuSpec gpu;
+  gpu.bf16_tflops = 1000, gpu.matmul_efficiency = 0.8, gpu.sustained_clock_ratio = 0.9;
+  gpu.hbm_tbps = 100, gpu.hbm_efficiency = 1;  // compute-bound throughout
+  GpuRates flat = GpuRatesAt(gpu, 1000e12);
+  gpu.gemm_k_overhead = 130;
+  GpuRates deep = GpuRatesAt(gpu, 1000e12);
+  EXPECT_DOUBLE_EQ(deep.matmul_flops_per_s, 720e12 * (1 + 130 / kMatmulEfficiencyK));
+  const double m = 16384, n = 4096;
+  // At the measured depth both give the catalog's rate.
+  EXPECT_NEAR(GemmSecondsEach(deep, 2, 1, m, n, kMatmulEfficiencyK),
+              GemmSecondsEach(flat, 2, 1, m, n, kMatmulEfficiencyK), 1e-15);
+  // At k = 768 (a 125M model's hidden size) it takes (768 + 130) / 768 as long
+  // as at the large-k rate.
+  const double t768 = GemmSecondsEach(deep, 2, 1, m, n, 768);
+  EXPECT_NEAR(t768, 2 * m * n * (768 + 130) / deep.matmul_flops_per_s, 1e-15);
+  EXPECT_NEAR(t768 / GemmSecondsEach(flat, 2, 1, m, n, 768),
+              (768.0 + 130) / 768 / (1 + 130 / kMatmulEfficiencyK), 1e-12);
+  // The catalog's Hopper parts carry the figure; the A100 has no measurement.
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  EXPECT_EQ(cat.Gpu("h100-sxm")->gemm_k_overhead, 130);
+  EXPECT_EQ(cat.Gpu("h200")->gemm_k_overhead, 130);
+  EXPECT_EQ(cat.Gpu("a100-80g")->gemm_k_overhead, 0);
 }
 
 TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {

@@ -81,6 +81,13 @@ TEST(PlanErrors, SpeedSpreadOutOfRangeNamesTheField) {
   EXPECT_TRUE(Has(st, "speed_spread = 4.5 must be in [0, 0.2)")) << st.message();
 }
 
+TEST(PlanErrors, GemmKOverheadOutOfRangeNamesTheField) {
+  const Status st = LoadOneGpu("deep", "gemm_k_overhead = -130\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "[gpu.deep]")) << st.message();
+  EXPECT_TRUE(Has(st, "gemm_k_overhead = -130 must be in [0, 4096]")) << st.message();
+}
+
 class LayoutErrors : public ::testing::Test {
  protected:
   void SetUp() override {
