@@ -99,10 +99,11 @@ struct CsvRecord {
   }
 };
 
-// The optional columns: the stack, the architecture, the GPU variant, the
-// ZeRO stage and the precision.
+// The optional columns: the stack, the cluster, the architecture, the GPU
+// variant, cp, the ZeRO stage and the precision.
 Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("stack")) run->stack = Lower(r.Get("stack"));
+  if (r.Has("cluster")) run->cluster = Lower(r.Get("cluster"));
   if (r.Has("activation")) run->activation = Lower(r.Get("activation"));
   if (r.Has("tied_embeddings")) run->tied_embeddings = Lower(r.Get("tied_embeddings"));
   if (r.Has("kv_heads")) ST_RETURN_IF_ERROR(r.Integer("kv_heads", &run->kv_heads));
@@ -115,6 +116,13 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
     if (!PrecisionFromName(run->precision).ok()) {
       return InvalidArgument(r.where + ": column precision = '" + run->precision +
                              "'; give bf16, fp16, fp8, fp32 or tf32 (or leave it empty for bf16)");
+    }
+  }
+  if (r.Has("cp") && !r.Get("cp").empty()) {
+    ST_RETURN_IF_ERROR(r.Integer("cp", &run->cp));
+    if (run->cp < 1) {
+      return InvalidArgument(r.where + ": column cp = " + std::to_string(run->cp) +
+                             " is not a rank count; give 1 or more (or leave it empty)");
     }
   }
   if (r.Has("zero") && !r.Get("zero").empty()) {
@@ -331,12 +339,36 @@ Status CompareMeasured(const PublishedRun& run, bool legacy, ValidationRow* row)
 
 }  // namespace
 
+namespace {
+
+// The row's cluster: the one it names, whose GPU must be the row's, else the
+// GPU's reference cluster.
+Result<ClusterSpec> RunCluster(const PublishedRun& run, const HardwareCatalog& catalog) {
+  if (run.cluster.empty()) return catalog.ClusterForGpu(run.gpu);
+  ST_ASSIGN_OR_RETURN(ClusterSpec cluster, catalog.Cluster(run.cluster));
+  ST_ASSIGN_OR_RETURN(GpuSpec gpu, catalog.Gpu(run.gpu));
+  if (cluster.gpu.name != gpu.name) {
+    return InvalidArgument(run.id + ": cluster '" + run.cluster + "' has GPU '" + cluster.gpu.name +
+                           "', not the row's '" + run.gpu + "'; name a cluster of " + gpu.name +
+                           " GPUs or leave the cluster column empty for its reference cluster");
+  }
+  return cluster;
+}
+
+}  // namespace
+
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
                                   const std::string& config_dir, const std::string& default_stack) {
   ValidationRow row;
   row.run = run;
+  if (run.cp > 1) {
+    return InvalidArgument(run.id + ": cp = " + std::to_string(run.cp) +
+                           ": context parallelism (each sequence split over cp GPUs) is not "
+                           "modelled, so this run cannot be predicted; a row without it (cp 1 or "
+                           "empty) can (docs/planner.md, \"What is weak or missing\")");
+  }
   ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
-  ST_ASSIGN_OR_RETURN(ClusterSpec cluster, catalog.ClusterForGpu(run.gpu));
+  ST_ASSIGN_OR_RETURN(ClusterSpec cluster, RunCluster(run, catalog));
   auto gpu = GpuVariant(cluster.gpu, {run.power_cap_w, run.hbm_gib, run.hbm_tbps});
   if (!gpu.ok()) return gpu.status().WithContext(run.id + ": power_cap_w / hbm_gib / hbm_tbps");
   cluster.gpu = *gpu;

@@ -34,6 +34,14 @@ struct PublishedRun {
   // The optional `precision` column (bf16, fp16, fp8, fp32, tf32); "": fp16
   // where the notes say so, else bf16.
   std::string precision;
+  // The optional `cluster` column: a catalog cluster preset the run used (its
+  // node and fabric); "": the GPU's reference cluster. Its GPU must be the
+  // row's `gpu`.
+  std::string cluster;
+  // The optional `cp` column: context-parallel ranks (1 or empty: none).
+  // Context parallelism is not modelled: a row with cp > 1 is reported as an
+  // error of its own, not folded into dp.
+  int64_t cp = 1;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };
 
