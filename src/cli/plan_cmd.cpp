@@ -480,7 +480,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   AddCommunicationAndVariantOptions(plan, o.get());
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   plan->add_option("--stack", o->stack,
-                   "software stack: modern (Megatron-Core, NeMo), modern-triton, legacy, megatron-deepspeed, pytorch (PyTorch eager + FSDP2, torchtitan), pytorch-compile (the same with torch.compile) or cpu (default modern; with "
+                   "software stack: modern (Megatron-Core, NeMo), modern-triton, legacy, megatron-deepspeed, pytorch (PyTorch eager + FSDP2, torchtitan), pytorch-compile (the same with torch.compile), pytorch-fsdp1 (eager + FSDP1, Hugging Face) or cpu (default modern; with "
                    "--train-config cpu; see "
                    "docs/planner.md)");
   plan->add_flag("--search", o->search,
@@ -512,7 +512,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   validate->add_flag("--json", o->json, "print JSON: rows and mape");
   validate->add_option("--stack", o->stack,
                        "software stack of the rows without a `stack` column value: modern (default), "
-                       "modern-triton, legacy, megatron-deepspeed, pytorch, pytorch-compile or cpu");
+                       "modern-triton, legacy, megatron-deepspeed, pytorch, pytorch-compile, pytorch-fsdp1 or cpu");
   validate->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/");
   validate->callback([o, exit_code] {
     Status st = RunValidate(*o);

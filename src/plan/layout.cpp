@@ -120,10 +120,12 @@ const std::map<std::string, std::string>& StackAliases() {
       {"deepspeed-megatron", "megatron-deepspeed"}, {"deepspeed", "megatron-deepspeed"},
       // MosaicML's llm-foundry on Composer (Triton FlashAttention, FSDP1).
       {"composer", "modern-triton"}, {"llm-foundry", "modern-triton"}, {"mosaicml", "modern-triton"},
-      // PyTorch-native training (torchtitan, FSDP / FSDP2 with eager model code).
-      {"pytorch-eager", "pytorch"}, {"pytorch-fsdp", "pytorch"}, {"fsdp", "pytorch"}, {"fsdp1", "pytorch"},
+      // PyTorch-native training (torchtitan, FSDP2 with eager model code).
+      {"pytorch-eager", "pytorch"}, {"pytorch-fsdp", "pytorch"}, {"fsdp", "pytorch"},
       {"fsdp2", "pytorch"}, {"torchtitan", "pytorch"}, {"eager", "pytorch"},
-      {"huggingface", "pytorch"}, {"hf", "pytorch"},
+      // The same with FSDP1's flat parameters (Hugging Face Accelerate/Trainer).
+      {"fsdp1", "pytorch-fsdp1"}, {"huggingface", "pytorch-fsdp1"}, {"hugging-face", "pytorch-fsdp1"},
+      {"hf", "pytorch-fsdp1"}, {"accelerate", "pytorch-fsdp1"},
       {"torch-compile", "pytorch-compile"}, {"torchtitan-compile", "pytorch-compile"},
       {"compile", "pytorch-compile"}, {"inductor", "pytorch-compile"}};
   return aliases;
@@ -161,6 +163,13 @@ Result<Software> SoftwareFromName(const std::string& given) {
     return s;
   }
   if (name == "pytorch" || name == "pytorch-compile") return PyTorchStack(name, name == "pytorch-compile");
+  if (name == "pytorch-fsdp1") {
+    // FSDP1 gathers each unit into one FlatParameter whose parameters are
+    // views of it: no copy-out after the gather.
+    Software s = PyTorchStack(name, false);
+    s.gather_copy_out = false;
+    return s;
+  }
   if (name == "modern-triton") {
     // As modern, with MPT's Triton FlashAttention (llm-foundry's
     // `attn_impl: triton`): FlashAttention-2 is "around 1.3-1.5x faster than
@@ -201,8 +210,9 @@ Result<Software> SoftwareFromName(const std::string& given) {
                          "'; use modern (also megatron, megatron-core, nemo), modern-triton (also "
                          "composer, llm-foundry), legacy (also megatron-2021), megatron-deepspeed "
                          "(also deepspeed), "
-                         "pytorch (PyTorch eager + FSDP: also fsdp, torchtitan), pytorch-compile "
-                         "(with torch.compile) or cpu");
+                         "pytorch (PyTorch eager + FSDP2: also fsdp, torchtitan), pytorch-compile "
+                         "(with torch.compile), pytorch-fsdp1 (eager + FSDP1: also fsdp1, "
+                         "huggingface) or cpu");
 }
 
 int64_t BucketBytesFor(const Layout& l, const Software& sw, int64_t grad_elem_bytes) {

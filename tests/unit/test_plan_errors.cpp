@@ -41,12 +41,14 @@ TEST(PlanErrors, StackNamesAsRunsWriteThem) {
   for (const auto& [given, stack] : std::vector<std::pair<std::string, std::string>>{
            {"Megatron-LM", "modern"}, {"NeMo", "modern"}, {"Megatron_DeepSpeed", "megatron-deepspeed"},
            {"DeepSpeed", "megatron-deepspeed"}, {"megatron 2021", "legacy"}, {"Composer", "modern-triton"}, {"llm-foundry", "modern-triton"},
-           {"FSDP1", "pytorch"}, {"torchtitan", "pytorch"}, {"torch.compile", ""}}) {
+           {"FSDP1", "pytorch-fsdp1"}, {"Hugging Face", "pytorch-fsdp1"}, {"FSDP2", "pytorch"},
+           {"torchtitan", "pytorch"}, {"torch.compile", ""}}) {
     auto sw = SoftwareFromName(given);
     if (stack.empty()) {
       ASSERT_FALSE(sw.ok()) << given;
       EXPECT_TRUE(Has(sw.status(), "unknown software stack 'torch.compile'; use modern")) << sw.status().message();
       EXPECT_TRUE(Has(sw.status(), "megatron-deepspeed")) << sw.status().message();
+      EXPECT_TRUE(Has(sw.status(), "pytorch-fsdp1")) << sw.status().message();
     } else {
       ASSERT_TRUE(sw.ok()) << given << ": " << sw.status().message();
       EXPECT_EQ(sw->name, stack) << given;
