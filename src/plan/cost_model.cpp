@@ -350,7 +350,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   // Data parallelism and the optimizer step: the fullest stage's.
   const size_t fullest = FullestStage(stages);
   const int64_t reductions = DpGradReductions(l, m);
-  p.layout.bucket_bytes = BucketBytesFor(l, sw_, grad_elem_bytes);
+  p.layout.bucket_bytes = BucketBytesFor(l, sw_, DpPaddedNumel(stages[fullest].numel, l.dp));
   SetDpCollectives(stages, spec_, p.layout, grad_elem_bytes, fullest, &p);
   const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, l.dp);
   const DpSeconds dp =

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -215,19 +214,20 @@ Result<Software> SoftwareFromName(const std::string& given) {
                          "huggingface) or cpu");
 }
 
-int64_t BucketBytesFor(const Layout& l, const Software& sw, int64_t grad_elem_bytes) {
+int64_t BucketBytesFor(const Layout& l, const Software& sw, int64_t buffer_numel) {
   if (l.bucket_bytes > 0) return l.bucket_bytes;
+  constexpr int64_t kElem = 4;  // CutGradBuckets's bytes per element
   switch (sw.buckets) {
     case Software::Buckets::kFixed25MiB:
       return int64_t{25} << 20;
     case Software::Buckets::kMegatronCore:
       // DistributedDataParallel's default bucket_size, in parameters.
-      return std::max<int64_t>(40'000'000, 1'000'000 * l.dp) * grad_elem_bytes;
+      return std::max<int64_t>(40'000'000, 1'000'000 * l.dp) * kElem;
     case Software::Buckets::kWholeBuffer:
-      return std::numeric_limits<int64_t>::max() / 2;
+      return std::max<int64_t>(1, buffer_numel) * kElem;
     case Software::Buckets::kDeepSpeed:
       // DeepSpeed's zero_optimization.reduce_bucket_size default, elements.
-      return int64_t{500'000'000} * grad_elem_bytes;
+      return int64_t{500'000'000} * kElem;
   }
   return int64_t{25} << 20;
 }

@@ -208,9 +208,10 @@ Recompute RecomputeOn(const Software& sw, Recompute rc);
 // 16-bit compute precision where the stack's fp16 default keeps an fp16
 // gradient buffer (Megatron-LM's unfused accumulation), fp32 otherwise.
 GradReduce GradReduceFor(const Layout& l, const Software& sw);
-// The layout's DP bucket size in bytes: its own, else its stack's rule
-// (Software::buckets) for gradients of `grad_elem_bytes` bytes.
-int64_t BucketBytesFor(const Layout& l, const Software& sw, int64_t grad_elem_bytes);
+// The layout's DP bucket size in bytes as CutGradBuckets counts them (4 per
+// element): its own, else its stack's rule (Software::buckets); one bucket of
+// the whole buffer holds `buffer_numel` elements (the fullest stage's).
+int64_t BucketBytesFor(const Layout& l, const Software& sw, int64_t buffer_numel);
 
 // Checks the layout against the model and the GPU count; each failure names
 // the nearest valid values.

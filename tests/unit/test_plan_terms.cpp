@@ -680,23 +680,27 @@ TEST(PlanTerms, ShardedBucketsAreCallsOfTheirOwn) {
   EXPECT_NEAR(t.exposed, 4 * (per_mb - 0.02) + (8e8 / 8 / 10 / 1e10 + 5e-5), 1e-12);
 }
 
-// A layout's buckets: its own size, else its stack's rule.
+// A layout's buckets: its own size, else its stack's rule, in the 4-byte
+// elements CutGradBuckets counts.
 TEST(PlanTerms, StacksCutTheirOwnBuckets) {
   Layout l;
   l.dp = 8;
   const Software modern = *SoftwareFromName("modern");
-  // Megatron-Core: max(40 M, 1 M x dp) parameters of fp32 gradients.
-  EXPECT_EQ(BucketBytesFor(l, modern, 4), 160'000'000);
+  // Megatron-Core: max(40 M, 1 M x dp) parameters.
+  EXPECT_EQ(BucketBytesFor(l, modern, 0), 160'000'000);
   l.dp = 64;
-  EXPECT_EQ(BucketBytesFor(l, modern, 4), 256'000'000);
-  EXPECT_EQ(BucketBytesFor(l, modern, 2), 128'000'000);
-  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("cpu"), 4), 25 << 20);
-  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("pytorch"), 4), 25 << 20);
-  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("deepspeed"), 2), 1'000'000'000);
+  EXPECT_EQ(BucketBytesFor(l, modern, 0), 256'000'000);
+  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("cpu"), 0), 25 << 20);
+  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("pytorch"), 0), 25 << 20);
+  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("deepspeed"), 0), 2'000'000'000);
   // Megatron-LM 2021-22: the whole buffer at once.
-  EXPECT_GT(BucketBytesFor(l, *SoftwareFromName("legacy"), 4), int64_t{1} << 60);
+  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("legacy"), 1'500'000'000), 6'000'000'000);
+  EXPECT_EQ(CutGradBuckets(1'500'000'000, 64, BucketBytesFor(l, *SoftwareFromName("legacy"),
+                                                             1'500'000'000))
+                .size(),
+            1u);
   l.bucket_bytes = 1 << 20;
-  EXPECT_EQ(BucketBytesFor(l, modern, 4), 1 << 20);
+  EXPECT_EQ(BucketBytesFor(l, modern, 0), 1 << 20);
   EXPECT_FALSE(SoftwareFromName("cpu")->nccl_collectives);
   EXPECT_TRUE(modern.nccl_collectives);
 }
