@@ -479,10 +479,13 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
   AddCommunicationAndVariantOptions(plan, o.get());
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
-  plan->add_option("--stack", o->stack,
-                   "software stack: modern (Megatron-Core, NeMo), modern-triton, legacy, megatron-deepspeed, pytorch (PyTorch eager + FSDP2, torchtitan), pytorch-compile (the same with torch.compile), pytorch-fsdp1 (eager + FSDP1, Hugging Face) or cpu (default modern; with "
-                   "--train-config cpu; see "
-                   "docs/planner.md)");
+  plan->add_option(
+      "--stack", o->stack,
+      "software stack: modern (Megatron-Core, NeMo), modern-triton, legacy, megatron-deepspeed, "
+      "pytorch (PyTorch eager + FSDP2, torchtitan), pytorch-compile (the same with torch.compile), "
+      "pytorch-fsdp1 (eager + FSDP1, Hugging Face) or cpu (default modern; with "
+      "--train-config cpu; see "
+      "docs/planner.md)");
   plan->add_flag("--search", o->search,
                  "search every valid layout; the given layout flags are held fixed");
   plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();
@@ -510,9 +513,10 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       ->add_option("file", o->validate_csv, "CSV of published runs (tests/plan/published-runs.csv)")
       ->required();
   validate->add_flag("--json", o->json, "print JSON: rows and mape");
-  validate->add_option("--stack", o->stack,
-                       "software stack of the rows without a `stack` column value: modern (default), "
-                       "modern-triton, legacy, megatron-deepspeed, pytorch, pytorch-compile, pytorch-fsdp1 or cpu");
+  validate->add_option(
+      "--stack", o->stack,
+      "software stack of the rows without a `stack` column value: modern (default), "
+      "modern-triton, legacy, megatron-deepspeed, pytorch, pytorch-compile, pytorch-fsdp1 or cpu");
   validate->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/");
   validate->callback([o, exit_code] {
     Status st = RunValidate(*o);

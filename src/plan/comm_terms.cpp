@@ -142,7 +142,8 @@ struct NcclSteps {
   int64_t ranks = 1, per_node = 1, nodes = 1;
   // A ring's n - 1 steps, nodes - 1 of them from node to node.
   double RingSteps() const {
-    return static_cast<double>(ranks - nodes) * intra_us + static_cast<double>(nodes - 1) * inter_us;
+    return static_cast<double>(ranks - nodes) * intra_us +
+           static_cast<double>(nodes - 1) * inter_us;
   }
 };
 
@@ -202,9 +203,10 @@ DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double st
                              double chunks, bool overlap, int64_t buckets) {
   const double lat = link.latency_s;
   // Under NCCL every bucket is a call of its own.
-  const double calls = link.allreduce_call_s > 0
-                           ? static_cast<double>(std::max<int64_t>(1, buckets)) * link.allreduce_call_s
-                           : 2.0 * lat;
+  const double calls =
+      link.allreduce_call_s > 0
+          ? static_cast<double>(std::max<int64_t>(1, buckets)) * link.allreduce_call_s
+          : 2.0 * lat;
   DpSeconds t;
   t.total = allreduce_bytes / link.bytes_per_s + calls;
   if (!overlap) {
@@ -220,8 +222,8 @@ DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double st
 }
 
 DpSeconds DpShardedSeconds(double reduce_scatter_bytes, double allgather_bytes, int64_t reductions,
-                           const Link& link, const StageSeconds& stage, double chunks,
-                           bool overlap, int64_t buckets) {
+                           const Link& link, const StageSeconds& stage, double chunks, bool overlap,
+                           int64_t buckets) {
   const double bw = link.bytes_per_s, lat = link.latency_s;
   const double times = static_cast<double>(reductions);
   const double parts = times > 1 ? chunks : 1.0;
@@ -270,7 +272,8 @@ DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const
   return t;
 }
 
-double FsdpCopyOutSeconds(const std::vector<StepCollective>& dp_collectives, double hbm_bytes_per_s) {
+double FsdpCopyOutSeconds(const std::vector<StepCollective>& dp_collectives,
+                          double hbm_bytes_per_s) {
   double gathered = 0;
   for (const StepCollective& c : dp_collectives) {
     if (c.kind == CollectiveKind::kAllgather) gathered += static_cast<double>(c.payload_bytes);

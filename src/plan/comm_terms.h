@@ -122,12 +122,11 @@ struct DpSeconds {
   double total = 0, exposed = 0;
 };
 // ZeRO-0: the gradient all-reduce, a reduce-scatter and an all-gather (two
-// latencies; with the link's allreduce_call_s, one call per bucket); with overlap its buckets reduce while the last micro-batch's
-// backward runs (one chunk of the stage's `stage_bwd_s`). With `buckets`
-// given (> 0), the first bucket is ready only after 1/buckets of that
-// backward and the last one only at its end, so at most (buckets - 1) /
-// buckets of it hides reductions and the last bucket's is always exposed:
-// one bucket hides nothing.
+// latencies; with the link's allreduce_call_s, one call per bucket); with overlap its buckets
+// reduce while the last micro-batch's backward runs (one chunk of the stage's `stage_bwd_s`). With
+// `buckets` given (> 0), the first bucket is ready only after 1/buckets of that backward and the
+// last one only at its end, so at most (buckets - 1) / buckets of it hides reductions and the last
+// bucket's is always exposed: one bucket hides nothing.
 DpSeconds DpAllReduceSeconds(double allreduce_bytes, const Link& link, double stage_bwd_s,
                              double chunks, bool overlap, int64_t buckets = 0);
 // The DP group's members on one node (ranks are tp fastest, then dp).
@@ -154,8 +153,8 @@ DpSeconds DpHierarchicalSeconds(double grad_bytes, double cross_ring_bytes, int6
 // starts only when its backward ends and the first bucket's gather must end
 // before the forward starts, so (buckets - 1) / buckets of a pass hides them.
 DpSeconds DpShardedSeconds(double reduce_scatter_bytes, double allgather_bytes, int64_t reductions,
-                           const Link& link, const StageSeconds& stage, double chunks,
-                           bool overlap, int64_t buckets = 0);
+                           const Link& link, const StageSeconds& stage, double chunks, bool overlap,
+                           int64_t buckets = 0);
 // ZeRO-3 (FSDP): each micro-batch's gathers and reduce-scatter (three
 // latencies; with the link's ring_call_s three calls per layer); with overlap
 // they hide under that micro-batch's compute except the first layer's gather.
@@ -164,7 +163,8 @@ DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const
                       bool overlap);
 // FSDP2's copy-out: every parameter all-gather's output read and written
 // once more on the compute stream (2 x the gathered bytes over HBM).
-double FsdpCopyOutSeconds(const std::vector<StepCollective>& dp_collectives, double hbm_bytes_per_s);
+double FsdpCopyOutSeconds(const std::vector<StepCollective>& dp_collectives,
+                          double hbm_bytes_per_s);
 // The one of the three for the layout's ZeRO stage (nothing when dp = 1).
 // `buckets`: the stage's gradient buckets (ZeRO-0; 0: not known).
 DpSeconds DpCommSeconds(const DpRingBytes& bytes, const Layout& l, const Link& link,

@@ -357,14 +357,16 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
       DpHierarchicalApplies(cluster_, l)
           ? HierarchicalDpSeconds(cluster_, sw_, l, stages[fullest].numel, grad_elem_bytes, stage,
                                   p.dp_buckets)
-          : DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp, sw_.nccl_collectives), reductions, stage,
-                          stages[slowest.index].layers, sw_.overlap_dp, p.dp_buckets);
+          : DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp, sw_.nccl_collectives),
+                          reductions, stage, stages[slowest.index].layers, sw_.overlap_dp,
+                          p.dp_buckets);
   // What hides still takes SMs from the compute it runs beside; FSDP2's
   // copy-out of the gathered parameters runs on the compute stream itself.
   const double copy_out = sw_.gather_copy_out && l.zero >= 3 && l.dp > 1
                               ? FsdpCopyOutSeconds(p.dp_collectives, rates.hbm_bytes_per_s)
                               : 0.0;
-  p.time_s.dp_comm = dp.exposed + copy_out + OverlapCostSeconds(dp.total - dp.exposed, CommSmShare());
+  p.time_s.dp_comm =
+      dp.exposed + copy_out + OverlapCostSeconds(dp.total - dp.exposed, CommSmShare());
   p.dp_comm_total_s = dp.total + copy_out;
   p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, l, sw_, rates.hbm_bytes_per_s);
   p.step_time_s = p.time_s.Total();

@@ -123,8 +123,8 @@ const std::map<std::string, std::string>& StackAliases() {
       {"pytorch-eager", "pytorch"}, {"pytorch-fsdp", "pytorch"}, {"fsdp", "pytorch"},
       {"fsdp2", "pytorch"}, {"torchtitan", "pytorch"}, {"eager", "pytorch"},
       // The same with FSDP1's flat parameters (Hugging Face Accelerate/Trainer).
-      {"fsdp1", "pytorch-fsdp1"}, {"huggingface", "pytorch-fsdp1"}, {"hugging-face", "pytorch-fsdp1"},
-      {"hf", "pytorch-fsdp1"}, {"accelerate", "pytorch-fsdp1"},
+      {"fsdp1", "pytorch-fsdp1"}, {"huggingface", "pytorch-fsdp1"},
+      {"hugging-face", "pytorch-fsdp1"}, {"hf", "pytorch-fsdp1"}, {"accelerate", "pytorch-fsdp1"},
       {"torch-compile", "pytorch-compile"}, {"torchtitan-compile", "pytorch-compile"},
       {"compile", "pytorch-compile"}, {"inductor", "pytorch-compile"}};
   return aliases;

@@ -246,10 +246,11 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
            p.memory_gib, p.capacity_gib, p.fits ? "fits" : "DOES NOT FIT", mem.params / kGiB, mem.grads / kGiB,
            mem.optimizer / kGiB, mem.activations / kGiB, mem.other / kGiB);
   const std::string dp_calls =
-      p.dp_buckets > 0 ? Fmt(" in %lld gradient buckets", static_cast<long long>(p.dp_buckets)) : "";
+      p.dp_buckets > 0 ? Fmt(" in %lld gradient buckets", static_cast<long long>(p.dp_buckets))
+                       : "";
   o += Fmt("comm     per GPU per step: TP %s, PP %s, DP %s%s; communication / computation = %.2f\n",
-           Bytes(p.comm_bytes.tp).c_str(), Bytes(p.comm_bytes.pp).c_str(), Bytes(p.comm_bytes.dp).c_str(),
-           dp_calls.c_str(), p.comm_to_compute);
+           Bytes(p.comm_bytes.tp).c_str(), Bytes(p.comm_bytes.pp).c_str(),
+           Bytes(p.comm_bytes.dp).c_str(), dp_calls.c_str(), p.comm_to_compute);
   if (sizing != nullptr) {
     const Sizing& s = *sizing;
     o += Fmt("train    %.3g tokens: %.1f days, %.3g GPU-hours, %.3g MWh (PUE %.2f), peak %.2f MW, $%.3g at $%.2f/GPU-h\n",

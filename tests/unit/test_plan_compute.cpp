@@ -271,7 +271,7 @@ TEST(PlanCompute, Fsdp2CopiesGatheredParametersOutOnTheComputeStream) {
   Software fsdp2 = *SoftwareFromName("pytorch");
   ASSERT_TRUE(fsdp2.gather_copy_out);
   EXPECT_FALSE(SoftwareFromName("modern-triton")->gather_copy_out);  // FSDP1's flat views
-  EXPECT_FALSE(SoftwareFromName("pytorch-fsdp1")->gather_copy_out);   // the same, eager model code
+  EXPECT_FALSE(SoftwareFromName("pytorch-fsdp1")->gather_copy_out);  // the same, eager model code
   EXPECT_TRUE(SoftwareFromName("pytorch-compile")->gather_copy_out);
   EXPECT_FALSE(SoftwareFromName("modern")->gather_copy_out);
   Software views = fsdp2;

@@ -39,10 +39,18 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
 // or underscores; an unknown one lists the names.
 TEST(PlanErrors, StackNamesAsRunsWriteThem) {
   for (const auto& [given, stack] : std::vector<std::pair<std::string, std::string>>{
-           {"Megatron-LM", "modern"}, {"NeMo", "modern"}, {"Megatron_DeepSpeed", "megatron-deepspeed"},
-           {"DeepSpeed", "megatron-deepspeed"}, {"megatron 2021", "legacy"}, {"Composer", "modern-triton"}, {"llm-foundry", "modern-triton"},
-           {"FSDP1", "pytorch-fsdp1"}, {"Hugging Face", "pytorch-fsdp1"}, {"FSDP2", "pytorch"},
-           {"torchtitan", "pytorch"}, {"torch.compile", ""}}) {
+           {"Megatron-LM", "modern"},
+           {"NeMo", "modern"},
+           {"Megatron_DeepSpeed", "megatron-deepspeed"},
+           {"DeepSpeed", "megatron-deepspeed"},
+           {"megatron 2021", "legacy"},
+           {"Composer", "modern-triton"},
+           {"llm-foundry", "modern-triton"},
+           {"FSDP1", "pytorch-fsdp1"},
+           {"Hugging Face", "pytorch-fsdp1"},
+           {"FSDP2", "pytorch"},
+           {"torchtitan", "pytorch"},
+           {"torch.compile", ""}}) {
     auto sw = SoftwareFromName(given);
     if (stack.empty()) {
       ASSERT_FALSE(sw.ok()) << given;

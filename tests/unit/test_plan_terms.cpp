@@ -695,8 +695,8 @@ TEST(PlanTerms, StacksCutTheirOwnBuckets) {
   EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("deepspeed"), 0), 2'000'000'000);
   // Megatron-LM 2021-22: the whole buffer at once.
   EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("legacy"), 1'500'000'000), 6'000'000'000);
-  EXPECT_EQ(CutGradBuckets(1'500'000'000, 64, BucketBytesFor(l, *SoftwareFromName("legacy"),
-                                                             1'500'000'000))
+  EXPECT_EQ(CutGradBuckets(1'500'000'000, 64,
+                           BucketBytesFor(l, *SoftwareFromName("legacy"), 1'500'000'000))
                 .size(),
             1u);
   l.bucket_bytes = 1 << 20;

@@ -305,13 +305,14 @@ TEST(PlanValidate, ContextParallelRowsSayTheyAreNotModelled) {
   // tp 4 x pp 4 x dp 2 x cp 2 and tp 4 x pp 4 x dp 4 on 64 GPUs.
   const std::string row = ",x,llama3-70b,,,,,8192,,h100-sxm,64,4,4,2,,true,full,1,128,,,,1,modern,";
   const std::string dp4 = ",x,llama3-70b,,,,,8192,,h100-sxm,64,4,4,4,,true,full,1,128,,,,1,modern,";
-  auto rep = ValidateTempCsv("cp.csv", kBaseHeader + ",stack,cp,notes\ncp2" + row + "2,\ncp1" + dp4 +
-                                           "1,\nnone" + dp4 + ",\n");
+  auto rep = ValidateTempCsv("cp.csv", kBaseHeader + ",stack,cp,notes\ncp2" + row + "2,\ncp1" +
+                                           dp4 + "1,\nnone" + dp4 + ",\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   ASSERT_EQ(rep->rows.size(), 3u);
-  EXPECT_NE(rep->rows[0].error.find("cp = 2: context parallelism (each sequence split over cp GPUs) "
-                                    "is not modelled"),
-            std::string::npos)
+  EXPECT_NE(
+      rep->rows[0].error.find("cp = 2: context parallelism (each sequence split over cp GPUs) "
+                              "is not modelled"),
+      std::string::npos)
       << rep->rows[0].error;
   EXPECT_TRUE(rep->rows[1].error.empty()) << rep->rows[1].error;
   EXPECT_EQ(rep->rows[1].predicted, rep->rows[2].predicted);
@@ -326,17 +327,18 @@ TEST(PlanValidate, ContextParallelRowsSayTheyAreNotModelled) {
 // a node make a DP-heavy run slower than the A100's reference DGX cluster.
 TEST(PlanValidate, ClusterColumnPicksTheRunsFabric) {
   const std::string row = ",x,gpt3-6.7b,,,,,2048,,a100-80g,64,1,1,64,,,none,2,512,,,,1,modern,";
-  auto rep = ValidateTempCsv("cluster.csv", kBaseHeader + ",stack,cluster,notes\nref" + row + ",\njz" + row +
-                                                "jean-zay-a100,\nh100" + row + "dgx-h100,\nnone" + row +
-                                                "no-such-cluster,\n");
+  auto rep = ValidateTempCsv("cluster.csv", kBaseHeader + ",stack,cluster,notes\nref" + row +
+                                                ",\njz" + row + "jean-zay-a100,\nh100" + row +
+                                                "dgx-h100,\nnone" + row + "no-such-cluster,\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   ASSERT_EQ(rep->rows.size(), 4u);
   ASSERT_TRUE(rep->rows[0].error.empty()) << rep->rows[0].error;
   ASSERT_TRUE(rep->rows[1].error.empty()) << rep->rows[1].error;
   EXPECT_LT(rep->rows[1].predicted, rep->rows[0].predicted);  // tokens/s
   EXPECT_GT(rep->rows[1].prediction.time_s.dp_comm, rep->rows[0].prediction.time_s.dp_comm);
-  EXPECT_NE(rep->rows[2].error.find("cluster 'dgx-h100' has GPU 'h100-sxm', not the row's 'a100-80g'"),
-            std::string::npos)
+  EXPECT_NE(
+      rep->rows[2].error.find("cluster 'dgx-h100' has GPU 'h100-sxm', not the row's 'a100-80g'"),
+      std::string::npos)
       << rep->rows[2].error;
   EXPECT_NE(rep->rows[3].error.find("no-such-cluster"), std::string::npos) << rep->rows[3].error;
 }
