@@ -80,12 +80,15 @@ TEST(PlanCompute, GemmDepthOverheadSlowsShallowGemms) {
   EXPECT_NEAR(t768, 2 * m * n * (768 + 130) / deep.matmul_flops_per_s, 1e-15);
   EXPECT_NEAR(t768 / GemmSecondsEach(flat, 2, 1, m, n, 768),
               (768.0 + 130) / 768 / (1 + 130 / kMatmulEfficiencyK), 1e-12);
-  // The catalog's Hopper parts carry the figure; the A100 has no measurement.
+  // The catalog's Hopper parts carry the measured figure, the A100 the same
+  // (assumed), Blackwell its own table's; MI300X none.
   HardwareCatalog cat;
   ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
   EXPECT_EQ(cat.Gpu("h100-sxm")->gemm_k_overhead, 130);
   EXPECT_EQ(cat.Gpu("h200")->gemm_k_overhead, 130);
-  EXPECT_EQ(cat.Gpu("a100-80g")->gemm_k_overhead, 0);
+  EXPECT_EQ(cat.Gpu("a100-80g")->gemm_k_overhead, 130);
+  EXPECT_EQ(cat.Gpu("b200")->gemm_k_overhead, 140);
+  EXPECT_EQ(cat.Gpu("mi300x")->gemm_k_overhead, 0);
 }
 
 TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
