@@ -49,6 +49,12 @@ Status ValidateModelSpec(const ModelSpec& s) {
     return InvalidArgument("model n_head (" + std::to_string(s.n_head) + ") is not divisible by n_kv_head (" +
                            std::to_string(s.n_kv_head) + "); pick n_kv_head dividing n_head");
   }
+  if (s.arch == Arch::kGPT2 && s.n_kv_head != s.n_head) {
+    return InvalidArgument("model n_kv_head (" + std::to_string(s.n_kv_head) + ") differs from n_head (" +
+                           std::to_string(s.n_head) +
+                           "): grouped-query attention is built in Llama-style blocks only; use arch = \"llama\" "
+                           "(with activation and tied_embeddings as the model has them) or n_kv_head = n_head");
+  }
   if (s.arch == Arch::kLlama && s.head_dim() % 2 != 0) {
     return InvalidArgument("model head dimension n_embd / n_head = " + std::to_string(s.head_dim()) +
                            " is odd; rotary embeddings (llama) rotate channel pairs: pick an even one");

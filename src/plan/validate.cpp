@@ -193,12 +193,16 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
 
 namespace {
 
-// The row's architecture columns over the model: KV heads, MLP width, and an
-// activation other than GeLU makes the blocks Llama-style (RoPE, RMSNorm, no
-// biases; untied unless the row says tied), as the modern models that use
-// them are built.
+// The row's architecture columns over the model: KV heads, MLP width. Fewer
+// KV heads than query heads, or an activation other than GeLU, makes the
+// blocks Llama-style (RoPE, RMSNorm, no biases; untied unless the row says
+// tied), as the modern models that use them are built.
 Status ApplyArchitectureColumns(const PublishedRun& run, ModelSpec* spec) {
   if (run.kv_heads > 0) spec->n_kv_head = run.kv_heads;
+  if (spec->n_kv_head != spec->n_head && spec->arch != Arch::kLlama) {
+    spec->activation_given = spec->activation_given.value_or(spec->activation());  // GeLU stays
+    spec->arch = Arch::kLlama;
+  }
   if (run.ffn_hidden > 0) spec->ffn_hidden = run.ffn_hidden;
   if (!run.activation.empty()) {
     auto a = ActivationFromName(run.activation);

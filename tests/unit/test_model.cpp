@@ -104,6 +104,10 @@ TEST(SpecFromConfig, Gpt2DefaultsAndLlamaKeys) {
   EXPECT_EQ(l->norm_eps, 1e-6);
   EXPECT_FALSE(l->tied_embeddings());
   EXPECT_NE(BuildParamLayout(*l).Find("output.weight"), nullptr);
+  c.arch = "gpt2";  // GPT-2's fused QKV has no grouped-query form: refused, not ignored
+  const auto g2 = ModelSpecFromConfig(c, 65);
+  ASSERT_FALSE(g2.ok());
+  EXPECT_NE(g2.status().message().find("use arch = \"llama\""), std::string::npos) << g2.status().message();
 }
 
 TEST(Gpt, InitIsDeterministicAndFollowsGpt2Scheme) {

@@ -201,6 +201,24 @@ TEST(PlanValidate, ArchitectureColumnsDefineTheModel) {
   EXPECT_NE(rep->rows[3].error.find("tied_embeddings = 'maybe'"), std::string::npos) << rep->rows[3].error;
 }
 
+// Fewer KV heads than query heads make a row's blocks Llama-style (GPT-2's
+// fused QKV has no grouped-query form), its activation staying GeLU unless
+// the row gives one: the same parameters as the row that says GeLU, fewer
+// than with a KV head per query head.
+TEST(PlanValidate, KvHeadsColumnAloneGivesGroupedQueryAttention) {
+  const std::string dims = ",x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,";
+  auto rep = ValidateTempCsv("gqa.csv", kBaseHeader + ",kv_heads,activation,tied_embeddings,notes\ngqa" + dims +
+                                            "8,,false,\ngelu" + dims + "8,gelu,false,\nmha" + dims +
+                                            "32,,false,\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 3u);
+  for (const auto& r : rep->rows) ASSERT_TRUE(r.error.empty()) << r.run.id << ": " << r.error;
+  const auto params = [&](size_t i) { return rep->rows[i].prediction.memory.params; };
+  EXPECT_DOUBLE_EQ(params(0), params(1));
+  EXPECT_DOUBLE_EQ(rep->rows[0].predicted, rep->rows[1].predicted);
+  EXPECT_LT(params(0), params(2));
+}
+
 // GPU-variant columns: a power-capped run predicts slower, a bigger memory
 // leaves the rates alone; a cap below idle is that row's error.
 TEST(PlanValidate, GpuVariantColumns) {
