@@ -38,8 +38,29 @@ GpuRates GpuRatesAt(const GpuSpec& gpu, double peak_flops_per_s) {
   r.gemm_k_overhead = gpu.gemm_k_overhead;
   r.matmul_flops_per_s = peak_flops_per_s * gpu.matmul_efficiency * gpu.sustained_clock_ratio *
                          (1.0 + r.gemm_k_overhead / kMatmulEfficiencyK);
+  r.linear_flops_per_s = r.matmul_flops_per_s;
+  r.linear_gemm_k_overhead = r.gemm_k_overhead;
   r.hbm_bytes_per_s = gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency;
   r.sm_count = gpu.sm_count;
+  return r;
+}
+
+Result<GpuRates> GpuRatesFor(const GpuSpec& gpu, Precision p) {
+  ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(gpu, p));
+  if (p != Precision::kFP8) return GpuRatesAt(gpu, peak);
+  ST_ASSIGN_OR_RETURN(const double bf16_peak, MatmulPeakFlopsPerS(gpu, Precision::kBF16));
+  GpuRates r = GpuRatesAt(gpu, bf16_peak);
+  // The FP8 Linears: their share of the FP8 peak; a tile's fixed work (its
+  // pipeline fill, its bf16 output written out) takes the time it takes in
+  // bf16, which is that many times more depth at the faster rate.
+  GpuSpec fp8 = gpu;
+  fp8.matmul_efficiency =
+      gpu.fp8_matmul_efficiency > 0 ? gpu.fp8_matmul_efficiency : gpu.matmul_efficiency;
+  fp8.gemm_k_overhead =
+      gpu.gemm_k_overhead * (peak * fp8.matmul_efficiency) / (bf16_peak * gpu.matmul_efficiency);
+  const GpuRates f = GpuRatesAt(fp8, peak);
+  r.linear_flops_per_s = f.matmul_flops_per_s;
+  r.linear_gemm_k_overhead = f.gemm_k_overhead;
   return r;
 }
 
@@ -68,6 +89,7 @@ LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l) {
   s.rope = m.arch == Arch::kLlama;
   s.rmsnorm = m.arch == Arch::kLlama;
   s.squared_relu = m.activation() == Activation::kSquaredReLU;
+  s.fp8_linears = l.precision == Precision::kFP8;
   s.elem_bytes = ActivationElemBytes(l.precision);
   return s;
 }
@@ -128,14 +150,24 @@ TpOverlapChunks TpOverlapChunksFor(const LayerShape& s, const Software& sw) {
 PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuRates& r,
                              bool separate_projections, TpOverlapChunks chunks) {
   const double T = s.tokens, h = s.hidden, F = s.ffn_hidden, kvd = s.kv_dim, t = s.tp;
+  // These GEMMs run at the Linear rate (FP8's where the layout trains in
+  // FP8); a bench profile's measured GEMMs are bf16 ones, so none is taken
+  // for FP8.
+  GpuRates lr = r;
+  if (r.linear_flops_per_s > 0) {
+    lr.matmul_flops_per_s = r.linear_flops_per_s;
+    lr.gemm_k_overhead = r.linear_gemm_k_overhead;
+  }
+  static const GpuSpec kUnmeasured;
+  const GpuSpec& g = s.fp8_linears ? kUnmeasured : gpu;
   auto weight = [&](double m, double n, double k) {
-    return WeightGemmSeconds(gpu, r, s.elem_bytes, m, n, k);
+    return WeightGemmSeconds(g, lr, s.elem_bytes, m, n, k);
   };
   // One pass of a GEMM cut into `c` pieces of T / c rows (a measured shape is
   // taken whole).
   auto split = [&](double c, double n, double k, double whole) {
-    if (c <= 1 || MeasuredGemmAt(gpu, T, n, k) != nullptr) return whole;
-    return c * GemmSecondsEach(r, s.elem_bytes, 1.0, T / c, n, k);
+    if (c <= 1 || MeasuredGemmAt(g, T, n, k) != nullptr) return whole;
+    return c * GemmSecondsEach(lr, s.elem_bytes, 1.0, T / c, n, k);
   };
   // Row-parallel (out, down): forward pipelined with the reduce-scatter, the
   // input gradient with the all-gather of the output gradient.
@@ -202,6 +234,8 @@ void Add(OpTraffic* into, double count, double elems, const OpTraffic& op) {
 //   squared ReLU     relu (2e), square (2e); bwd: square's (3e), relu's (3e)
 //   RoPE             q.float() (e+f), complex multiply (2f), type_as (f+e) =
 //                    2e + 4f each way, 3 kernels
+//  FP8 training adds the casts of the Linears' inputs and output gradients
+//  (LayerElementwiseTraffic).
 OpTraffic Norm(const LayerShape& s, const Software& sw) {
   const double e = s.elem_bytes, f = 4.0;
   if (sw.unfused_elementwise && s.rmsnorm) return {4 * e + 7 * f, 8 * e + 15 * f, 6, 7};
@@ -243,6 +277,21 @@ LayerTraffic LayerElementwiseTraffic(const LayerShape& s, const Software& sw) {
     // attention only), summed back in backward; the output made contiguous.
     if (kvd < h) Add(&t.split, 2, h, {e + e * kvd / h, e + e * kvd / h, 1, 1});
     Add(&t.split, 1, h, {2 * e, 2 * e, 1, 1});
+  }
+  if (s.fp8_linears) {
+    // FP8 casts (Transformer Engine): each Linear needs its input in FP8 and
+    // the FP8 transpose the weight gradient reads, one kernel reading e and
+    // writing 1 + 1 bytes. The QKV and MLP-up inputs leave the fused norm in
+    // FP8 already; the attention output and the MLP activation's output are
+    // cast on their own. Backward casts every Linear's output gradient the
+    // same way: QKV's and up's on the rank's 1/tp, the attention output's and
+    // down's whole token rows on every TP rank (tp x h split by tp).
+    const OpTraffic cast{e + 2, 0, 1, 0}, grad_cast{0, e + 2, 0, 1};
+    Add(&t.split, 1, h, cast);
+    Add(&t.split, 1, F, cast);
+    Add(&t.split, 1, h + 2 * kvd, grad_cast);
+    Add(&t.split, 1, (s.swiglu ? 2 : 1) * F, grad_cast);
+    Add(&t.split, 2, s.tp * h, grad_cast);
   }
   return t;
 }
@@ -298,12 +347,12 @@ double GradAccumulationSeconds(int64_t numel, int64_t grad_elem_bytes, double hb
   return static_cast<double>(numel) * accum_bytes / hbm_bytes_per_s;
 }
 
-double LayerRecomputeSeconds(Recompute rc, const Software& sw, const PassSeconds& layer,
-                             const PassSeconds& attention, double gemm_fwd) {
+double LayerRecomputeSeconds(Recompute rc, const PassSeconds& layer, const PassSeconds& attention,
+                             double gemm_fwd) {
   // Full recomputation's repeated TP collectives are in the TP list
   // (TpPpStepOptions::recompute_full), not here.
   if (rc == Recompute::kFull) return layer.fwd;
-  if (rc == Recompute::kSelective && !sw.flash_attention) return attention.fwd;
+  if (rc == Recompute::kSelective) return attention.fwd;
   // Every other matmul and all the element-wise work between them (the
   // policy saves matmul and attention outputs only).
   if (rc == Recompute::kOp) return layer.fwd - attention.fwd - 0.5 * gemm_fwd;
@@ -322,7 +371,7 @@ MicroBatchSeconds MicroBatchComputeSeconds(const LayerShape& s, const GpuSpec& g
   mb.layer.fwd = std::max(gemm.fwd + attention.fwd + elementwise.fwd, kernels.fwd * sw.launch_us * 1e-6);
   mb.layer.bwd = std::max(gemm.bwd + attention.bwd + elementwise.bwd, kernels.bwd * sw.launch_us * 1e-6);
   mb.layer_gemm = gemm;
-  mb.layer_recompute = LayerRecomputeSeconds(rc, sw, mb.layer, attention, gemm.fwd);
+  mb.layer_recompute = LayerRecomputeSeconds(rc, mb.layer, attention, gemm.fwd);
   mb.head = HeadSeconds(s, gpu, sw, r);
   mb.embedding = EmbeddingSeconds(s, r.hbm_bytes_per_s);
   return mb;

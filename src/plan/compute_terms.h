@@ -33,6 +33,11 @@ struct GpuRates {
   double hbm_bytes_per_s = 0;     // streaming: hbm_tbps x hbm_efficiency
   double sm_count = 0;            // a GEMM's tiles run in waves of this many (0: not modelled)
   double gemm_k_overhead = 0;     // GpuSpec::gemm_k_overhead
+  // The same for the transformer layers' Linear GEMMs (QKV, attention output,
+  // MLP): matmul_flops_per_s, except in FP8 training, where Transformer
+  // Engine runs these in FP8 and the attention core and the head in bf16.
+  double linear_flops_per_s = 0;
+  double linear_gemm_k_overhead = 0;  // their gemm_k_overhead (FP8: the same time, more depth)
 };
 // The depth k of the shapes the catalog's matmul_efficiency figures were
 // measured at: mamf-finder prints its best shape as M x K x N, and its best
@@ -46,6 +51,12 @@ Result<double> MatmulPeakFlopsPerS(const GpuSpec& gpu, Precision p);
 // The rates at that peak. Tensor-core work runs at the clock the GPU holds at
 // its power limit (sustained_clock_ratio); HBM bandwidth does not depend on it.
 GpuRates GpuRatesAt(const GpuSpec& gpu, double peak_flops_per_s);
+// The rates of training in precision `p`. In FP8 (Transformer Engine's
+// recipe, as Megatron-Core and NeMo run it) only the layers' Linear GEMMs
+// run in FP8, at fp8_matmul_efficiency of the FP8 peak; the attention core
+// and the output layer stay bf16, so the other rates are bf16's. An error
+// names the precisions the GPU has where it has no rate for `p`.
+Result<GpuRates> GpuRatesFor(const GpuSpec& gpu, Precision p);
 
 // Bytes of one activation element: 4 in fp32 training, else 2.
 double ActivationElemBytes(Precision p);
@@ -70,6 +81,7 @@ struct LayerShape {
   bool rope = false;      // Llama-style blocks: rotary embeddings on q and k
   bool rmsnorm = false;   // Llama-style blocks: RMSNorm (LayerNorm otherwise)
   bool squared_relu = false;
+  bool fp8_linears = false;  // FP8 training: the Linear GEMMs' inputs are cast to FP8
   double elem_bytes = 2;  // ActivationElemBytes
 };
 LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l);
@@ -159,11 +171,11 @@ double GradAccumulationSeconds(int64_t numel, int64_t grad_elem_bytes, double hb
 
 // Forward work one layer repeats during its backward: the whole forward under
 // full recomputation, the attention core under selective recomputation
-// (nothing with FlashAttention, which keeps no scores to drop), under
-// PyTorch's op-level policy the forward less attention and half the GEMMs
-// (`gemm_fwd`), else none.
-double LayerRecomputeSeconds(Recompute rc, const Software& sw, const PassSeconds& layer,
-                             const PassSeconds& attention, double gemm_fwd);
+// (Megatron checkpoints the core attention; with FlashAttention too, whose
+// forward it runs again), under PyTorch's op-level policy the forward less
+// attention and half the GEMMs (`gemm_fwd`), else none.
+double LayerRecomputeSeconds(Recompute rc, const PassSeconds& layer, const PassSeconds& attention,
+                             double gemm_fwd);
 
 // The pieces a stage's micro-batch is made of.
 struct MicroBatchSeconds {

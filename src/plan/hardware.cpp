@@ -159,6 +159,11 @@ Status CheckGpuRates(const GpuSpec& g, const std::string& where) {
                            " must be in [0, 4096] (a GEMM's fixed work per output tile, in "
                            "units of its depth k; 0 if not measured)");
   }
+  if (!(g.fp8_matmul_efficiency >= 0 && g.fp8_matmul_efficiency <= 1)) {
+    return InvalidArgument(where + Fmt(": fp8_matmul_efficiency = %g", g.fp8_matmul_efficiency) +
+                           " must be in [0, 1] (an achieved share of the FP8 peak; 0: as "
+                           "matmul_efficiency)");
+  }
   if (!(g.speed_spread >= 0 && g.speed_spread < 0.2)) {
     return InvalidArgument(where + Fmt(": speed_spread = %g", g.speed_spread) +
                            " must be in [0, 0.2) (a relative standard deviation, e.g. 0.01)");
@@ -186,6 +191,7 @@ Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t,
   r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
   r.Add("speed_spread", &g.speed_spread);
   r.Add("gemm_k_overhead", &g.gemm_k_overhead);
+  r.Add("fp8_matmul_efficiency", &g.fp8_matmul_efficiency);
   r.Add("idle_w", &g.idle_w);
   r.Add("sm_count", &g.sm_count);
   r.Add("reference_cluster", &g.reference_cluster);

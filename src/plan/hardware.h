@@ -46,6 +46,11 @@ struct GpuSpec {
   // m x n x (k + gemm_k_overhead) at the large-k rate (GemmSecondsEach).
   // 0: not modelled (no measurement for the part).
   double gemm_k_overhead = 0;
+  // Achieved / peak of a large FP8 GEMM (E4M3 x E4M3 or E4M3 x E5M2 into
+  // bf16), where it differs from matmul_efficiency's bf16 share; 0: the same
+  // share. Transformer Engine runs only the layers' Linear GEMMs in FP8
+  // (GpuRatesFor).
+  double fp8_matmul_efficiency = 0;
   // Streaming multiprocessors (compute units): a GEMM's output tiles run in
   // waves of this many, so a last partial wave idles the rest (wave
   // quantization). 0 = not modelled.

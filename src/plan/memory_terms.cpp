@@ -63,6 +63,19 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
   return s * b * (rep / rep_div + (split + scores) / t);
 }
 
+// FP8 training (Transformer Engine) changes what a layer keeps: each Linear
+// saves its FP8 input (the transpose its weight gradient reads, 1 byte) in
+// place of the bf16 one. The two norms' outputs (QKV's and the MLP-up's
+// input) and the MLP's activation output (down's input) shrink to 1 byte;
+// the attention output stays, FlashAttention's backward reads it, and the
+// output projection keeps its FP8 copy besides. Bytes per layer, 16-bit
+// elements as LayerActivationBytes counts them.
+double Fp8ActivationDeltaBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp, bool sp) {
+  const double s = m.block_size, b = micro_batch, h = m.n_embd, F = m.ffn_hidden, t = tp;
+  const double rep_div = sp ? t : 1.0;
+  return s * b * (-2.0 * h / rep_div + (h - F) / t);
+}
+
 double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software& sw,
                             const RankParams& stage, int32_t in_flight,
                             int32_t first_chunk_in_flight) {
@@ -74,12 +87,17 @@ double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software&
   const double layers_per_chunk = static_cast<double>(stage.layers) / static_cast<double>(l.vpp);
   // LayerActivationBytes counts 16-bit activations; fp32 ones are twice that.
   const double act_scale = act_bytes / 2.0;
+  const double fp8 =
+      l.precision == Precision::kFP8 ? Fp8ActivationDeltaBytes(m, l.micro_batch, l.tp, l.sp) : 0.0;
+  const bool whole_set = l.recompute == Recompute::kNone || l.recompute == Recompute::kSelective;
   const double per_layer =
-      act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, l.recompute, sw);
+      act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, l.recompute, sw) +
+      (whole_set ? fp8 : 0.0);
   double act = static_cast<double>(in_flight) * layers_per_chunk * per_layer;
   if (l.recompute == Recompute::kFull || l.recompute == Recompute::kOp) {
     // Backward rebuilds one layer's full set at a time.
-    act += act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw);
+    act +=
+        act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, Recompute::kNone, sw) + fp8;
   }
   // The embedding's output is the first layer's input, counted in that
   // layer's set; its dropout adds a 1-byte mask per element for each
@@ -165,11 +183,20 @@ int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
-double OtherMemoryBytes(const Layout& l, const Software& sw, const RankParams& stage) {
+double Fp8WeightCopyBytes(const ModelSpec& m, int64_t tp, int64_t layers) {
+  const double h = m.n_embd, F = m.ffn_hidden, kvd = m.n_kv_head * m.head_dim();
+  const double linear = h * (h + 2.0 * kvd) + h * h + static_cast<double>(m.mlp_matrices()) * h * F;
+  return 2.0 * linear / static_cast<double>(tp) * static_cast<double>(layers);
+}
+
+double OtherMemoryBytes(const ModelSpec& m, const Layout& l, const Software& sw,
+                        const RankParams& stage) {
   double other = sw.framework_gib * kGiB;
   if (l.zero >= 3) {
     other += 2.0 * static_cast<double>(stage.numel) / std::max<double>(1.0, stage.layers) *
              ActivationElemBytes(l.precision) * 2.0;
+  } else if (l.precision == Precision::kFP8) {
+    other += Fp8WeightCopyBytes(m, l.tp, stage.layers);
   }
   return other;
 }
@@ -182,7 +209,7 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const Layout& l, const Software&
   mem.grads = static_cast<double>(rb.grads);
   mem.optimizer = static_cast<double>(rb.optimizer);
   mem.activations = StageActivationBytes(m, l, sw, stage, in_flight, first_chunk_in_flight);
-  mem.other = OtherMemoryBytes(l, sw, stage);
+  mem.other = OtherMemoryBytes(m, l, sw, stage);
   return mem;
 }
 

@@ -74,11 +74,20 @@ std::vector<TrainerChunk> TrainerChunksOf(const ModelSpec& m, const Layout& l,
 int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
                                const std::vector<TrainerChunk>& chunks);
 
+// FP8 training's change to a layer's activation bytes (negative: saved),
+// for the whole-set policies (none, selective): Linears keep their inputs as
+// 1-byte FP8 transposes (docs/planner.md, "FP8").
+double Fp8ActivationDeltaBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp, bool sp);
+// The FP8 copies Transformer Engine keeps of `layers` layers' Linear weights
+// between micro-batches (the cast weight and its transpose, 1 byte each), on
+// one of tp ranks.
+double Fp8WeightCopyBytes(const ModelSpec& m, int64_t tp, int64_t layers);
 // Memory outside the model's flat buffers: the framework's
-// (Software::framework_gib) and, under ZeRO-3, the buffers its layer-by-layer
+// (Software::framework_gib); under ZeRO-3, the buffers its layer-by-layer
 // parameter gathers prefetch into (2 x 2 x a layer's weights in the compute
-// precision).
-double OtherMemoryBytes(const Layout& l, const Software& sw, const RankParams& stage);
+// precision); otherwise in FP8 the weights' FP8 copies (Fp8WeightCopyBytes).
+double OtherMemoryBytes(const ModelSpec& m, const Layout& l, const Software& sw,
+                        const RankParams& stage);
 
 // All of it for a rank of `stage` whose flat buffers are `rb`.
 MemoryBreakdown StageMemory(const ModelSpec& m, const Layout& l, const Software& sw,

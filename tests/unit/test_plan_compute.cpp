@@ -91,6 +91,63 @@ TEST(PlanCompute, GemmDepthOverheadSlowsShallowGemms) {
   EXPECT_EQ(cat.Gpu("mi300x")->gemm_k_overhead, 0);
 }
 
+// FP8 training as Transformer Engine runs it: the layers' Linear GEMMs at
+// the FP8 peak's achieved share, the attention core and the head at bf16's;
+// each Linear's input and output gradient cast to FP8 (with its transpose) in
+// a pass of its own, except the inputs the fused norm writes in FP8.
+TEST(PlanCompute, Fp8RunsOnlyTheLayersLinearsInFp8) {
+  GpuSpec gpu;
+  gpu.name = "fp8-gpu";
+  gpu.bf16_tflops = 1000, gpu.fp8_tflops = 2000;
+  gpu.matmul_efficiency = 0.8, gpu.fp8_matmul_efficiency = 0.6, gpu.sustained_clock_ratio = 0.9;
+  gpu.hbm_tbps = 1, gpu.hbm_efficiency = 1, gpu.attention_efficiency = 0.5;
+  auto bf16 = GpuRatesFor(gpu, Precision::kBF16), fp8 = GpuRatesFor(gpu, Precision::kFP8);
+  ASSERT_TRUE(bf16.ok() && fp8.ok());
+  EXPECT_DOUBLE_EQ(bf16->linear_flops_per_s, bf16->matmul_flops_per_s);
+  EXPECT_DOUBLE_EQ(fp8->matmul_flops_per_s, 720e12);  // attention core, head: bf16
+  EXPECT_DOUBLE_EQ(fp8->linear_flops_per_s, 720e12 * (2000 * 0.6) / (1000 * 0.8));
+  gpu.fp8_matmul_efficiency = 0;  // not catalogued: bf16's share of the FP8 peak
+  EXPECT_DOUBLE_EQ(GpuRatesFor(gpu, Precision::kFP8)->linear_flops_per_s, 1440e12);
+  gpu.fp8_tflops = 0;
+  const auto none = GpuRatesFor(gpu, Precision::kFP8);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("fp8-gpu has no fp8 matrix rate"), std::string::npos)
+      << none.status().message();
+
+  // One layer of a Llama-style model, tp 2, on the FP8 rates: the Linears
+  // take 1 / 1.5 of their bf16 time, attention and head the same time.
+  ModelSpec m;
+  m.arch = Arch::kLlama, m.n_layer = 2, m.n_head = 32, m.n_kv_head = 8, m.n_embd = 4096;
+  m.ffn_hidden = 14336, m.block_size = 4096, m.vocab_size = m.padded_vocab_size = 32000;
+  Layout l;
+  l.tp = 2, l.dp = 1, l.micro_batch = 1, l.global_batch = 1;
+  const LayerShape s16 = LayerShapeOf(m, l);
+  l.precision = Precision::kFP8;
+  const LayerShape s8 = LayerShapeOf(m, l);
+  ASSERT_TRUE(s8.fp8_linears && !s16.fp8_linears);
+  gpu.hbm_tbps = 1e6;  // the GEMMs compute-bound
+  gpu.fp8_tflops = 2000, gpu.fp8_matmul_efficiency = 0.6;
+  const GpuRates r = *GpuRatesFor(gpu, Precision::kFP8);
+  const Software sw = *SoftwareFromName("modern");
+  const PassSeconds g8 = LayerGemmSeconds(s8, gpu, r),
+                    g16 = LayerGemmSeconds(s16, gpu, *GpuRatesFor(gpu, Precision::kBF16));
+  EXPECT_NEAR(g8.fwd / g16.fwd, 1 / 1.5, 1e-12);
+  EXPECT_NEAR(g8.bwd / g16.bwd, 1 / 1.5, 1e-12);
+  EXPECT_DOUBLE_EQ(AttentionSeconds(s8, gpu, sw, r).fwd, AttentionSeconds(s16, gpu, sw, r).fwd);
+  EXPECT_DOUBLE_EQ(HeadSeconds(s8, gpu, sw, r).bwd, HeadSeconds(s16, gpu, sw, r).bwd);
+  // The casts, bytes per token over the rank's 1/tp: forward the attention
+  // output (h) and the MLP's activation output (F), read 2 and write 1 + 1;
+  // backward the gradients of QKV's output (h + 2 kv), gate and up (2F) and
+  // of the two row-parallel outputs (tp x h each).
+  const double T = 4096, h = 4096, F = 14336, kv = 1024, tp = 2, bw = 1e6 * 1e12;
+  const PassSeconds e8 = ElementwiseSeconds(s8, sw, bw), e16 = ElementwiseSeconds(s16, sw, bw);
+  EXPECT_NEAR((e8.fwd - e16.fwd) * bw, T * 4 * (h + F) / tp, 1e-3);
+  EXPECT_NEAR((e8.bwd - e16.bwd) * bw, T * 4 * (h + 2 * kv + 2 * F + 2 * tp * h) / tp, 1e-3);
+  const PassSeconds k8 = LayerKernels(s8, sw), k16 = LayerKernels(s16, sw);
+  EXPECT_EQ(k8.fwd - k16.fwd, 2);
+  EXPECT_EQ(k8.bwd - k16.bwd, 4);
+}
+
 TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   auto setup = LoadSmallGptOnDgxH100();
   ASSERT_TRUE(setup.ok()) << setup.status().message();

@@ -98,6 +98,13 @@ TEST(PlanErrors, GemmKOverheadOutOfRangeNamesTheField) {
   EXPECT_TRUE(Has(st, "gemm_k_overhead = -130 must be in [0, 4096]")) << st.message();
 }
 
+TEST(PlanErrors, Fp8MatmulEfficiencyOutOfRangeNamesTheField) {
+  const Status st = LoadOneGpu("eight", "fp8_matmul_efficiency = 1.6\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "[gpu.eight]")) << st.message();
+  EXPECT_TRUE(Has(st, "fp8_matmul_efficiency = 1.6 must be in [0, 1]")) << st.message();
+}
+
 class LayoutErrors : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -71,6 +71,22 @@ TEST(PlanSearch, FixedKnobsAreHeld) {
   }
 }
 
+// A stated interleaving beyond what the search tries on its own (max_vpp) is
+// still searched: NeMo runs Llama 2 70B on pp 4 with 20 one-layer chunks.
+TEST(PlanSearch, StatedInterleavingBeyondTheSearchedRangeIsHeld) {
+  Fixture f("llama2-70b", "dgx-h100");
+  SearchOptions o;
+  o.num_gpus = 64;
+  o.global_batch = 128;
+  o.tp = 4, o.pp = 4, o.vpp = 20, o.micro_batch = 1;
+  ASSERT_LT(o.max_vpp, 20);
+  auto r = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(r->evaluated, 0);
+  ASSERT_FALSE(r->top.empty());
+  for (const auto& p : r->top) EXPECT_EQ(p.layout.vpp, 20);
+}
+
 // PyTorch's op-level checkpointing is searched only when asked for.
 TEST(PlanSearch, OpLevelRecomputeOnlyWhenAsked) {
   Fixture f("gpt3-13b", "dgx-a100");

@@ -342,13 +342,13 @@ TEST(PlanTerms, EmbeddingAndGradientAccumulation) {
 
 TEST(PlanTerms, RecomputeRepeatsTheForwardOrTheAttention) {
   const PassSeconds layer{3, 6}, attention{1, 2};
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kFull, Stack("modern"), layer, attention, 1.5), 3);
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, Stack("legacy"), layer, attention, 1.5), 1);
-  // FlashAttention keeps no scores: selective recomputation has nothing to do.
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, Stack("modern"), layer, attention, 1.5), 0);
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kNone, Stack("legacy"), layer, attention, 1.5), 0);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kFull, layer, attention, 1.5), 3);
+  // Selective: the core attention's forward again, FlashAttention's too
+  // (Megatron-Core checkpoints the core attention whatever its kernel).
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kSelective, layer, attention, 1.5), 1);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kNone, layer, attention, 1.5), 0);
   // PyTorch's op-level policy: the forward less attention and half the GEMMs.
-  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kOp, Stack("pytorch"), layer, attention, 1.5), 3 - 1 - 0.75);
+  EXPECT_EQ(LayerRecomputeSeconds(Recompute::kOp, layer, attention, 1.5), 3 - 1 - 0.75);
 }
 
 TEST(PlanTerms, MicroBatchPiecesAddUp) {
@@ -837,6 +837,12 @@ TEST(PlanTerms, StageActivationsFromLayerSetsInFlight) {
   l.recompute = Recompute::kNone, l.precision = Precision::kBF16, l.vpp = 2;
   middle.layers = 4;
   EXPECT_DOUBLE_EQ(StageActivationBytes(m, l, modern, middle, 3, 0), 3 * 2 * layer);
+  // FP8 (Transformer Engine): the two norm outputs and the GeLU output are
+  // kept as 1-byte FP8 (-h - h - F), the attention output keeps its bf16 copy
+  // and gains the output projection's FP8 one (+h): -(64 + 256) B per token.
+  l.vpp = 1, middle.layers = 2, l.precision = Precision::kFP8;
+  EXPECT_DOUBLE_EQ(StageActivationBytes(m, l, modern, middle, 3, 0),
+                   3 * 2 * (layer - 2 * 32 * (64 + 256.0)));
 }
 
 TEST(PlanTerms, OtherMemoryIsTheFrameworkAndFsdpPrefetch) {
@@ -844,11 +850,18 @@ TEST(PlanTerms, OtherMemoryIsTheFrameworkAndFsdpPrefetch) {
   stage.numel = 1000, stage.layers = 4;
   Layout l;
   const double gib = 1024.0 * 1024 * 1024;
-  EXPECT_EQ(OtherMemoryBytes(l, Stack("modern"), stage), 1.5 * gib);
-  EXPECT_EQ(OtherMemoryBytes(l, Stack("cpu"), stage), 0);
+  EXPECT_EQ(OtherMemoryBytes(ModelSpec{}, l, Stack("modern"), stage), 1.5 * gib);
+  EXPECT_EQ(OtherMemoryBytes(ModelSpec{}, l, Stack("cpu"), stage), 0);
   // ZeRO-3: 2 x 2 x a layer's 1000 / 4 weights of 2 B.
   l.zero = 3;
-  EXPECT_EQ(OtherMemoryBytes(l, Stack("modern"), stage), 1.5 * gib + 2 * 2 * (1000 / 4) * 2.0);
+  EXPECT_EQ(OtherMemoryBytes(ModelSpec{}, l, Stack("modern"), stage),
+            1.5 * gib + 2 * 2 * (1000 / 4) * 2.0);
+  // FP8 without ZeRO-3: the FP8 copy and transpose of the 4 layers' Linear
+  // weights (QKV 3h x h, out h x h, MLP 2 x h x F), 1 B each, on one of 2 TP ranks.
+  l.zero = 1, l.tp = 2, l.precision = Precision::kFP8;
+  const double linear = 64 * 192 + 64 * 64 + 2 * 64 * 256.0;
+  EXPECT_EQ(OtherMemoryBytes(SmallGpt(), l, Stack("modern"), stage),
+            1.5 * gib + 2 * linear / 2 * 4);
 }
 
 TEST(PlanTerms, StageMemoryCollectsItsParts) {

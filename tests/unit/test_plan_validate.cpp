@@ -32,6 +32,9 @@ constexpr double kNemotronBound = 15.5;  // measured: 15.2%, worst -29.6% (the 1
 // Megatron-Turing NLG 530B on 2,240-3,360 A100 (tests/plan/mt-nlg-2022.csv),
 // Megatron-DeepSpeed, a dev set of the stack's known optimism.
 constexpr double kMtNlgBound = 18.9;  // measured: 18.5%, worst -20.2%
+// NeMo's FP8 performance tables on DGX H100 (tests/plan/nemo-2024-fp8.csv),
+// a dev set for FP8 training (no constant fitted).
+constexpr double kNemoFp8Bound = 12.4;  // measured: 12.0%, worst +24.5%
 
 // Validates tests/plan/NAME with the repository's catalog; every row must be
 // predicted.
@@ -262,6 +265,24 @@ TEST(PlanValidate, MegatronDeepSpeedRunsOneFOneB) {
     return r.stack == "megatron-deepspeed" && r.prediction.layout.vpp == 1;
   }));
   EXPECT_LT(rep.mape, kMtNlgBound) << "MAPE " << rep.mape;
+}
+
+// NeMo's FP8 runs: every row predicted at the table's layout, including
+// Llama 2 70B's 20 chunks per stage (beyond the interleaving the search tries
+// on its own); FP8 makes the same layout faster than bf16 would, not twice as
+// fast (attention and the head stay bf16).
+TEST(PlanValidate, NemoFp8RunsAtTheirTablesLayouts) {
+  const auto rep = ValidateRepoCsv("nemo-2024-fp8.csv", 12);
+  ASSERT_EQ(rep.rows.size(), 12u);
+  for (const auto& r : rep.rows) {
+    EXPECT_EQ(r.prediction.layout.precision, Precision::kFP8) << r.run.id;
+    if (r.run.vpp > 0) {
+      EXPECT_EQ(r.prediction.layout.vpp, r.run.vpp) << r.run.id;
+    }
+  }
+  EXPECT_EQ(rep.rows[6].run.id, "nemo-llama2-70b-64");
+  EXPECT_EQ(rep.rows[6].prediction.layout.vpp, 20);
+  EXPECT_LT(rep.mape, kNemoFp8Bound) << "MAPE " << rep.mape;
 }
 
 // Stack names: the PyTorch stack's aliases, FSDP's ZeRO-3 unless a `zero`
