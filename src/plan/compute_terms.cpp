@@ -278,7 +278,27 @@ LayerTraffic LayerElementwiseTraffic(const LayerShape& s, const Software& sw) {
     if (kvd < h) Add(&t.split, 2, h, {e + e * kvd / h, e + e * kvd / h, 1, 1});
     Add(&t.split, 1, h, {2 * e, 2 * e, 1, 1});
   }
-  if (s.fp8_linears) {
+  if (s.fp8_linears && sw.fp8_dynamic_scaling) {
+    // FP8 casts (torchao, dynamic tensor-wise scaling): a cast reads its
+    // tensor for the amax, then reads it again and writes 1 byte. Forward:
+    // each Linear's input (q, k, v and gate, up each their own in eager,
+    // one per input once torch.compile dedupes them); backward: each output
+    // gradient twice (the input gradient's layout and the weight gradient's
+    // transpose) after one amax, and each saved bf16 input again for the
+    // weight gradient. The column-parallel inputs are whole token rows on
+    // every TP rank (tp x h split by tp).
+    const OpTraffic fwd{2 * e + 1, 0, 2, 0}, grad{0, 3 * e + 2, 0, 3}, again{0, 2 * e + 1, 0, 2};
+    const bool each = sw.separate_projections && sw.unfused_elementwise;
+    const double qkv_in = each ? 3 : 1, up_in = each ? (s.swiglu ? 2 : 1) : 1;
+    for (const OpTraffic& op : {fwd, again}) {
+      Add(&t.split, qkv_in + up_in, s.tp * h, op);  // the QKV and MLP-up inputs
+      Add(&t.split, 1, h, op);                      // the attention output
+      Add(&t.split, 1, F, op);                      // the MLP activation's output
+    }
+    Add(&t.split, 1, h + 2 * kvd, grad);             // QKV's output gradient
+    Add(&t.split, 1, (s.swiglu ? 2 : 1) * F, grad);  // MLP-up's
+    Add(&t.split, 2, s.tp * h, grad);                // the row-parallel outputs
+  } else if (s.fp8_linears) {
     // FP8 casts (Transformer Engine): each Linear needs its input in FP8 and
     // the FP8 transpose the weight gradient reads, one kernel reading e and
     // writing 1 + 1 bytes. The QKV and MLP-up inputs leave the fused norm in
@@ -298,13 +318,25 @@ LayerTraffic LayerElementwiseTraffic(const LayerShape& s, const Software& sw) {
 
 }  // namespace
 
+double LayerLinearWeights(const LayerShape& s) {
+  const double h = s.hidden, F = s.ffn_hidden;
+  return h * (h + 2 * s.kv_dim) + h * h + (s.swiglu ? 3 : 2) * h * F;
+}
+
 PassSeconds ElementwiseSeconds(const LayerShape& s, const Software& sw, double hbm_bytes_per_s) {
   // The bytes of LayerElementwiseTraffic; the parts outside the TP region run
   // on every TP rank unless SP splits them.
   const LayerTraffic t = LayerElementwiseTraffic(s, sw);
   const double rows_div = s.sp ? s.tp : 1.0, T = s.tokens;
-  return {T * (t.rows.fwd_bytes / rows_div + t.split.fwd_bytes / s.tp) / hbm_bytes_per_s,
-          T * (t.rows.bwd_bytes / rows_div + t.split.bwd_bytes / s.tp) / hbm_bytes_per_s};
+  PassSeconds e{T * (t.rows.fwd_bytes / rows_div + t.split.fwd_bytes / s.tp) / hbm_bytes_per_s,
+                T * (t.rows.bwd_bytes / rows_div + t.split.bwd_bytes / s.tp) / hbm_bytes_per_s};
+  if (s.fp8_linears && sw.fp8_dynamic_scaling) {
+    // The rank's Linear weights cast every micro-batch, forward and again
+    // backward: an amax read, a read and a 1-byte write (5 bytes each).
+    const double w = LayerLinearWeights(s) / s.tp * 5.0 / hbm_bytes_per_s;
+    e.fwd += w, e.bwd += w;
+  }
+  return e;
 }
 
 PassSeconds LayerKernels(const LayerShape& s, const Software& sw) {

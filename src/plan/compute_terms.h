@@ -153,7 +153,13 @@ PassSeconds AttentionSeconds(const LayerShape& s, const GpuSpec& gpu, const Soft
 // The ops and their bytes: fused kernels, or PyTorch eager's one kernel per
 // op (Software::unfused_elementwise), and the copies and gradient sums of
 // PyTorch model code (separate_projections, attention_layout_copies).
+// FP8 training adds the casts of the Linears' inputs and output gradients,
+// and with dynamic scaling (Software::fp8_dynamic_scaling) the weights' casts
+// every micro-batch.
 PassSeconds ElementwiseSeconds(const LayerShape& s, const Software& sw, double hbm_bytes_per_s);
+// The weights of one layer's Linears (QKV, attention output, MLP), all TP
+// ranks together.
+double LayerLinearWeights(const LayerShape& s);
 // Kernels a layer launches forward and backward: its GEMMs, attention and
 // element-wise ops (Software::launch_us issues each).
 PassSeconds LayerKernels(const LayerShape& s, const Software& sw);

@@ -144,6 +144,7 @@ Software PyTorchStack(const std::string& name, bool compiled) {
   s.fully_sharded = true;
   s.gather_copy_out = true;
   s.selective_is_op = true;
+  s.fp8_dynamic_scaling = true;
   s.buckets = Software::Buckets::kFixed25MiB;  // DDP's bucket_cap_mb where a layout is not sharded
   return s;
 }

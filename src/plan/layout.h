@@ -180,6 +180,13 @@ struct Software {
   // write of every gathered byte that nothing hides (FsdpCopyOutSeconds).
   // FSDP1 (Composer) and the trainer use views of the buffer instead.
   bool gather_copy_out = false;
+  // FP8 training with dynamic tensor-wise scaling (torchao's Float8Linear, as
+  // torchtitan runs it): every cast first reads its tensor for the amax, each
+  // Linear casts its own input (no norm writes FP8), the saved bf16 input and
+  // the weight are cast again in backward, and the weights are cast every
+  // micro-batch. false: Transformer Engine's delayed scaling (the amax of
+  // earlier steps; FP8 weights cached between micro-batches).
+  bool fp8_dynamic_scaling = false;
   // "selective" recomputation means the stack's own: PyTorch's op-level
   // policy (torchtitan's default selective AC) rather than Megatron's.
   bool selective_is_op = false;

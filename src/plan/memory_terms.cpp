@@ -87,8 +87,11 @@ double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software&
   const double layers_per_chunk = static_cast<double>(stage.layers) / static_cast<double>(l.vpp);
   // LayerActivationBytes counts 16-bit activations; fp32 ones are twice that.
   const double act_scale = act_bytes / 2.0;
-  const double fp8 =
-      l.precision == Precision::kFP8 ? Fp8ActivationDeltaBytes(m, l.micro_batch, l.tp, l.sp) : 0.0;
+  // Transformer Engine keeps FP8 inputs; torchao's dynamic scaling keeps the
+  // bf16 ones and casts them again.
+  const double fp8 = l.precision == Precision::kFP8 && !sw.fp8_dynamic_scaling
+                         ? Fp8ActivationDeltaBytes(m, l.micro_batch, l.tp, l.sp)
+                         : 0.0;
   const bool whole_set = l.recompute == Recompute::kNone || l.recompute == Recompute::kSelective;
   const double per_layer =
       act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, l.recompute, sw) +
@@ -183,10 +186,9 @@ int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
-double Fp8WeightCopyBytes(const ModelSpec& m, int64_t tp, int64_t layers) {
-  const double h = m.n_embd, F = m.ffn_hidden, kvd = m.n_kv_head * m.head_dim();
-  const double linear = h * (h + 2.0 * kvd) + h * h + static_cast<double>(m.mlp_matrices()) * h * F;
-  return 2.0 * linear / static_cast<double>(tp) * static_cast<double>(layers);
+double Fp8WeightCopyBytes(const ModelSpec& m, const Layout& l, int64_t layers) {
+  return 2.0 * LayerLinearWeights(LayerShapeOf(m, l)) / static_cast<double>(l.tp) *
+         static_cast<double>(layers);
 }
 
 double OtherMemoryBytes(const ModelSpec& m, const Layout& l, const Software& sw,
@@ -195,8 +197,8 @@ double OtherMemoryBytes(const ModelSpec& m, const Layout& l, const Software& sw,
   if (l.zero >= 3) {
     other += 2.0 * static_cast<double>(stage.numel) / std::max<double>(1.0, stage.layers) *
              ActivationElemBytes(l.precision) * 2.0;
-  } else if (l.precision == Precision::kFP8) {
-    other += Fp8WeightCopyBytes(m, l.tp, stage.layers);
+  } else if (l.precision == Precision::kFP8 && !sw.fp8_dynamic_scaling) {
+    other += Fp8WeightCopyBytes(m, l, stage.layers);
   }
   return other;
 }

@@ -81,11 +81,12 @@ double Fp8ActivationDeltaBytes(const ModelSpec& m, int64_t micro_batch, int64_t 
 // The FP8 copies Transformer Engine keeps of `layers` layers' Linear weights
 // between micro-batches (the cast weight and its transpose, 1 byte each), on
 // one of tp ranks.
-double Fp8WeightCopyBytes(const ModelSpec& m, int64_t tp, int64_t layers);
+double Fp8WeightCopyBytes(const ModelSpec& m, const Layout& l, int64_t layers);
 // Memory outside the model's flat buffers: the framework's
 // (Software::framework_gib); under ZeRO-3, the buffers its layer-by-layer
 // parameter gathers prefetch into (2 x 2 x a layer's weights in the compute
-// precision); otherwise in FP8 the weights' FP8 copies (Fp8WeightCopyBytes).
+// precision); otherwise in FP8 the weights' FP8 copies (Fp8WeightCopyBytes;
+// not with dynamic scaling, which casts them anew).
 double OtherMemoryBytes(const ModelSpec& m, const Layout& l, const Software& sw,
                         const RankParams& stage);
 

@@ -146,6 +146,21 @@ TEST(PlanCompute, Fp8RunsOnlyTheLayersLinearsInFp8) {
   const PassSeconds k8 = LayerKernels(s8, sw), k16 = LayerKernels(s16, sw);
   EXPECT_EQ(k8.fwd - k16.fwd, 2);
   EXPECT_EQ(k8.bwd - k16.bwd, 4);
+
+  // torchao's dynamic scaling (the PyTorch stacks): every cast reads its
+  // tensor twice (the amax, then the cast) and writes 1 byte; all four
+  // Linear inputs are cast (QKV's and up's whole rows, tp x h; torch.compile
+  // casts each input once), again in backward, each output gradient twice
+  // after one amax (3 reads, 2 writes); the weights, 5 bytes each per pass.
+  const Software tao = *SoftwareFromName("pytorch-compile");
+  ASSERT_TRUE(tao.fp8_dynamic_scaling);
+  const double W = h * (h + 2 * kv) + h * h + 3 * h * F;
+  EXPECT_DOUBLE_EQ(LayerLinearWeights(s8), W);
+  const PassSeconds d8 = ElementwiseSeconds(s8, tao, bw), d16 = ElementwiseSeconds(s16, tao, bw);
+  const double inputs = 5 * (2 * tp * h + h + F) / tp;
+  EXPECT_NEAR((d8.fwd - d16.fwd) * bw, T * inputs + 5 * W / tp, 1e-3);
+  EXPECT_NEAR((d8.bwd - d16.bwd) * bw,
+              T * (inputs + 8 * (h + 2 * kv + 2 * F + 2 * tp * h) / tp) + 5 * W / tp, 1e-3);
 }
 
 TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {

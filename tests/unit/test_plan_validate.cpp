@@ -25,7 +25,7 @@ constexpr double kKorthikantiBound = 3.1;  // measured: 2.8%, worst 6.2%
 constexpr double kNarayananScriptsBound = 8.4;  // measured: 8.1%
 // torchtitan's published FSDP runs (tests/plan/torchtitan-2024.csv), the
 // PyTorch stacks' dev set (no constant was fitted to them).
-constexpr double kTorchtitanBound = 6.9;  // measured: 6.6%, worst +8.5%
+constexpr double kTorchtitanBound = 6.9;  // measured: 6.6% over 17 rows, worst +12.0%
 // Nemotron-4 340B and 15B as NVIDIA trained them (tests/plan/nemotron-2024.csv),
 // Megatron-Core on up to 6,144 H100, added as a dev set (no constant fitted).
 constexpr double kNemotronBound = 15.5;  // measured: 15.2%, worst -29.6% (the 15B rows)
@@ -237,8 +237,8 @@ TEST(PlanValidate, GpuVariantColumns) {
 }
 
 TEST(PlanValidate, TorchtitanRunsOnThePyTorchStacks) {
-  const auto rep = ValidateRepoCsv("torchtitan-2024.csv", 5);
-  ASSERT_EQ(rep.rows.size(), 5u);
+  const auto rep = ValidateRepoCsv("torchtitan-2024.csv", 17);
+  ASSERT_EQ(rep.rows.size(), 17u);
   for (const auto& r : rep.rows) {
     EXPECT_EQ(r.prediction.layout.zero, 3) << r.run.id;
     EXPECT_NE(r.prediction.layout.recompute, Recompute::kSelective) << r.run.id;  // read as op
