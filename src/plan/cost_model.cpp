@@ -304,9 +304,9 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
                            " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
                            "1F1B); use --vpp 1");
   }
+  ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(cluster_.gpu, l.precision));
   // Every rank waits for the slowest at each collective: the job computes at
   // the pace of the slowest of its GPUs.
-  ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(cluster_.gpu, l.precision));
   const GpuSpec gpu = PacedBySlowest(cluster_.gpu, l.num_gpus());
   ST_ASSIGN_OR_RETURN(const GpuRates rates, GpuRatesFor(gpu, l.precision));
   const int64_t grad_elem_bytes = GradElemBytes(l, sw_);
