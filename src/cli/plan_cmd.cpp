@@ -34,6 +34,7 @@ struct PlanOptions {
   std::optional<double> bucket_mb;
   int64_t gpus = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
+  int64_t cp = 1;
   std::optional<int> zero;
   std::string recompute, precision, schedule, grad_reduce, dp_compress, dp_reduce;
   bool sp = false, search = false, json = false;
@@ -170,6 +171,7 @@ Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& i
   search.top_k = o.top;
   search.tp = o.tp, search.pp = o.pp, search.dp = o.dp, search.vpp = o.vpp,
   search.micro_batch = o.micro_batch;
+  search.cp = o.cp;
   search.zero = o.zero;
   if (!o.recompute.empty()) {
     ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(o.recompute));
@@ -226,6 +228,7 @@ struct LayoutFlags {
   std::string schedule;
   bool sp = false;
   int64_t gpus = 0;
+  int64_t cp = 1;
   double bucket_mb = 0;  // 0: the stack's buckets (Software::buckets)
   DpCompression dp_compress = DpCompression::kNone;
   bool dp_hierarchical = false;
@@ -233,7 +236,7 @@ struct LayoutFlags {
 
 Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<RunConfig>& run_cfg) {
   LayoutFlags f{o.tp,   o.pp,       o.dp, o.vpp,  o.micro_batch,
-                o.zero, o.schedule, o.sp, o.gpus, o.bucket_mb.value_or(0.0)};
+                o.zero, o.schedule, o.sp, o.gpus, o.cp, o.bucket_mb.value_or(0.0)};
   if (run_cfg) {
     const ParallelConfig& pc = run_cfg->parallel;
     f.tp = f.tp.value_or(pc.tp), f.pp = f.pp.value_or(pc.pp), f.dp = f.dp.value_or(pc.dp);
@@ -246,6 +249,11 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     DpCompressionFromName(pc.dp_compress, &f.dp_compress);  // the config check took only known names
     f.dp_hierarchical = pc.dp_reduce != "flat";  // "auto" applies it where it can, as the trainer
     if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
+  }
+  if (run_cfg && f.cp > 1) {
+    return InvalidArgument("--cp " + std::to_string(f.cp) +
+                           ": scaletrain's trainer has no context parallelism, so a training config "
+                           "cannot run it; plan with --model to compare layouts with context parallelism");
   }
   if (o.bucket_mb && !(*o.bucket_mb > 0)) {
     return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
@@ -270,6 +278,7 @@ void ApplyLayoutFlags(const LayoutFlags& f, SearchOptions* search) {
   search->dp_hierarchical = f.dp_hierarchical;
   search->tp = f.tp, search->pp = f.pp, search->dp = f.dp, search->vpp = f.vpp,
   search->micro_batch = f.micro_batch;
+  search->cp = f.cp;
   search->zero = f.zero;
   if (f.sp) search->sp = true;
 }
@@ -301,14 +310,16 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   Layout l;
   l.tp = f.tp.value_or(1);
   l.pp = f.pp.value_or(1);
+  l.cp = f.cp;
+  const int64_t model_ranks = l.tp * l.cp * l.pp;
   if (f.dp) {
     l.dp = *f.dp;
-  } else if (l.tp < 1 || l.pp < 1) {
+  } else if (l.tp < 1 || l.pp < 1 || l.cp < 1) {
     l.dp = 1;  // ValidateLayout names the bad size
-  } else if (f.gpus % (l.tp * l.pp) == 0) {
-    l.dp = f.gpus / (l.tp * l.pp);
+  } else if (f.gpus % model_ranks == 0) {
+    l.dp = f.gpus / model_ranks;
   } else {
-    l.dp = std::max<int64_t>(1, f.gpus / (l.tp * l.pp));  // ValidateLayout names the fix
+    l.dp = std::max<int64_t>(1, f.gpus / model_ranks);  // ValidateLayout names the fix
   }
   l.vpp = f.vpp.value_or(1);
   l.micro_batch = f.micro_batch.value_or(1);
@@ -461,7 +472,10 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   plan->add_option("--gpus", o->gpus, "number of GPUs");
   plan->add_option("--tp", o->tp, "tensor-parallel size");
   plan->add_option("--pp", o->pp, "pipeline-parallel stages");
-  plan->add_option("--dp", o->dp, "data-parallel size (default: gpus / (tp x pp))");
+  plan->add_option("--dp", o->dp, "data-parallel size (default: gpus / (tp x cp x pp))");
+  plan->add_option("--cp", o->cp,
+                   "context-parallel size: each sequence split over cp GPUs, ring attention "
+                   "(default 1; held, not searched)");
   plan->add_option("--vpp", o->vpp, "model chunks per stage (interleaved schedule when > 1)");
   plan->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch");
   plan->add_option("--global-batch", o->global_batch,

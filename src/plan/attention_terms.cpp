@@ -18,7 +18,7 @@ constexpr double kAttentionBlockOverheadKeys = 256.0;
 
 PassSeconds FlashAttentionSeconds(const LayerShape& s, const GpuSpec& gpu, const Software& sw) {
   const double bf16_peak = gpu.PeakTflops(Precision::kBF16) * 1e12;
-  const double fwd_flops = 0.5 * 4.0 * s.micro_batch * s.seq * s.seq * s.hidden / s.tp;
+  const double fwd_flops = 0.5 * 4.0 * s.micro_batch * s.seq * s.seq * s.cp * s.hidden / s.tp;
   const double rate = bf16_peak * gpu.attention_efficiency * gpu.sustained_clock_ratio * s.seq /
                       (s.seq + kAttentionBlockOverheadKeys);
   return {sw.attention_fwd_slowdown * fwd_flops / rate,
@@ -29,7 +29,7 @@ const GpuSpec::MeasuredAttention* MeasuredAttentionFor(const GpuSpec& gpu, const
   for (const auto& a : gpu.measured_attention) {
     if (static_cast<double>(a.batch) == s.micro_batch && static_cast<double>(a.seq) == s.seq &&
         static_cast<double>(a.hidden) == s.hidden && static_cast<double>(a.heads) == s.heads &&
-        s.tp == 1.0) {
+        s.tp == 1.0 && s.cp == 1.0) {
       return &a;
     }
   }

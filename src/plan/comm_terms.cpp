@@ -59,8 +59,32 @@ double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw) {
          ActivationElemBytes(l.precision);
 }
 
+Link CpLink(const ClusterSpec& c, int64_t tp, int64_t cp) {
+  if (tp * cp <= c.node.gpus_per_node) return {c.IntraBusBytesPerS(), c.node.intra_latency_us * 1e-6};
+  const double nic = c.fabric.p2p_gbit > 0 ? c.fabric.p2p_gbit * 1e9 / 8.0 : c.NicBytesPerSPerGpu();
+  return {nic, c.fabric.latency_us * 1e-6};
+}
+
+double CpKvBytes(const LayerShape& s) {
+  return 2.0 * s.tokens * (s.kv_dim / s.tp) * s.elem_bytes;
+}
+
+PassSeconds CpRingSeconds(const LayerShape& s, const PassSeconds& attention, const Link& link,
+                          double sm_share) {
+  if (s.cp <= 1) return {};
+  const double steps = s.cp - 1.0, kv = CpKvBytes(s);
+  auto message = [&](double bytes) { return link.latency_s + bytes / link.bytes_per_s; };
+  auto pass = [&](double msg_s, double kernel_s) {
+    const double hidden = steps * std::min(msg_s, kernel_s);
+    return steps * std::max(0.0, msg_s - kernel_s) + OverlapCostSeconds(hidden, sm_share);
+  };
+  return {pass(message(kv), attention.fwd / s.cp),
+          pass(message(2.0 * kv), attention.bwd / s.cp) + message(kv)};
+}
+
 double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_bytes) {
-  const bool inter = static_cast<double>(l.tp * l.dp) >= static_cast<double>(c.node.gpus_per_node);
+  const bool inter =
+      static_cast<double>(l.tp * l.cp * l.dp) >= static_cast<double>(c.node.gpus_per_node);
   const double bw = !inter                  ? c.IntraBusBytesPerS()
                     : c.fabric.p2p_gbit > 0 ? c.fabric.p2p_gbit * 1e9 / 8.0
                                             : c.NicBytesPerSPerGpu();

@@ -59,13 +59,35 @@ PassSeconds OverlappedTpSeconds(const PassSeconds& tp_comm, const PassSeconds& g
 // GpuSpec::sm_count; 0 where either is not known).
 double OverlapCostSeconds(double hidden_s, double sm_share);
 
+// ---- context parallelism ----
+// The link of a context-parallel ring: its cp ranks follow the tp ranks, so
+// within one node over NVLink while tp x cp GPUs fit in one, else a step
+// waits for the messages that cross to the next node, each over its GPU's
+// own NIC (at the fabric's measured p2p_gbit where the profile has one).
+// Latency: one hop's.
+Link CpLink(const ClusterSpec& c, int64_t tp, int64_t cp);
+// Bytes of the keys and values of one rank's chunk of a micro-batch (what one
+// ring step sends): 2 x tokens x the rank's KV width x the element.
+double CpKvBytes(const LayerShape& s);
+// The ring attention's transfers of one layer, forward and backward, as
+// Transformer Engine's ring exchange runs them (cp_comm_type "p2p"): each
+// pass runs cp attention kernels (`attention` is the pass's time for all of
+// them) and, under the first cp - 1, sends its keys and values on and
+// receives the next rank's; the backward sends their gradients along too
+// (twice the bytes) and, after the last kernel, the gradients home (once
+// more the keys' bytes). A step whose message takes longer than its kernel
+// exposes the difference; what hides costs the compute the `sm_share` of the
+// SMs the transfers occupy (OverlapCostSeconds). Nothing when cp = 1.
+PassSeconds CpRingSeconds(const LayerShape& s, const PassSeconds& attention, const Link& link,
+                          double sm_share);
+
 // ---- pipeline parallelism ----
 // Bytes of one pipeline message, an activation or its gradient:
 // PipelineMessageNumel (split over the TP ranks with scatter-gather, as
 // Megatron-LM) x the activation element.
 double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw);
 // One message between neighbouring stages: latency + bytes / bandwidth, over
-// the NICs when a stage's tp x dp ranks fill a node or more (the next stage
+// the NICs when a stage's tp x cp x dp ranks fill a node or more (the next stage
 // is on another node; at the fabric's measured p2p_gbit where the profile has
 // one), else within the node.
 double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_bytes);

@@ -75,6 +75,7 @@ LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l) {
   s.micro_batch = static_cast<double>(l.micro_batch);
   s.seq = static_cast<double>(m.block_size);
   s.tokens = s.micro_batch * s.seq;
+  s.cp = static_cast<double>(l.cp);
   s.hidden = static_cast<double>(m.n_embd);
   s.ffn_hidden = static_cast<double>(m.ffn_hidden);
   s.heads = static_cast<double>(m.n_head);
@@ -343,8 +344,9 @@ PassSeconds LayerKernels(const LayerShape& s, const Software& sw) {
   const LayerTraffic t = LayerElementwiseTraffic(s, sw);
   const double gemms = sw.separate_projections ? (s.swiglu ? 7 : 6) : 4;
   // A GEMM is one kernel forward and two backward; FlashAttention-2's
-  // backward is three (the dO.O preprocessing, the main kernel, dq's cast).
-  const double attention_f = sw.flash_attention ? 1 : 4, attention_b = sw.flash_attention ? 3 : 6;
+  // backward is three (the dO.O preprocessing, the main kernel, dq's cast);
+  // under context parallelism, each once per chunk of keys.
+  const double attention_f = sw.flash_attention ? s.cp : 4, attention_b = sw.flash_attention ? 3 * s.cp : 6;
   return {gemms + attention_f + t.rows.fwd_kernels + t.split.fwd_kernels,
           2 * gemms + attention_b + t.rows.bwd_kernels + t.split.bwd_kernels};
 }
@@ -403,6 +405,7 @@ MicroBatchSeconds MicroBatchComputeSeconds(const LayerShape& s, const GpuSpec& g
   mb.layer.fwd = std::max(gemm.fwd + attention.fwd + elementwise.fwd, kernels.fwd * sw.launch_us * 1e-6);
   mb.layer.bwd = std::max(gemm.bwd + attention.bwd + elementwise.bwd, kernels.bwd * sw.launch_us * 1e-6);
   mb.layer_gemm = gemm;
+  mb.attention = attention;
   mb.layer_recompute = LayerRecomputeSeconds(rc, mb.layer, attention, gemm.fwd);
   mb.head = HeadSeconds(s, gpu, sw, r);
   mb.embedding = EmbeddingSeconds(s, r.hbm_bytes_per_s);
@@ -423,13 +426,15 @@ PassSeconds StageComputeSeconds(const RankParams& stage, const MicroBatchSeconds
 }
 
 StageSeconds StageMicroBatchSeconds(const PassSeconds& compute, double layers,
-                                    double layer_recompute, const PassSeconds& tp_comm) {
+                                    double layer_recompute, const PassSeconds& tp_comm,
+                                    const PassSeconds& cp_comm) {
   StageSeconds s;
-  s.fwd = compute.fwd + tp_comm.fwd;
-  s.bwd = compute.bwd + layers * layer_recompute + tp_comm.bwd;
+  s.fwd = compute.fwd + tp_comm.fwd + cp_comm.fwd;
+  s.bwd = compute.bwd + layers * layer_recompute + tp_comm.bwd + cp_comm.bwd;
   s.compute = compute.fwd + compute.bwd;
   s.recompute = layers * layer_recompute;
   s.tp_comm = tp_comm.fwd + tp_comm.bwd;
+  s.cp_comm = cp_comm.fwd + cp_comm.bwd;
   return s;
 }
 

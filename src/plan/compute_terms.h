@@ -68,8 +68,13 @@ int64_t GradElemBytes(const Layout& l, const Software& sw);
 // One micro-batch of one transformer layer as the compute terms see it, in
 // the doubles they multiply.
 struct LayerShape {
+  // seq: the positions of a sequence one rank holds, the sequence length / cp
+  // (LayerShapeOf is given CpRankSpec's model).
   double micro_batch = 1, seq = 1;
   double tokens = 1;  // micro_batch x seq
+  // Context-parallel ranks: each computes its queries against the keys of
+  // all cp chunks, cp x the causal attention of its own seq positions.
+  double cp = 1;
   double hidden = 0, ffn_hidden = 0;
   double heads = 0;  // all of the model's query heads; tp splits them
   double head_dim = 0;
@@ -84,6 +89,7 @@ struct LayerShape {
   bool fp8_linears = false;  // FP8 training: the Linear GEMMs' inputs are cast to FP8
   double elem_bytes = 2;  // ActivationElemBytes
 };
+// Of `m` as one rank of `l` sees it: with cp > 1, m is CpRankSpec's.
 LayerShape LayerShapeOf(const ModelSpec& m, const Layout& l);
 
 // Fraction of the GPU's SMs a GEMM with an m x n output (times `batch`) keeps
@@ -133,7 +139,9 @@ PassSeconds LayerGemmSeconds(const LayerShape& s, const GpuSpec& gpu, const GpuR
 // attention_efficiency at long sequences; each query block also pays a fixed
 // cost worth about two 128-key blocks, so the rate at sequence s is
 // eff x s / (s + 256) (FlashAttention-3 paper, Figs. 5-6). The stack's
-// slowdowns scale it (Triton's FlashAttention).
+// slowdowns scale it (Triton's FlashAttention). Under context parallelism a
+// rank runs cp kernels a pass, one per chunk of keys the ring brings, each
+// over its own s / cp queries: cp x the work at the rate of s / cp.
 PassSeconds FlashAttentionSeconds(const LayerShape& s, const GpuSpec& gpu, const Software& sw);
 // The device's own attention kernel, measured at exactly this shape (tp = 1),
 // or null.
@@ -186,6 +194,7 @@ double LayerRecomputeSeconds(Recompute rc, const PassSeconds& layer, const PassS
 // The pieces a stage's micro-batch is made of.
 struct MicroBatchSeconds {
   PassSeconds layer;           // one transformer layer: GEMMs + attention + element-wise
+  PassSeconds attention;       // its attention core (what context-parallel transfers hide under)
   PassSeconds layer_gemm;      // its weight GEMMs (what overlapped TP collectives hide under)
   double layer_recompute = 0;  // LayerRecomputeSeconds
   PassSeconds head;            // on the last virtual stage
@@ -203,14 +212,16 @@ PassSeconds StageComputeSeconds(const RankParams& stage, const MicroBatchSeconds
 
 // One micro-batch of a stage as the pipeline schedule runs it, and its parts.
 struct StageSeconds {
-  double fwd = 0;  // compute + TP collectives of the forward
-  double bwd = 0;  // compute + recomputation + TP collectives of the backward
-  double compute = 0, recompute = 0, tp_comm = 0;
+  double fwd = 0;  // compute + TP collectives + exposed CP transfers of the forward
+  double bwd = 0;  // compute + recomputation + TP collectives + CP transfers of the backward
+  double compute = 0, recompute = 0, tp_comm = 0, cp_comm = 0;
 };
 // `layers` of the stage each recompute `layer_recompute` in the backward;
-// the TP collectives (TpCommSeconds, comm_terms.h) are not overlapped.
+// the TP collectives (TpCommSeconds, comm_terms.h) are not overlapped; the
+// stage's context-parallel ring transfers (CpRingSeconds) are what they expose.
 StageSeconds StageMicroBatchSeconds(const PassSeconds& compute, double layers,
-                                    double layer_recompute, const PassSeconds& tp_comm);
+                                    double layer_recompute, const PassSeconds& tp_comm,
+                                    const PassSeconds& cp_comm = {});
 
 // Pipeline idle time: the schedule's makespan (simulated with each chunk's
 // forward and backward time, transfers included) less the work each stage

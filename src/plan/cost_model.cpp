@@ -15,7 +15,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The TP and PP operations a rank of each stage issues in a step, as the
 // trainer issues them (src/parallel/tp_pp_layout.h); the cost model times
-// the TP ones where they run (forward or backward of each micro-batch).
+// the TP ones where they run (forward or backward of each micro-batch). `m`
+// is the model as a CP rank sees a sequence (CpRankSpec): the messages carry
+// its tokens.
 std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
     const ModelSpec& m, const Layout& l, const Software& sw, const std::vector<RankParams>& stages,
     const PipelineSchedule& schedule) {
@@ -86,7 +88,7 @@ void SetThroughput(const ModelSpec& m, const Layout& l, double peak_flops_per_s,
 // the step; else "compute".
 std::string Limiter(const TimeBreakdown& t, double step_time_s) {
   const std::pair<const char*, double> terms[] = {
-      {"tp_comm", t.tp_comm}, {"pp_comm", t.pp_comm},     {"dp_comm", t.dp_comm},
+      {"tp_comm", t.tp_comm}, {"cp_comm", t.cp_comm},     {"pp_comm", t.pp_comm},     {"dp_comm", t.dp_comm},
       {"bubble", t.bubble},   {"recompute", t.recompute}, {"optimizer", t.optimizer}};
   std::string limiter = "compute";
   double largest = 0.05 * step_time_s;
@@ -220,18 +222,30 @@ Result<Prediction> CostModel::Predict(const Layout& l) {
 CostModel::SlowestStage CostModel::FindSlowestStage(
     const Layout& l, const std::vector<StageParams>& stages,
     const std::vector<Prediction::StageCollectives>& collectives, const MicroBatchSeconds& mb,
-    int64_t grad_elem_bytes, double hbm_bytes_per_s) const {
+    const PassSeconds& cp_layer, int64_t grad_elem_bytes, double hbm_bytes_per_s) const {
   const Link tp_link = TpLink(cluster_, l.tp);
   SlowestStage slowest;
   for (size_t i = 0; i < stages.size(); ++i) {
     const PassSeconds compute =
         StageComputeSeconds(stages[i], mb, sw_, grad_elem_bytes, hbm_bytes_per_s);
     const PassSeconds tp = TpSeconds(l, collectives[i].tp, tp_link, mb, stages[i].layers);
-    const StageSeconds t = StageMicroBatchSeconds(compute, static_cast<double>(stages[i].layers),
-                                                  mb.layer_recompute, tp);
+    const double n = static_cast<double>(stages[i].layers);
+    const StageSeconds t = StageMicroBatchSeconds(compute, n, mb.layer_recompute, tp,
+                                                  {n * cp_layer.fwd, n * cp_layer.bwd});
     if (t.fwd + t.bwd > slowest.time.fwd + slowest.time.bwd) slowest = {i, t};
   }
   return slowest;
+}
+
+PassSeconds CostModel::CpLayerSeconds(const Layout& l, const LayerShape& shape,
+                                      const MicroBatchSeconds& mb) const {
+  if (l.cp == 1) return {};
+  PassSeconds cp = CpRingSeconds(shape, mb.attention, CpLink(cluster_, l.tp, l.cp), CommSmShare());
+  // Full recomputation, and Megatron's selective (the core attention), run
+  // the ring attention's forward again; PyTorch's op-level policy keeps its
+  // output.
+  if (l.recompute == Recompute::kFull || l.recompute == Recompute::kSelective) cp.bwd += cp.fwd;
+  return cp;
 }
 
 double CostModel::CommSmShare() const {
@@ -248,12 +262,16 @@ PassSeconds CostModel::TpSeconds(const Layout& l, const std::vector<StepCollecti
   return OverlappedTpSeconds(tp, gemm, l.tp, CommSmShare());
 }
 
-void CostModel::SetMemory(const Layout& l, const std::vector<StageParams>& stages,
-                          const ScheduleInfo& sched, int64_t grad_elem_bytes, Prediction* p) const {
+void CostModel::SetMemory(const Layout& l, const ModelSpec& tokens,
+                          const std::vector<StageParams>& stages, const ScheduleInfo& sched,
+                          int64_t grad_elem_bytes, Prediction* p) const {
+  // The flat buffers are sharded over the dp x cp ranks; activations hold
+  // the rank's tokens.
+  const Layout g = GradientGroupLayout(l);
   double most = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
-    RankBytes rb = StageRankBytes(stages[i].numel, l, grad_elem_bytes);
-    MemoryBreakdown mem = StageMemory(spec_, l, sw_, stages[i], rb, sched.in_flight[i],
+    RankBytes rb = StageRankBytes(stages[i].numel, g, grad_elem_bytes);
+    MemoryBreakdown mem = StageMemory(tokens, g, sw_, stages[i], rb, sched.in_flight[i],
                                       sched.first_chunk_in_flight[i]);
     if (sw_.trainer_activation_buffer && l.recompute != Recompute::kOp) {
       const auto chunks = TrainerChunksOf(spec_, l, sched.schedule, static_cast<int64_t>(i));
@@ -304,15 +322,22 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
                            " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
                            "1F1B); use --vpp 1");
   }
+  if (l.cp > 1 && (!sw_.flash_attention || sw_.trainer_activation_buffer)) {
+    return InvalidArgument("the " + sw_.name +
+                           " stack has no context parallelism (ring attention runs on FlashAttention "
+                           "kernels: Megatron-Core, NeMo, torchtitan); use --cp 1 or such a stack");
+  }
   ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(cluster_.gpu, l.precision));
   // Every rank waits for the slowest at each collective: the job computes at
   // the pace of the slowest of its GPUs.
   const GpuSpec gpu = PacedBySlowest(cluster_.gpu, l.num_gpus());
   ST_ASSIGN_OR_RETURN(const GpuRates rates, GpuRatesFor(gpu, l.precision));
   const int64_t grad_elem_bytes = GradElemBytes(l, sw_);
+  // Every per-token term works on the tokens a CP rank holds of each sequence.
+  const ModelSpec tokens = CpRankSpec(spec_, l.cp);
+  const LayerShape shape = LayerShapeOf(tokens, l);
   const MicroBatchSeconds mb = ScaledToMeasuredStep(
-      MicroBatchComputeSeconds(LayerShapeOf(spec_, l), gpu, sw_, rates, l.recompute), l.precision,
-      rates);
+      MicroBatchComputeSeconds(shape, gpu, sw_, rates, l.recompute), l.precision, rates);
   const std::vector<StageParams>& stages = StagesFor(l.tp, l.pp, l.vpp);
   const int64_t m = l.micro_batches();
   const double v = static_cast<double>(l.vpp), mv = static_cast<double>(m);
@@ -322,16 +347,17 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.layout = l;
   p.slowest_gpu_pace = gpu.sustained_clock_ratio / cluster_.gpu.sustained_clock_ratio;
   p.layout.grad_reduce = GradReduceFor(l, sw_);
-  p.stage_collectives = TpPpCollectivesByStage(spec_, l, sw_, stages, sched->schedule);
+  p.stage_collectives = TpPpCollectivesByStage(tokens, l, sw_, stages, sched->schedule);
   // The pipeline: every chunk's forward and backward also receives a
   // message; the schedule's simulation gives the makespan.
-  const SlowestStage slowest =
-      FindSlowestStage(l, stages, p.stage_collectives, mb, grad_elem_bytes, rates.hbm_bytes_per_s);
+  const SlowestStage slowest = FindSlowestStage(l, stages, p.stage_collectives, mb, CpLayerSeconds(l, shape, mb),
+                                                grad_elem_bytes, rates.hbm_bytes_per_s);
   const StageSeconds& stage = slowest.time;
-  const double p2p = l.pp > 1 ? PpMessageSeconds(cluster_, l, PpMessageBytes(spec_, l, sw_)) : 0.0;
+  const double p2p = l.pp > 1 ? PpMessageSeconds(cluster_, l, PpMessageBytes(tokens, l, sw_)) : 0.0;
   p.time_s.compute = mv * stage.compute;
   p.time_s.recompute = mv * stage.recompute;
   p.time_s.tp_comm = mv * stage.tp_comm;
+  p.time_s.cp_comm = mv * stage.cp_comm;
   if (sw_.pp_async_sends) {
     // The messages travel while stages compute: what they add is the
     // makespan with them less the makespan without.
@@ -347,32 +373,35 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     p.time_s.bubble = PipelineBubbleSeconds(makespan, mv, v, chunk_f, chunk_b);
   }
 
-  // Data parallelism and the optimizer step: the fullest stage's.
+  // Data parallelism and the optimizer step: the fullest stage's, over the
+  // dp x cp ranks that reduce the gradients together.
   const size_t fullest = FullestStage(stages);
-  const int64_t reductions = DpGradReductions(l, m);
-  p.layout.bucket_bytes = BucketBytesFor(l, sw_, DpPaddedNumel(stages[fullest].numel, l.dp));
-  SetDpCollectives(stages, spec_, p.layout, grad_elem_bytes, fullest, &p);
-  const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, l.dp);
+  const Layout g = GradientGroupLayout(l);
+  const int64_t reductions = DpGradReductions(g, m);
+  p.layout.bucket_bytes = BucketBytesFor(g, sw_, DpPaddedNumel(stages[fullest].numel, g.dp));
+  const Layout grad_group = GradientGroupLayout(p.layout);
+  SetDpCollectives(stages, spec_, grad_group, grad_elem_bytes, fullest, &p);
+  const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, g.dp);
   const DpSeconds dp =
-      DpHierarchicalApplies(cluster_, l)
-          ? HierarchicalDpSeconds(cluster_, sw_, l, stages[fullest].numel, grad_elem_bytes, stage,
+      DpHierarchicalApplies(cluster_, g)
+          ? HierarchicalDpSeconds(cluster_, sw_, g, stages[fullest].numel, grad_elem_bytes, stage,
                                   p.dp_buckets)
-          : DpCommSeconds(dp_bytes, l, DpLink(cluster_, l.tp, l.dp, sw_.nccl_collectives),
+          : DpCommSeconds(dp_bytes, g, DpLink(cluster_, g.tp, g.dp, sw_.nccl_collectives),
                           reductions, stage, stages[slowest.index].layers, sw_.overlap_dp,
                           p.dp_buckets);
   // What hides still takes SMs from the compute it runs beside; FSDP2's
   // copy-out of the gathered parameters runs on the compute stream itself.
-  const double copy_out = sw_.gather_copy_out && l.zero >= 3 && l.dp > 1
+  const double copy_out = sw_.gather_copy_out && l.zero >= 3 && g.dp > 1
                               ? FsdpCopyOutSeconds(p.dp_collectives, rates.hbm_bytes_per_s)
                               : 0.0;
   p.time_s.dp_comm =
       dp.exposed + copy_out + OverlapCostSeconds(dp.total - dp.exposed, CommSmShare());
   p.dp_comm_total_s = dp.total + copy_out;
-  p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, l, sw_, rates.hbm_bytes_per_s);
+  p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, g, sw_, rates.hbm_bytes_per_s);
   p.step_time_s = p.time_s.Total();
 
   SetThroughput(spec_, l, peak, &p);
-  SetMemory(l, stages, *sched, grad_elem_bytes, &p);
+  SetMemory(l, tokens, stages, *sched, grad_elem_bytes, &p);
   // Bytes sent: TP the slowest stage's, PP the stage that sends the most.
   p.comm_bytes.tp = RingBytesSum(p.stage_collectives[slowest.index].tp, l.tp);
   p.tp_payload_bytes = PayloadBytes(p.stage_collectives[slowest.index].tp);
@@ -380,8 +409,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     p.comm_bytes.pp = std::max(p.comm_bytes.pp, RingBytesSum(sc.pp, l.pp));
   }
   p.comm_bytes.dp = dp_bytes.sent;
-  p.comm_to_compute =
-      (p.time_s.tp_comm + p.time_s.pp_comm + dp.total) / (p.time_s.compute + p.time_s.recompute);
+  p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + dp.total) /
+                      (p.time_s.compute + p.time_s.recompute);
   p.limiter = Limiter(p.time_s, p.step_time_s);
   return p;
 }

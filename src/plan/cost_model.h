@@ -31,12 +31,13 @@ struct TimeBreakdown {
   double recompute =
       0;               // forward work repeated for activation recomputation (LayerRecomputeSeconds)
   double tp_comm = 0;  // tensor/sequence-parallel collectives, not overlapped (TpCommSeconds)
+  double cp_comm = 0;  // context-parallel ring transfers the attention does not hide (CpRingSeconds)
   double pp_comm = 0;  // pipeline point-to-point sends and receives (PpCommSeconds)
   double dp_comm = 0;  // data-parallel / ZeRO traffic left exposed after overlap (DpCommSeconds)
   double bubble = 0;   // pipeline idle time, from simulating the schedule (PipelineBubbleSeconds)
   double optimizer = 0;  // the optimizer step, memory-bound (OptimizerSeconds)
   double Total() const {
-    return compute + recompute + tp_comm + pp_comm + dp_comm + bubble + optimizer;
+    return compute + recompute + tp_comm + cp_comm + pp_comm + dp_comm + bubble + optimizer;
   }
 };
 
@@ -156,15 +157,20 @@ class CostModel {
   Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s = 0);
 
   // The stage whose micro-batch takes longest (forward + backward, with its
-  // TP collectives): it sets the pipeline's pace.
+  // TP collectives and CP transfers; `cp_layer` is one layer's): it sets the
+  // pipeline's pace.
   struct SlowestStage {
     size_t index = 0;
     StageSeconds time;
   };
   SlowestStage FindSlowestStage(const Layout& l, const std::vector<StageParams>& stages,
                                 const std::vector<Prediction::StageCollectives>& collectives,
-                                const MicroBatchSeconds& mb, int64_t grad_elem_bytes,
-                                double hbm_bytes_per_s) const;
+                                const MicroBatchSeconds& mb, const PassSeconds& cp_layer,
+                                int64_t grad_elem_bytes, double hbm_bytes_per_s) const;
+  // One layer's context-parallel ring transfers per micro-batch
+  // (CpRingSeconds), the recomputed attention forward's with the backward;
+  // nothing when cp = 1.
+  PassSeconds CpLayerSeconds(const Layout& l, const LayerShape& shape, const MicroBatchSeconds& mb) const;
   // The share of the GPU's SMs a communication kernel takes from the
   // compute it overlaps (Software::comm_sms / GpuSpec::sm_count; 0 unknown).
   double CommSmShare() const;
@@ -174,8 +180,9 @@ class CostModel {
                         const MicroBatchSeconds& mb, int64_t layers) const;
   // The memory of a rank of each stage (p->stage_bytes); the most loaded
   // one's is p->memory and p->rank_bytes.
-  void SetMemory(const Layout& l, const std::vector<StageParams>& stages, const ScheduleInfo& sched,
-                 int64_t grad_elem_bytes, Prediction* p) const;
+  // `tokens` is the model as a CP rank sees a sequence (CpRankSpec).
+  void SetMemory(const Layout& l, const ModelSpec& tokens, const std::vector<StageParams>& stages,
+                 const ScheduleInfo& sched, int64_t grad_elem_bytes, Prediction* p) const;
 
   ModelSpec spec_;
   ClusterSpec cluster_;

@@ -68,6 +68,7 @@ const char* GradReduceDtypeName(const Layout& l) {
 std::string LayoutToString(const Layout& l) {
   std::string s =
       "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp);
+  if (l.cp > 1) s += " cp=" + std::to_string(l.cp);
   if (l.vpp > 1) s += " vpp=" + std::to_string(l.vpp);
   s += " mb=" + std::to_string(l.micro_batch) + " gb=" + std::to_string(l.global_batch) +
        " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) +
@@ -79,6 +80,20 @@ std::string LayoutToString(const Layout& l) {
     s += std::string(" grads=") + GradReduceDtypeName(l);
   }
   return s;
+}
+
+ModelSpec CpRankSpec(const ModelSpec& m, int64_t cp) {
+  ModelSpec r = m;
+  r.block_size = m.block_size / std::max<int64_t>(1, cp);
+  return r;
+}
+
+Layout GradientGroupLayout(const Layout& l) {
+  Layout g = l;
+  g.dp = l.dp * l.cp;
+  g.global_batch = l.global_batch * l.cp;  // micro_batches() unchanged
+  g.cp = 1;
+  return g;
 }
 
 namespace {
@@ -277,6 +292,7 @@ Status CheckRanges(const Layout& l) {
   for (auto [what, v] : {std::pair{"tp", l.tp},
                          {"pp", l.pp},
                          {"dp", l.dp},
+                         {"cp", l.cp},
                          {"vpp", l.vpp},
                          {"micro-batch", l.micro_batch},
                          {"global-batch", l.global_batch}}) {
@@ -292,23 +308,38 @@ Status CheckRanges(const Layout& l) {
   return Status::Ok();
 }
 
-// tp x pp x dp uses the n GPUs; the fix is the dp that does, or the tp x pp
-// or GPU counts that divide.
+// tp x pp x dp (x cp) uses the n GPUs; the fix is the dp that does, or the
+// tp x pp or GPU counts that divide.
 Status CheckGpuCount(int64_t n, const Layout& l) {
   if (l.num_gpus() == n) return Status::Ok();
+  const bool cp = l.cp > 1;
+  const std::string model_axes = cp ? "tp x cp x pp" : "tp x pp";
+  const int64_t tpp = l.tp * l.cp * l.pp;
   std::string fix;
-  if (n % (l.tp * l.pp) == 0) {
-    fix = "use dp=" + Str(n / (l.tp * l.pp));
+  if (n % tpp == 0) {
+    fix = "use dp=" + Str(n / tpp);
   } else {
-    std::vector<int64_t> ok;
-    for (int64_t d : Divisors(n)) ok.push_back(d);
-    const int64_t tpp = l.tp * l.pp;
-    fix = "tp x pp must divide " + Str(n) + " (nearest valid tp x pp: " + Nearest(tpp, ok) +
-          "), or use a GPU count that tp x pp divides: " +
+    fix = model_axes + " must divide " + Str(n) + " (nearest valid " + model_axes + ": " +
+          Nearest(tpp, Divisors(n)) + "), or use a GPU count that " + model_axes + " divides: " +
           Str(n / tpp * tpp > 0 ? n / tpp * tpp : tpp) + " or " + Str((n / tpp + 1) * tpp);
   }
-  return InvalidArgument("tp x pp x dp = " + Str(l.tp) + " x " + Str(l.pp) + " x " + Str(l.dp) +
-                         " = " + Str(l.num_gpus()) + " but there are " + Str(n) + " GPUs; " + fix);
+  const std::string sizes = Str(l.tp) + (cp ? " x " + Str(l.cp) : "") + " x " + Str(l.pp) + " x " + Str(l.dp);
+  return InvalidArgument(model_axes + " x dp = " + sizes + " = " + Str(l.num_gpus()) + " but there are " +
+                         Str(n) + " GPUs; " + fix);
+}
+
+// Context parallelism cuts each sequence into 2 cp equal chunks, rank i
+// taking chunks i and 2 cp - 1 - i, so that causal attention loads every
+// rank alike (Megatron-Core's load balancing).
+Status CheckContextParallel(const ModelSpec& m, const Layout& l) {
+  if (l.cp == 1 || m.block_size % (2 * l.cp) == 0) return Status::Ok();
+  std::vector<int64_t> ok;
+  for (int64_t c : Divisors(m.block_size)) {
+    if (m.block_size % (2 * c) == 0) ok.push_back(c);
+  }
+  return InvalidArgument("cp=" + Str(l.cp) + " cuts each sequence into 2 x cp = " + Str(2 * l.cp) +
+                         " chunks, which do not divide the sequence length " + Str(m.block_size) +
+                         "; nearest valid cp: " + Nearest(l.cp, ok));
 }
 
 // Tensor parallelism splits heads, KV heads, the MLP width and the
@@ -368,6 +399,7 @@ Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
   ST_RETURN_IF_ERROR(CheckRanges(l));
   ST_RETURN_IF_ERROR(CheckGpuCount(n, l));
   ST_RETURN_IF_ERROR(CheckTpDividesModel(m, l));
+  ST_RETURN_IF_ERROR(CheckContextParallel(m, l));
   if (l.pp > m.n_layer) {
     return InvalidArgument("pp=" + Str(l.pp) + " exceeds the " + Str(m.n_layer) + " layers of " +
                            m.name + "; use pp <= " + Str(m.n_layer));

@@ -61,8 +61,15 @@ struct Layout {
   // "auto" or "hierarchical"), where it applies: the DP group on several
   // nodes with as many members (>= 2) on each. false: one flat ring.
   bool dp_hierarchical = false;
+  // Context parallelism (Megatron-Core / Transformer Engine's ring attention):
+  // each sequence split over cp GPUs, in 2 cp chunks so that every rank gets
+  // an equal share of the causal attention; keys and values pass around the
+  // ring under the attention kernels. Ranks are ordered tp, cp, dp, pp; the
+  // gradients are reduced (and ZeRO shards) over the dp x cp ranks. (Last,
+  // so that brace-initialized layouts keep their meaning.)
+  int64_t cp = 1;
 
-  int64_t num_gpus() const { return tp * pp * dp; }
+  int64_t num_gpus() const { return tp * cp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   ScheduleKind schedule() const {
     if (vpp > 1) return ScheduleKind::kInterleaved;
@@ -71,6 +78,15 @@ struct Layout {
 };
 
 std::string LayoutToString(const Layout& l);
+
+// The model as one context-parallel rank sees a sequence: block_size / cp
+// positions (what every per-token term computes on; the parameters are the
+// model's). The model itself where cp = 1.
+ModelSpec CpRankSpec(const ModelSpec& m, int64_t cp);
+// The layout as the gradient reduction and ZeRO see it: one group of dp x cp
+// ranks (Megatron-Core reduces and shards over the data- and
+// context-parallel ranks together), with the micro-batches per step kept.
+Layout GradientGroupLayout(const Layout& l);
 
 // The divisors of n, ascending (the candidate sizes of a layout axis).
 std::vector<int64_t> Divisors(int64_t n);

@@ -16,14 +16,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 nlohmann::json TimeBreakdownJson(const TimeBreakdown& t) {
   return {{"compute", t.compute},     {"recompute", t.recompute}, {"tp_comm", t.tp_comm},
-          {"pp_comm", t.pp_comm},     {"dp_comm", t.dp_comm},     {"bubble", t.bubble},
-          {"optimizer", t.optimizer}};
+          {"cp_comm", t.cp_comm},     {"pp_comm", t.pp_comm},     {"dp_comm", t.dp_comm},
+          {"bubble", t.bubble},       {"optimizer", t.optimizer}};
 }
 
 nlohmann::json LayoutJson(const Layout& l) {
   return {{"tp", l.tp},
           {"pp", l.pp},
           {"dp", l.dp},
+          {"cp", l.cp},
           {"vpp", l.vpp},
           {"micro_batch", l.micro_batch},
           {"global_batch", l.global_batch},
@@ -234,11 +235,14 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
              static_cast<long long>(p.layout.num_gpus()), 100 * (1 - p.slowest_gpu_pace));
   }
   const std::pair<const char*, double> parts[] = {{"compute", t.compute},   {"recompute", t.recompute},
-                                                  {"tp_comm", t.tp_comm},   {"pp_comm", t.pp_comm},
-                                                  {"dp_comm", t.dp_comm},   {"bubble", t.bubble},
-                                                  {"optimizer", t.optimizer}};
+                                                  {"tp_comm", t.tp_comm},   {"cp_comm", t.cp_comm},
+                                                  {"pp_comm", t.pp_comm},   {"dp_comm", t.dp_comm},
+                                                  {"bubble", t.bubble},     {"optimizer", t.optimizer}};
   o += "time     ";
-  for (const auto& [n, v] : parts) o += Fmt("%s %s (%.0f%%)  ", n, Secs(v).c_str(), 100 * v / p.step_time_s);
+  for (const auto& [n, v] : parts) {
+    if (std::string(n) == "cp_comm" && p.layout.cp == 1) continue;  // no context parallelism
+    o += Fmt("%s %s (%.0f%%)  ", n, Secs(v).c_str(), 100 * v / p.step_time_s);
+  }
   o += "\n         limited by: " + p.limiter + "\n";
   const auto& mem = p.memory;
   o += Fmt("memory   %.1f GiB of %.1f GiB per GPU: %s   params %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
@@ -293,7 +297,7 @@ std::string SearchToText(const PlanContext& ctx, const SearchResult& r) {
 
 std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {
   std::string o = Fmt("%6s %-44s %11s %8s %7s %6s  %s\n", "GPUs", "best layout", "tokens/s", "speedup", "effic.", "MFU",
-                      "where the step goes (compute+rc / tp / pp / dp / bubble / opt)");
+                      "where the step goes (compute+rc / tp+cp / pp / dp / bubble / opt)");
   for (const auto& pt : pts) {
     if (!pt.found) {
       o += Fmt("%6lld %s\n", static_cast<long long>(pt.gpus), pt.note.c_str());
@@ -304,7 +308,7 @@ std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& p
     const double s = p.step_time_s;
     o += Fmt("%6lld %-44s %11.4g %7.2fx %6.0f%% %5.1f%%  %2.0f / %2.0f / %2.0f / %2.0f / %2.0f / %2.0f %%\n",
              static_cast<long long>(pt.gpus), LayoutToString(p.layout).c_str(), p.tokens_per_s, pt.speedup,
-             100 * pt.efficiency, 100 * p.mfu, 100 * (t.compute + t.recompute) / s, 100 * t.tp_comm / s,
+             100 * pt.efficiency, 100 * p.mfu, 100 * (t.compute + t.recompute) / s, 100 * (t.tp_comm + t.cp_comm) / s,
              100 * t.pp_comm / s, 100 * t.dp_comm / s, 100 * t.bubble / s, 100 * t.optimizer / s);
   }
   bool any = false;
@@ -383,11 +387,11 @@ std::string SweepToSvg(const PlanContext& ctx, const std::vector<SweepPoint>& pt
   const double x1 = 2 * pad + panel;
   svg.Text(x1, y0 - ph - 8, "share of step time");
   static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#7f7f7f", "#2ca02c"};
-  static const char* kNames[] = {"compute+recompute", "TP comm", "PP comm", "DP comm (exposed)", "bubble", "optimizer"};
+  static const char* kNames[] = {"compute+recompute", "TP+CP comm", "PP comm", "DP comm (exposed)", "bubble", "optimizer"};
   const double bw = panel / static_cast<double>(ok.size());
   for (size_t i = 0; i < ok.size(); ++i) {
     const auto& t = ok[i]->best.time_s;
-    const double parts[] = {t.compute + t.recompute, t.tp_comm, t.pp_comm, t.dp_comm, t.bubble, t.optimizer};
+    const double parts[] = {t.compute + t.recompute, t.tp_comm + t.cp_comm, t.pp_comm, t.dp_comm, t.bubble, t.optimizer};
     double y = y0;
     for (int k = 0; k < 6; ++k) {
       const double hgt = parts[k] / ok[i]->best.step_time_s * ph;

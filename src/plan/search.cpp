@@ -24,6 +24,9 @@ std::string LimiterText(const Prediction& p) {
   if (p.limiter == "tp_comm") {
     return "exposed TP communication " + Pct(t.tp_comm, p.step_time_s) + " of the step";
   }
+  if (p.limiter == "cp_comm") {
+    return "exposed context-parallel transfers " + Pct(t.cp_comm, p.step_time_s) + " of the step";
+  }
   if (p.limiter == "dp_comm") {
     return "exposed DP communication " + Pct(t.dp_comm, p.step_time_s) + " of the step";
   }
@@ -44,7 +47,8 @@ std::string LimiterText(const Prediction& p) {
 std::vector<int64_t> TpSizes(const CostModel& model, const SearchOptions& opt) {
   const ModelSpec& M = model.spec();
   std::vector<int64_t> sizes;
-  for (int64_t tp : Divisors(opt.num_gpus)) {
+  if (opt.num_gpus % opt.cp != 0) return sizes;
+  for (int64_t tp : Divisors(opt.num_gpus / opt.cp)) {
     if (opt.tp && tp != *opt.tp) continue;
     // Fewer KV heads than tp are replicated when they divide it (the trainer's KvHeadsReplicated).
     if (M.n_head % tp || (M.n_kv_head % tp && tp % M.n_kv_head) || M.ffn_hidden % tp) continue;
@@ -107,18 +111,18 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
   }
 }
 
-// The layouts of the (tp, pp) family: dp = N / (tp pp) if it divides the
+// The layouts of the (tp, pp) family: dp = N / (tp cp pp) if it divides the
 // global batch, with every micro-batch size and interleaving searched.
 void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t tp, int64_t pp,
                       std::vector<Layout>* out) {
-  const int64_t B = opt.global_batch, dp = opt.num_gpus / (tp * pp);
+  const int64_t B = opt.global_batch, dp = opt.num_gpus / (tp * opt.cp * pp);
   if (opt.dp && dp != *opt.dp) return;
   if (B % dp != 0) return;
   for (int64_t mb : Divisors(B / dp)) {
     if (opt.micro_batch ? mb != *opt.micro_batch : mb > opt.max_micro_batch) continue;
     for (int64_t vpp : VppSizes(model.spec(), opt, model.software(), pp, B / (dp * mb))) {
       Layout l;
-      l.tp = tp, l.pp = pp, l.dp = dp, l.vpp = vpp, l.micro_batch = mb, l.global_batch = B;
+      l.tp = tp, l.pp = pp, l.dp = dp, l.cp = opt.cp, l.vpp = vpp, l.micro_batch = mb, l.global_batch = B;
       l.precision = opt.precision;
       l.grad_reduce = opt.grad_reduce;
       l.bucket_bytes = opt.bucket_bytes;
@@ -133,7 +137,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
 std::vector<Layout> CandidateLayouts(const CostModel& model, const SearchOptions& opt) {
   std::vector<Layout> layouts;
   for (int64_t tp : TpSizes(model, opt)) {
-    for (int64_t pp : Divisors(opt.num_gpus / tp)) {
+    for (int64_t pp : Divisors(opt.num_gpus / (tp * opt.cp))) {
       if (opt.pp && pp != *opt.pp) continue;
       if (pp > model.spec().n_layer) continue;
       AddFamilyLayouts(model, opt, tp, pp, &layouts);
@@ -214,6 +218,13 @@ std::vector<FamilyVerdict> RankFamilies(
 
 Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
   if (opt.num_gpus < 1) return InvalidArgument("the search needs --gpus >= 1");
+  if (opt.cp < 1) return InvalidArgument("cp must be >= 1, got " + std::to_string(opt.cp));
+  if (opt.cp > 1) {
+    // Checked once here; the search builds its layouts from these sizes.
+    Layout probe;
+    probe.cp = opt.cp;
+    ST_RETURN_IF_ERROR(ValidateLayout(model.spec(), probe.num_gpus(), probe));
+  }
   if (opt.global_batch < 1) {
     return InvalidArgument("the search needs a global batch >= 1 (--global-batch)");
   }
@@ -264,16 +275,16 @@ Result<std::vector<SweepPoint>> SweepGpuCounts(CostModel& model, const SearchOpt
         // Which part of the step grew the most, in seconds per token?
         const auto share = [](const Prediction& p, int i) {
           const auto& t = p.time_s;
-          const double v[] = {
-              t.compute + t.recompute, t.tp_comm, t.pp_comm, t.dp_comm, t.bubble, t.optimizer};
+          const double v[] = {t.compute + t.recompute, t.tp_comm, t.pp_comm, t.dp_comm,
+                              t.bubble, t.optimizer, t.cp_comm};
           return v[i] / p.step_time_s;
         };
         static const char* kNames[] = {
             "compute",         "TP communication", "pipeline transfers", "exposed DP communication",
-            "pipeline bubble", "optimizer"};
+            "pipeline bubble", "optimizer",        "context-parallel transfers"};
         int grew = 1;
         double most = -1;
-        for (int i = 1; i < 6; ++i) {
+        for (int i = 1; i < 7; ++i) {
           const double delta = share(pt.best, i) - share(prev->best, i);
           if (delta > most) most = delta, grew = i;
         }

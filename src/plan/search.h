@@ -22,6 +22,9 @@ struct SearchOptions {
   bool dp_hierarchical = false;                        // Layout::dp_hierarchical
   // A set field is held fixed; an empty one is searched.
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
+  // Context-parallel ranks: held at this (1: none). The search does not try
+  // context parallelism on its own.
+  int64_t cp = 1;
   std::optional<int> zero;
   std::optional<Recompute> recompute;
   std::optional<bool> sp;

@@ -274,6 +274,7 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
   if (run.pp > 0) o->pp = run.pp;
   if (run.dp > 0) o->dp = run.dp;
   if (run.vpp > 0) o->vpp = run.vpp;
+  o->cp = run.cp;
   if (run.micro_batch > 0) o->micro_batch = run.micro_batch;
   if (!run.sp.empty()) o->sp = YesNo(run.sp).value_or(false);
   if (!run.recompute.empty()) {
@@ -365,12 +366,6 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
                                   const std::string& config_dir, const std::string& default_stack) {
   ValidationRow row;
   row.run = run;
-  if (run.cp > 1) {
-    return InvalidArgument(run.id + ": cp = " + std::to_string(run.cp) +
-                           ": context parallelism (each sequence split over cp GPUs) is not "
-                           "modelled, so this run cannot be predicted; a row without it (cp 1 or "
-                           "empty) can (docs/planner.md, \"What is weak or missing\")");
-  }
   ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, RunCluster(run, catalog));
   auto gpu = GpuVariant(cluster.gpu, {run.power_cap_w, run.hbm_gib, run.hbm_tbps});
@@ -390,7 +385,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   CostModel model(spec, cluster, sw);
   ST_ASSIGN_OR_RETURN(SearchResult sr, SearchLayouts(model, o));
   if (sr.top.empty() && !sr.fastest_unfit) {
-    return InvalidArgument(run.id + ": no valid layout for the stated knobs (tp, pp, dp, batch)");
+    return InvalidArgument(run.id + ": no valid layout for the stated knobs (tp, pp, dp, cp, batch)");
   }
   row.fits = !sr.top.empty();
   row.prediction = row.fits ? sr.top[0] : *sr.fastest_unfit;

@@ -38,9 +38,8 @@ struct PublishedRun {
   // node and fabric); "": the GPU's reference cluster. Its GPU must be the
   // row's `gpu`.
   std::string cluster;
-  // The optional `cp` column: context-parallel ranks (1 or empty: none).
-  // Context parallelism is not modelled: a row with cp > 1 is reported as an
-  // error of its own, not folded into dp.
+  // The optional `cp` column: context-parallel ranks (1 or empty: none);
+  // num_gpus = tp x cp x pp x dp.
   int64_t cp = 1;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };

@@ -16,7 +16,7 @@ for k in ["layout", "step_time_s", "time_breakdown_s", "tokens_per_s", "tflops_p
           "energy_mwh", "peak_power_mw", "cost_usd", "comm_bytes_per_gpu", "comm_to_compute"]:
     assert k in j, k
 assert set(j["layout"]) >= {"tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "zero", "recompute", "sp"}
-assert set(j["time_breakdown_s"]) == {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer"}
+assert set(j["time_breakdown_s"]) == {"compute", "recompute", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "bubble", "optimizer"}
 assert set(j["memory_breakdown_gib"]) == {"params", "grads", "optimizer", "activations", "other"}
 assert abs(sum(j["time_breakdown_s"].values()) - j["step_time_s"]) < 1e-9 * j["step_time_s"]
 assert j["layout"]["dp"] == 16 and j["tokens"] == 15e12
@@ -97,6 +97,29 @@ PY
 "$bin" plan --model gpt3-6.7b --cluster dgx-h100 --gpus 64 --tp 8 --zero 1 | grep -q "gradient buckets" \
   || fail "the text report gives the DP bucket count"
 expect_error "--bucket-mb must be positive" plan --model gpt3-6.7b --cluster dgx-h100 --gpus 64 --bucket-mb 0
+
+# --cp: each sequence over cp GPUs (tp x cp x pp x dp GPUs), the ring's
+# transfers a term of the step; a stack without it, a sequence its chunks do
+# not divide, and a training config (the trainer has none) are errors.
+if "$bin" plan --model llama3-8b --cluster dgx-h100 --gpus 16 --tp 2 --cp 4 --seq 32768 --global-batch 16 \
+    --json >"$tmp/cp.json" 2>"$tmp/err"; then
+  python3 - "$tmp/cp.json" <<'PY' || fail "plan --cp"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert (j["layout"]["tp"], j["layout"]["cp"], j["layout"]["dp"]) == (2, 4, 2), j["layout"]
+assert j["time_breakdown_s"]["cp_comm"] > 0
+assert abs(sum(j["time_breakdown_s"].values()) - j["step_time_s"]) < 1e-9 * j["step_time_s"]
+PY
+else
+  fail "plan --cp exited non-zero: $(cat "$tmp/err")"
+fi
+"$bin" plan --model llama3-8b --cluster dgx-h100 --gpus 16 --tp 2 --cp 4 --seq 32768 --global-batch 16 --search \
+  | grep -q "tp=2 pp=1 dp=2 cp=4" || fail "plan --cp --search holds cp"
+expect_error "the legacy stack has no context parallelism" plan --model llama3-8b --cluster dgx-h100 --gpus 16 \
+  --cp 2 --stack legacy
+expect_error "cp=3 cuts each sequence into 2 x cp = 6 chunks" plan --model llama3-8b --cluster dgx-h100 --gpus 48 --cp 3
+expect_error "trainer has no context parallelism, so a training config cannot run it" plan --train-config configs/shakespeare_char.toml \
+  --cluster dgx-h100 --cp 2
 "$bin" plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 --global-batch 128 \
   --plot "$tmp/sweep.svg" >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
 grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"

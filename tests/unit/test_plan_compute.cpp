@@ -327,6 +327,49 @@ TEST(PlanCompute, ZeroTwoReduceScattersEachChunkUnderItsBackward) {
   }
 }
 
+// Context parallelism as the cost model composes it: a cp-way layout holds
+// the activations of its seq / cp tokens, runs cp x its chunk's attention,
+// shards and reduces its gradients over the dp x cp ranks (the collectives of
+// a layout with dp x cp data-parallel ranks), and adds the ring's transfers.
+TEST(PlanCompute, ContextParallelSplitsTheSequenceAndReducesOverDpTimesCp) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto cluster = cat.Cluster("dgx-h100");
+  ASSERT_TRUE(cluster.ok());
+  auto whole = GptSpecFromDims("gpt", 4, 2048, 16, 8192, 50304);
+  auto half = GptSpecFromDims("gpt", 4, 2048, 16, 4096, 50304);  // what one of 2 CP ranks holds
+  ASSERT_TRUE(whole.ok() && half.ok());
+  const Software sw = *SoftwareFromName("modern");
+  Layout cp;
+  cp.tp = 2, cp.cp = 2, cp.dp = 2, cp.micro_batch = 1, cp.global_batch = 8, cp.zero = 1, cp.sp = true;
+  Layout dp = cp;  // the same 8 GPUs and 4 micro-batches a step, cp ranks as dp ranks
+  dp.cp = 1, dp.dp = 4, dp.global_batch = 16;
+  CostModel model(*whole, *cluster, sw), half_model(*half, *cluster, sw);
+  auto p_cp = model.Predict(cp);
+  auto p_dp = model.Predict(dp);
+  auto p_half = half_model.Predict(dp);
+  ASSERT_TRUE(p_cp.ok()) << p_cp.status().message();
+  ASSERT_TRUE(p_dp.ok() && p_half.ok());
+  EXPECT_EQ(p_cp->layout.num_gpus(), 8);
+  // Activations: the rank's 4096 tokens of each sequence.
+  EXPECT_DOUBLE_EQ(p_cp->memory.activations, p_half->memory.activations);
+  // Gradients and optimizer state: sharded and reduced over dp x cp = 4.
+  EXPECT_EQ(p_cp->rank_bytes.optimizer, p_dp->rank_bytes.optimizer);
+  EXPECT_EQ(p_cp->DpPayloadBytes(), p_dp->DpPayloadBytes());
+  EXPECT_EQ(p_cp->dp_buckets, p_dp->dp_buckets);
+  // Compute: the half-length model's, but every layer's attention runs over
+  // both chunks of keys, twice its chunk's own (4 micro-batches x 4 layers).
+  const GpuSpec gpu = PacedBySlowest(cluster->gpu, 8);
+  const PassSeconds a = FlashAttentionSeconds(LayerShapeOf(*half, dp), gpu, sw);
+  EXPECT_NEAR(p_cp->time_s.compute - p_half->time_s.compute, 4 * 4 * (a.fwd + a.bwd),
+              1e-9 * p_cp->time_s.compute);
+  // The ring (tp x cp = 4 GPUs of one node, over NVLink) adds a little.
+  EXPECT_GT(p_cp->time_s.cp_comm, 0.0);
+  EXPECT_LT(p_cp->time_s.cp_comm, 0.05 * p_cp->step_time_s);
+  EXPECT_EQ(p_dp->time_s.cp_comm, 0.0);
+  EXPECT_NE(LayoutToString(p_cp->layout).find(" cp=2"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace scaletrain::plan
 

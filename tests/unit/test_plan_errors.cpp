@@ -132,6 +132,14 @@ TEST_F(LayoutErrors, GpuCountMismatchNamesDp) {
   st = ValidateLayout(spec, 24, odd);
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(Has(st, "nearest valid tp x pp: 12 or 24")) << st.message();
+  // Context-parallel ranks count: tp x cp x pp x dp.
+  Layout cp{2, 1, 2, 1, 1, 64};
+  cp.cp = 2;
+  st = ValidateLayout(spec, 16, cp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "tp x cp x pp x dp = 2 x 2 x 1 x 2 = 8 but there are 16 GPUs; use dp=4")) << st.message();
+  cp.dp = 4;
+  EXPECT_TRUE(ValidateLayout(spec, 16, cp).ok()) << ValidateLayout(spec, 16, cp).message();
 }
 
 TEST_F(LayoutErrors, GlobalBatchNotDivisibleNamesNearestBatches) {

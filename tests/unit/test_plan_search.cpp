@@ -88,6 +88,34 @@ TEST(PlanSearch, StatedInterleavingBeyondTheSearchedRangeIsHeld) {
 }
 
 // PyTorch's op-level checkpointing is searched only when asked for.
+// A stated context parallelism is held: every layout splits each sequence
+// over cp GPUs and uses them all; a cp whose 2 cp chunks do not divide the
+// sequence is one error that names the nearest valid cp.
+TEST(PlanSearch, StatedContextParallelismIsHeld) {
+  Fixture f("llama3-8b", "dgx-h100");
+  SearchOptions o;
+  o.num_gpus = 64;
+  o.global_batch = 64;
+  o.cp = 4;
+  o.top_k = 5;
+  auto r = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->top.empty());
+  for (const auto& p : r->top) {
+    EXPECT_EQ(p.layout.cp, 4);
+    EXPECT_EQ(p.layout.num_gpus(), 64);
+    EXPECT_TRUE(ValidateLayout(f.model->spec(), 64, p.layout).ok()) << LayoutToString(p.layout);
+  }
+  o.cp = 3;
+  o.num_gpus = 48;
+  r = SearchLayouts(*f.model, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cp=3 cuts each sequence into 2 x cp = 6 chunks, which do not divide "
+                                      "the sequence length 8192; nearest valid cp: 2 or 4"),
+            std::string::npos)
+      << r.status().message();
+}
+
 TEST(PlanSearch, OpLevelRecomputeOnlyWhenAsked) {
   Fixture f("gpt3-13b", "dgx-a100");
   SearchOptions o;

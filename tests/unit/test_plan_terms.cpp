@@ -452,6 +452,76 @@ TEST(PlanTerms, TpCollectivesPerMicroBatchOnTheirLink) {
   EXPECT_EQ(TpSecondsPerMicroBatch(cs, StepPhase::kForward, 4, nvlink, 3), t.fwd);
 }
 
+// ---- context parallelism ----
+
+TEST(PlanTerms, ContextParallelAttentionIsCpTimesItsChunks) {
+  const GpuSpec gpu = RoundCluster().gpu;
+  LayerShape chunk;
+  chunk.micro_batch = 2, chunk.seq = 768, chunk.hidden = 128, chunk.tp = 2;
+  LayerShape cp = chunk;
+  cp.cp = 4;  // the rank's 768 positions of a 3072-token sequence
+  // The whole sequence's causal FLOPs over 4 ranks, 0.5 x 4 b (4 s)^2 h / t / 4,
+  // at the rate of a 768-query kernel (as FlashAttentionAtItsSequenceRate).
+  const double flops = 0.5 * 4 * 2 * (4 * 768.0) * (4 * 768.0) * 128 / 2 / 4;
+  const double rate = 100e12 * 0.5 * 0.8 * 768 / (768 + 256);
+  const PassSeconds t = FlashAttentionSeconds(cp, gpu, Stack("modern"));
+  EXPECT_DOUBLE_EQ(t.fwd, flops / rate);
+  EXPECT_DOUBLE_EQ(t.bwd, 2.5 * flops / rate);
+  EXPECT_DOUBLE_EQ(t.fwd, 4 * FlashAttentionSeconds(chunk, gpu, Stack("modern")).fwd);
+  // One attention kernel per chunk of keys: 3 more forward, 9 more backward.
+  const PassSeconds k1 = LayerKernels(chunk, Stack("modern")), k4 = LayerKernels(cp, Stack("modern"));
+  EXPECT_EQ(k4.fwd - k1.fwd, 3);
+  EXPECT_EQ(k4.bwd - k1.bwd, 9);
+}
+
+TEST(PlanTerms, ContextParallelRingHidesUnderTheAttentionKernels) {
+  LayerShape s;
+  s.micro_batch = 2, s.seq = 1024, s.tokens = 2048, s.kv_dim = 64, s.tp = 2, s.elem_bytes = 2, s.cp = 4;
+  // A chunk's keys and values: 2 x 2048 tokens x 32 (the rank's KV width) x 2 B.
+  const double kv = 2 * 2048 * 32 * 2.0;
+  EXPECT_DOUBLE_EQ(CpKvBytes(s), kv);
+  const PassSeconds attention{4e-4, 1e-3};  // 1e-4 and 2.5e-4 a kernel
+  // A slow link: each of the 3 steps exposes its message less its kernel;
+  // the backward sends keys with their gradients (2 kv) and the gradients
+  // home at the end (kv).
+  const Link slow{1e9, 1e-5};
+  const double msg = 1e-5 + kv / 1e9, msg2 = 1e-5 + 2 * kv / 1e9;
+  PassSeconds t = CpRingSeconds(s, attention, slow, 0.0);
+  EXPECT_DOUBLE_EQ(t.fwd, 3 * (msg - 1e-4));
+  EXPECT_DOUBLE_EQ(t.bwd, 3 * (msg2 - 2.5e-4) + msg);
+  // A fast link hides every step; what hides costs the SMs it takes.
+  const Link fast{1e12, 0};
+  t = CpRingSeconds(s, attention, fast, 0.0);
+  EXPECT_DOUBLE_EQ(t.fwd, 0.0);
+  EXPECT_DOUBLE_EQ(t.bwd, kv / 1e12);
+  t = CpRingSeconds(s, attention, fast, 0.1);
+  EXPECT_DOUBLE_EQ(t.fwd, OverlapCostSeconds(3 * kv / 1e12, 0.1));
+  // No ring without context parallelism.
+  s.cp = 1;
+  t = CpRingSeconds(s, attention, slow, 0.1);
+  EXPECT_EQ(t.fwd, 0.0);
+  EXPECT_EQ(t.bwd, 0.0);
+}
+
+TEST(PlanTerms, ContextParallelLinkInsideOrAcrossNodes) {
+  ClusterSpec c = RoundCluster();
+  // tp 2 x cp 2 = the 4 GPUs of a node: NVLink.
+  Link l = CpLink(c, 2, 2);
+  EXPECT_DOUBLE_EQ(l.bytes_per_s, kNvlinkBps);
+  EXPECT_DOUBLE_EQ(l.latency_s, 10e-6);
+  // tp 2 x cp 4 spans two nodes: a step waits for the GPU's own NIC.
+  l = CpLink(c, 2, 4);
+  EXPECT_DOUBLE_EQ(l.bytes_per_s, kNicBps);
+  EXPECT_DOUBLE_EQ(l.latency_s, 20e-6);
+  c.fabric.p2p_gbit = 8;
+  EXPECT_DOUBLE_EQ(CpLink(c, 2, 4).bytes_per_s, 1e9);
+  // The stage time carries the ring's exposed time in each pass.
+  const StageSeconds st = StageMicroBatchSeconds({1, 2}, 2, 0.25, {0.1, 0.2}, {0.01, 0.03});
+  EXPECT_DOUBLE_EQ(st.fwd, 1 + 0.1 + 0.01);
+  EXPECT_DOUBLE_EQ(st.bwd, 2 + 2 * 0.25 + 0.2 + 0.03);
+  EXPECT_DOUBLE_EQ(st.cp_comm, 0.04);
+}
+
 // ---- pipeline parallelism ----
 
 TEST(PlanTerms, PipelineMessageBytesAndTime) {
