@@ -218,7 +218,10 @@ std::vector<FamilyVerdict> RankFamilies(
 
 Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
   if (opt.num_gpus < 1) return InvalidArgument("the search needs --gpus >= 1");
-  if (opt.cp < 1) return InvalidArgument("cp must be >= 1, got " + std::to_string(opt.cp));
+  if (opt.cp < 1 || opt.cp > opt.num_gpus) {
+    return InvalidArgument("cp must be between 1 and the " + std::to_string(opt.num_gpus) + " GPUs, got " +
+                           std::to_string(opt.cp));
+  }
   if (opt.cp > 1) {
     // Checked once here; the search builds its layouts from these sizes.
     Layout probe;

@@ -120,9 +120,9 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   }
   if (r.Has("cp") && !r.Get("cp").empty()) {
     ST_RETURN_IF_ERROR(r.Integer("cp", &run->cp));
-    if (run->cp < 1) {
+    if (run->cp < 1 || (run->num_gpus > 0 && run->cp > run->num_gpus)) {
       return InvalidArgument(r.where + ": column cp = " + std::to_string(run->cp) +
-                             " is not a rank count; give 1 or more (or leave it empty)");
+                             " is not a rank count; give 1 to num_gpus (or leave it empty)");
     }
   }
   if (r.Has("zero") && !r.Get("zero").empty()) {
