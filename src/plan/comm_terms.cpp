@@ -59,10 +59,21 @@ double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw) {
          ActivationElemBytes(l.precision);
 }
 
-Link CpLink(const ClusterSpec& c, int64_t tp, int64_t cp) {
-  if (tp * cp <= c.node.gpus_per_node) return {c.IntraBusBytesPerS(), c.node.intra_latency_us * 1e-6};
+namespace {
+
+// A point-to-point message's link: NVLink within a node; across nodes the
+// sending GPU's own NIC, at the fabric's measured p2p_gbit where the profile
+// has one. One hop's latency.
+Link PointToPointLink(const ClusterSpec& c, bool across_nodes) {
+  if (!across_nodes) return {c.IntraBusBytesPerS(), c.node.intra_latency_us * 1e-6};
   const double nic = c.fabric.p2p_gbit > 0 ? c.fabric.p2p_gbit * 1e9 / 8.0 : c.NicBytesPerSPerGpu();
   return {nic, c.fabric.latency_us * 1e-6};
+}
+
+}  // namespace
+
+Link CpLink(const ClusterSpec& c, int64_t tp, int64_t cp) {
+  return PointToPointLink(c, tp * cp > c.node.gpus_per_node);
 }
 
 double CpKvBytes(const LayerShape& s) {
@@ -83,13 +94,8 @@ PassSeconds CpRingSeconds(const LayerShape& s, const PassSeconds& attention, con
 }
 
 double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_bytes) {
-  const bool inter =
-      static_cast<double>(l.tp * l.cp * l.dp) >= static_cast<double>(c.node.gpus_per_node);
-  const double bw = !inter                  ? c.IntraBusBytesPerS()
-                    : c.fabric.p2p_gbit > 0 ? c.fabric.p2p_gbit * 1e9 / 8.0
-                                            : c.NicBytesPerSPerGpu();
-  const double lat = (inter ? c.fabric.latency_us : c.node.intra_latency_us) * 1e-6;
-  return lat + message_bytes / bw;
+  const Link link = PointToPointLink(c, l.tp * l.cp * l.dp >= c.node.gpus_per_node);
+  return link.latency_s + message_bytes / link.bytes_per_s;
 }
 
 double PpCommSeconds(double message_s, int64_t micro_batches, int64_t chunks) {

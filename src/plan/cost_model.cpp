@@ -376,11 +376,11 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   // Data parallelism and the optimizer step: the fullest stage's, over the
   // dp x cp ranks that reduce the gradients together.
   const size_t fullest = FullestStage(stages);
-  const Layout g = GradientGroupLayout(l);
+  p.layout.bucket_bytes =
+      BucketBytesFor(GradientGroupLayout(l), sw_, DpPaddedNumel(stages[fullest].numel, l.dp * l.cp));
+  const Layout g = GradientGroupLayout(p.layout);
   const int64_t reductions = DpGradReductions(g, m);
-  p.layout.bucket_bytes = BucketBytesFor(g, sw_, DpPaddedNumel(stages[fullest].numel, g.dp));
-  const Layout grad_group = GradientGroupLayout(p.layout);
-  SetDpCollectives(stages, spec_, grad_group, grad_elem_bytes, fullest, &p);
+  SetDpCollectives(stages, spec_, g, grad_elem_bytes, fullest, &p);
   const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, g.dp);
   const DpSeconds dp =
       DpHierarchicalApplies(cluster_, g)
