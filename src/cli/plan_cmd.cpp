@@ -103,6 +103,11 @@ Status CheckModelAndClusterFlags(const PlanOptions& o, const HardwareCatalog& ca
   if (!o.sets.empty() && o.train_config.empty()) {
     return InvalidArgument("--set changes a training config; use it with --train-config FILE");
   }
+  if (!o.train_config.empty() && o.cp > 1) {
+    return InvalidArgument("--cp " + std::to_string(o.cp) +
+                           ": scaletrain's trainer has no context parallelism, so a training config "
+                           "cannot run it; plan with --model to compare layouts with context parallelism");
+  }
   if (o.cluster.empty()) {
     std::string known;
     for (const auto& n : cat.ClusterNames()) known += (known.empty() ? "" : ", ") + n;
@@ -249,11 +254,6 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     DpCompressionFromName(pc.dp_compress, &f.dp_compress);  // the config check took only known names
     f.dp_hierarchical = pc.dp_reduce != "flat";  // "auto" applies it where it can, as the trainer
     if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
-  }
-  if (run_cfg && f.cp > 1) {
-    return InvalidArgument("--cp " + std::to_string(f.cp) +
-                           ": scaletrain's trainer has no context parallelism, so a training config "
-                           "cannot run it; plan with --model to compare layouts with context parallelism");
   }
   if (o.bucket_mb && !(*o.bucket_mb > 0)) {
     return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
