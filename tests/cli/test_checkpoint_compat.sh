@@ -4,8 +4,11 @@
 # the trainer as of commit 4b36eb7 (whole tensors, manifest version 1). Resumed
 # on the same data and config, steps 3 and 4 must reproduce the losses and
 # gradient norms that trainer printed when it resumed the same checkpoint
-# (tests/fixtures/checkpoint_v1.expected.json), bit for bit; resumed at
-# dp 2 x tp 2 (another layout) they must agree within 1e-5 relative.
+# (tests/fixtures/checkpoint_v1.expected.json) within 1e-7 relative; resumed
+# at dp 2 x tp 2 (another layout) within 1e-5 relative. Not bit for bit: the
+# fixture was recorded on a CPU with AVX-512, and oneDNN's matmul kernels
+# for AVX2 sum in another order (the gradient norm differs in its 9th digit
+# there); a checkpoint that loaded wrong would be off by far more.
 # Usage: test_checkpoint_compat.sh PATH/TO/scaletrain REPO_ROOT
 . "$(dirname "$0")/lib.sh"
 st_cli_init "$@"
@@ -39,7 +42,7 @@ PY
 }
 
 if "$bin" train --config "$cfg" "${tiny[@]}" --resume "$fixture" --run-dir "$work/run1" --quiet >"$work/out" 2>&1; then
-  out=$(check "$work/run1" 0) && pass=$((pass + 1)) || fail "single rank from the v1 fixture: $out"
+  out=$(check "$work/run1" 1e-7) && pass=$((pass + 1)) || fail "single rank from the v1 fixture: $out"
 else
   fail "single rank could not resume the v1 fixture:"; cat "$work/out"
 fi
