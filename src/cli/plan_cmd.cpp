@@ -35,6 +35,7 @@ struct PlanOptions {
   int64_t gpus = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   int64_t cp = 1;
+  int64_t shard_group = 0;  // hybrid sharding (Layout::shard_group); 0: none
   std::optional<int> zero;
   std::string recompute, precision, schedule, grad_reduce, dp_compress, dp_reduce;
   bool sp = false, search = false, json = false;
@@ -102,6 +103,12 @@ Status CheckModelAndClusterFlags(const PlanOptions& o, const HardwareCatalog& ca
   }
   if (!o.sets.empty() && o.train_config.empty()) {
     return InvalidArgument("--set changes a training config; use it with --train-config FILE");
+  }
+  if (!o.train_config.empty() && o.shard_group != 0) {
+    return InvalidArgument(
+        "--shard-group " + std::to_string(o.shard_group) +
+        ": scaletrain's trainer has no hybrid sharding (ZeRO shards over all its data-parallel "
+        "ranks), so a training config cannot run it; plan with --model to compare such layouts");
   }
   if (!o.train_config.empty() && o.cp > 1) {
     return InvalidArgument("--cp " + std::to_string(o.cp) +
@@ -177,6 +184,7 @@ Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& i
   search.tp = o.tp, search.pp = o.pp, search.dp = o.dp, search.vpp = o.vpp,
   search.micro_batch = o.micro_batch;
   search.cp = o.cp;
+  if (o.shard_group != 0) search.shard_group = o.shard_group;
   search.zero = o.zero;
   if (!o.recompute.empty()) {
     ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(o.recompute));
@@ -234,14 +242,15 @@ struct LayoutFlags {
   bool sp = false;
   int64_t gpus = 0;
   int64_t cp = 1;
+  int64_t shard_group = 0;
   double bucket_mb = 0;  // 0: the stack's buckets (Software::buckets)
   DpCompression dp_compress = DpCompression::kNone;
   bool dp_hierarchical = false;
 };
 
 Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<RunConfig>& run_cfg) {
-  LayoutFlags f{o.tp,   o.pp,       o.dp, o.vpp,  o.micro_batch,
-                o.zero, o.schedule, o.sp, o.gpus, o.cp, o.bucket_mb.value_or(0.0)};
+  LayoutFlags f{o.tp,       o.pp, o.dp,   o.vpp, o.micro_batch, o.zero,
+                o.schedule, o.sp, o.gpus, o.cp,  o.shard_group, o.bucket_mb.value_or(0.0)};
   if (run_cfg) {
     const ParallelConfig& pc = run_cfg->parallel;
     f.tp = f.tp.value_or(pc.tp), f.pp = f.pp.value_or(pc.pp), f.dp = f.dp.value_or(pc.dp);
@@ -279,6 +288,7 @@ void ApplyLayoutFlags(const LayoutFlags& f, SearchOptions* search) {
   search->tp = f.tp, search->pp = f.pp, search->dp = f.dp, search->vpp = f.vpp,
   search->micro_batch = f.micro_batch;
   search->cp = f.cp;
+  if (f.shard_group != 0) search->shard_group = f.shard_group;
   search->zero = f.zero;
   if (f.sp) search->sp = true;
 }
@@ -311,6 +321,7 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   l.tp = f.tp.value_or(1);
   l.pp = f.pp.value_or(1);
   l.cp = f.cp;
+  l.shard_group = f.shard_group;
   const int64_t model_ranks = l.tp * l.cp * l.pp;
   if (f.dp) {
     l.dp = *f.dp;
@@ -476,6 +487,12 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   plan->add_option("--cp", o->cp,
                    "context-parallel size: each sequence split over cp GPUs, ring attention "
                    "(default 1; held, not searched)");
+  plan->add_option(
+      "--shard-group", o->shard_group,
+      "hybrid sharding: ZeRO shards over groups of N data-parallel ranks, and each rank "
+      "all-reduces its gradient shard with the other groups' (FSDP's HYBRID_SHARD: N = GPUs "
+      "per node / tp; Megatron-Core's distributed-optimizer instances); default 0: one group of "
+      "all; held, not searched");
   plan->add_option("--vpp", o->vpp, "model chunks per stage (interleaved schedule when > 1)");
   plan->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch");
   plan->add_option("--global-batch", o->global_batch,

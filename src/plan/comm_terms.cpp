@@ -302,6 +302,40 @@ DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const
   return t;
 }
 
+std::vector<StepCollective> ReplicaAllReduces(const std::vector<StepCollective>& shard_group,
+                                              int64_t shard_ranks) {
+  std::vector<StepCollective> out;
+  for (const StepCollective& c : shard_group) {
+    if (c.kind != CollectiveKind::kReduceScatter) continue;
+    StepCollective ar = c;
+    ar.what = "replica gradient all-reduce";
+    ar.kind = CollectiveKind::kAllreduce;
+    ar.payload_bytes = c.payload_bytes / std::max<int64_t>(1, shard_ranks);
+    out.push_back(ar);
+  }
+  return out;
+}
+
+DpSeconds ReplicaAllReduceSeconds(double ring_bytes, int64_t rounds, int64_t calls_per_round,
+                                  const Link& link, const StageSeconds& stage, double chunks,
+                                  bool overlap) {
+  DpSeconds t;
+  if (ring_bytes <= 0 || rounds < 1) return t;
+  const double n = static_cast<double>(rounds),
+               calls = static_cast<double>(std::max<int64_t>(1, calls_per_round));
+  const double call_s = link.allreduce_call_s > 0 ? link.allreduce_call_s : 2.0 * link.latency_s;
+  const double round_s = ring_bytes / n / link.bytes_per_s + calls * call_s;
+  t.total = n * round_s;
+  if (!overlap) {
+    t.exposed = t.total;
+    return t;
+  }
+  const double bwd = stage.bwd / chunks, fwd = stage.fwd / chunks;
+  const double last = std::max(round_s - bwd * (calls - 1.0) / calls, round_s / calls);
+  t.exposed = (n - 1.0) * std::max(0.0, round_s - (bwd + fwd)) + last;
+  return t;
+}
+
 double FsdpCopyOutSeconds(const std::vector<StepCollective>& dp_collectives,
                           double hbm_bytes_per_s) {
   double gathered = 0;

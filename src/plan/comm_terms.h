@@ -183,6 +183,24 @@ DpSeconds DpShardedSeconds(double reduce_scatter_bytes, double allgather_bytes, 
 DpSeconds FsdpSeconds(double reduce_scatter_bytes, double allgather_bytes, const Link& link,
                       int64_t micro_batches, int64_t stage_layers, const StageSeconds& stage,
                       bool overlap);
+// Hybrid sharding (Layout::shard_group): for every reduce-scatter a
+// sharding group issues, each rank all-reduces the shard it received with
+// the ranks that hold the same shard in the other groups (the replicas): as
+// many calls, each of the reduce-scatter's payload / `shard_ranks` bytes, in
+// the same phase. FSDP's HYBRID_SHARD issues them this way, one per unit;
+// Megatron-Core's distributed-optimizer instances one per bucket.
+std::vector<StepCollective> ReplicaAllReduces(const std::vector<StepCollective>& shard_group,
+                                              int64_t shard_ranks);
+// Those all-reduces on the replicas' link, in `rounds` equal rounds (one per
+// gradient reduction: each micro-batch under ZeRO-2 and -3, once under
+// ZeRO-1) of `calls_per_round` calls. Each call waits for its reduce-scatter,
+// so a round hides under the backward it follows (`stage.bwd / chunks`) bar
+// its last call, which (except in the step's last round) still hides under
+// the next micro-batch's forward; the last round's last call is exposed.
+// Without overlap all of it is. Nothing when `ring_bytes` is 0.
+DpSeconds ReplicaAllReduceSeconds(double ring_bytes, int64_t rounds, int64_t calls_per_round,
+                                  const Link& link, const StageSeconds& stage, double chunks,
+                                  bool overlap);
 // FSDP2's copy-out: every parameter all-gather's output read and written
 // once more on the compute stream (2 x the gathered bytes over HBM).
 double FsdpCopyOutSeconds(const std::vector<StepCollective>& dp_collectives,

@@ -265,9 +265,9 @@ PassSeconds CostModel::TpSeconds(const Layout& l, const std::vector<StepCollecti
 void CostModel::SetMemory(const Layout& l, const ModelSpec& tokens,
                           const std::vector<StageParams>& stages, const ScheduleInfo& sched,
                           int64_t grad_elem_bytes, Prediction* p) const {
-  // The flat buffers are sharded over the dp x cp ranks; activations hold
-  // the rank's tokens.
-  const Layout g = GradientGroupLayout(l);
+  // The flat buffers are sharded over the dp x cp ranks (over one sharding
+  // group of them with hybrid sharding); activations hold the rank's tokens.
+  const Layout g = ShardGroupLayout(GradientGroupLayout(l));
   double most = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
     RankBytes rb = StageRankBytes(stages[i].numel, g, grad_elem_bytes);
@@ -314,6 +314,26 @@ MicroBatchSeconds CostModel::ScaledToMeasuredStep(MicroBatchSeconds mb, Precisio
   mb.layer.fwd *= f.fwd, mb.head.fwd *= f.fwd, mb.layer_recompute *= f.fwd;
   mb.layer.bwd *= f.bwd, mb.head.bwd *= f.bwd;
   return mb;
+}
+
+DpSeconds CostModel::ReplicaSeconds(const Layout& l, const Layout& group, int64_t reductions,
+                                    const StageSeconds& stage, Prediction* p) const {
+  const Layout full = GradientGroupLayout(l);
+  p->shard_replicas = ShardReplicas(full);
+  if (p->shard_replicas == 1) return {};
+  p->replica_collectives = ReplicaAllReduces(p->dp_collectives, group.dp);
+  int64_t calls = 0;
+  for (const StepCollective& c : p->replica_collectives) calls += c.calls;
+  // ZeRO-3 reduces after every micro-batch's backward; ZeRO-1 and -2 as
+  // DpGradReductions says, each chunk's backward its share.
+  const int64_t rounds = group.zero >= 3 ? l.micro_batches() : reductions;
+  const double chunks = group.zero >= 3 ? 1.0 : static_cast<double>(l.vpp);
+  // The replicas of a rank are the ranks shard_group x tp apart: the same
+  // local rank of other nodes once a group fills a node.
+  const Link link = DpLink(cluster_, group.tp * group.dp, p->shard_replicas, sw_.nccl_collectives);
+  return ReplicaAllReduceSeconds(RingBytesSum(p->replica_collectives, p->shard_replicas), rounds,
+                                 calls / std::max<int64_t>(1, rounds), link, stage, chunks,
+                                 sw_.overlap_dp);
 }
 
 Result<Prediction> CostModel::Evaluate(const Layout& l) {
@@ -374,11 +394,13 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   }
 
   // Data parallelism and the optimizer step: the fullest stage's, over the
-  // dp x cp ranks that reduce the gradients together.
+  // dp x cp ranks that reduce the gradients together, or with hybrid
+  // sharding over one sharding group of them, whose shards the replicas then
+  // all-reduce.
   const size_t fullest = FullestStage(stages);
-  p.layout.bucket_bytes =
-      BucketBytesFor(GradientGroupLayout(l), sw_, DpPaddedNumel(stages[fullest].numel, l.dp * l.cp));
-  const Layout g = GradientGroupLayout(p.layout);
+  Layout g = ShardGroupLayout(GradientGroupLayout(p.layout));
+  g.bucket_bytes = BucketBytesFor(g, sw_, DpPaddedNumel(stages[fullest].numel, g.dp));
+  p.layout.bucket_bytes = g.bucket_bytes;
   const int64_t reductions = DpGradReductions(g, m);
   SetDpCollectives(stages, spec_, g, grad_elem_bytes, fullest, &p);
   const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, g.dp);
@@ -389,14 +411,16 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
           : DpCommSeconds(dp_bytes, g, DpLink(cluster_, g.tp, g.dp, sw_.nccl_collectives),
                           reductions, stage, stages[slowest.index].layers, sw_.overlap_dp,
                           p.dp_buckets);
+  const DpSeconds replicas = ReplicaSeconds(p.layout, g, reductions, stage, &p);
   // What hides still takes SMs from the compute it runs beside; FSDP2's
   // copy-out of the gathered parameters runs on the compute stream itself.
   const double copy_out = sw_.gather_copy_out && l.zero >= 3 && g.dp > 1
                               ? FsdpCopyOutSeconds(p.dp_collectives, rates.hbm_bytes_per_s)
                               : 0.0;
+  const double dp_hidden = dp.total - dp.exposed + replicas.total - replicas.exposed;
   p.time_s.dp_comm =
-      dp.exposed + copy_out + OverlapCostSeconds(dp.total - dp.exposed, CommSmShare());
-  p.dp_comm_total_s = dp.total + copy_out;
+      dp.exposed + replicas.exposed + copy_out + OverlapCostSeconds(dp_hidden, CommSmShare());
+  p.dp_comm_total_s = dp.total + replicas.total + copy_out;
   p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, g, sw_, rates.hbm_bytes_per_s);
   p.step_time_s = p.time_s.Total();
 
@@ -408,8 +432,8 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   for (const auto& sc : p.stage_collectives) {
     p.comm_bytes.pp = std::max(p.comm_bytes.pp, RingBytesSum(sc.pp, l.pp));
   }
-  p.comm_bytes.dp = dp_bytes.sent;
-  p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + dp.total) /
+  p.comm_bytes.dp = dp_bytes.sent + RingBytesSum(p.replica_collectives, p.shard_replicas);
+  p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + p.dp_comm_total_s) /
                       (p.time_s.compute + p.time_s.recompute);
   p.limiter = Limiter(p.time_s, p.step_time_s);
   return p;

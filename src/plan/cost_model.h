@@ -76,6 +76,11 @@ struct Prediction {
   };
   std::vector<StageCollectives> stage_collectives;
   int64_t dp_buckets = 0;
+  // Hybrid sharding (Layout::shard_group): how many sharding groups the
+  // gradient group holds (1: none), and the all-reduces of each rank's
+  // gradient shard across them (ReplicaAllReduces), on the replicas' group.
+  int64_t shard_replicas = 1;
+  std::vector<StepCollective> replica_collectives;
   int64_t DpPayloadBytes() const {
     int64_t n = 0;
     for (const auto& c : dp_collectives) n += c.payload_bytes;
@@ -171,6 +176,12 @@ class CostModel {
   // (CpRingSeconds), the recomputed attention forward's with the backward;
   // nothing when cp = 1.
   PassSeconds CpLayerSeconds(const Layout& l, const LayerShape& shape, const MicroBatchSeconds& mb) const;
+  // Hybrid sharding's all-reduces of the gradient shards across the
+  // replicas (ReplicaAllReduceSeconds), on their own link; sets
+  // p->shard_replicas and p->replica_collectives. `group` is one sharding
+  // group (ShardGroupLayout), whose collectives p->dp_collectives holds.
+  DpSeconds ReplicaSeconds(const Layout& l, const Layout& group, int64_t reductions,
+                           const StageSeconds& stage, Prediction* p) const;
   // The share of the GPU's SMs a communication kernel takes from the
   // compute it overlaps (Software::comm_sms / GpuSpec::sm_count; 0 unknown).
   double CommSmShare() const;

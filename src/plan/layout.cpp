@@ -76,6 +76,8 @@ std::string LayoutToString(const Layout& l) {
   if (l.gpipe) s += " gpipe";
   if (l.dp_compress != DpCompression::kNone) s += std::string(" dp_compress=") + DpCompressionName(l.dp_compress);
   if (l.dp_hierarchical) s += " dp_reduce=hierarchical";
+  if (l.shard_group > 0 && l.shard_group < l.dp * l.cp)
+    s += " shard=" + std::to_string(l.shard_group);
   if (l.grad_reduce == GradReduce::kCompute && l.precision != Precision::kFP32) {
     s += std::string(" grads=") + GradReduceDtypeName(l);
   }
@@ -94,6 +96,22 @@ Layout GradientGroupLayout(const Layout& l) {
   g.global_batch = l.global_batch * l.cp;  // micro_batches() unchanged
   g.cp = 1;
   return g;
+}
+
+Layout ShardGroupLayout(const Layout& g) {
+  const int64_t r = ShardReplicas(g);
+  if (r == 1) return g;
+  Layout s = g;
+  s.dp = g.dp / r;
+  s.global_batch = g.global_batch / r;  // micro_batches() unchanged
+  s.shard_group = 0;
+  return s;
+}
+
+int64_t ShardReplicas(const Layout& g) {
+  const int64_t ranks = g.dp * g.cp;
+  if (g.shard_group <= 0 || g.shard_group >= ranks || ranks % g.shard_group != 0) return 1;
+  return ranks / g.shard_group;
 }
 
 namespace {
@@ -391,6 +409,30 @@ Status CheckBatchDivides(const Layout& l) {
       (mb_ok.empty() ? "" : "; or keep it and use micro-batch " + Nearest(l.micro_batch, mb_ok)));
 }
 
+// A sharding group shards something (ZeRO >= 1) and cuts the dp x cp ranks
+// into equal groups.
+Status CheckShardGroup(const Layout& l) {
+  const int64_t ranks = l.dp * l.cp;
+  if (l.shard_group == 0 || l.shard_group == ranks) return Status::Ok();
+  const std::string what = "--shard-group " + Str(l.shard_group);
+  if (l.shard_group < 0) return InvalidArgument(what + ": a sharding group must be >= 2 ranks");
+  if (l.shard_group == 1) {
+    return InvalidArgument(what +
+                           ": a group of one rank shards nothing (every rank holds everything); "
+                           "use --zero 0, or a group of >= 2 ranks");
+  }
+  if (l.zero == 0) {
+    return InvalidArgument(
+        what + ": ZeRO-0 shards nothing; use --zero 1, 2 or 3 (3: FSDP's HYBRID_SHARD)");
+  }
+  if (l.shard_group > ranks || ranks % l.shard_group != 0) {
+    return InvalidArgument(what + " must divide the " + Str(ranks) + " data-parallel ranks" +
+                           (l.cp > 1 ? " (dp x cp)" : "") +
+                           "; nearest: " + Nearest(l.shard_group, Divisors(ranks)));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The checks run in this order, so that a layout with several faults is
@@ -408,6 +450,7 @@ Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
     return InvalidArgument("sequence parallelism needs tp > 1; drop --sp or raise tp");
   }
   ST_RETURN_IF_ERROR(CheckInterleaving(m, l));
+  ST_RETURN_IF_ERROR(CheckShardGroup(l));
   ST_RETURN_IF_ERROR(CheckBatchDivides(l));
   if (l.vpp > 1 && l.micro_batches() % l.pp != 0) {
     return InvalidArgument(

@@ -68,6 +68,15 @@ struct Layout {
   // gradients are reduced (and ZeRO shards) over the dp x cp ranks. (Last,
   // so that brace-initialized layouts keep their meaning.)
   int64_t cp = 1;
+  // ZeRO's sharding group (hybrid sharding): the dp x cp ranks that reduce
+  // the gradients together split into groups of this many consecutive ranks;
+  // each group shards the parameters, gradients and optimizer state (as its
+  // ZeRO stage says) among its members, and every rank all-reduces its
+  // gradient shard with the ranks holding the same shard in the other groups
+  // (the replicas). PyTorch FSDP's HYBRID_SHARD (HSDP; torchtitan's
+  // dp_shard x dp_replicate), Megatron-Core's
+  // --num-distributed-optimizer-instances. 0 (or dp x cp): one group of all.
+  int64_t shard_group = 0;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
@@ -87,6 +96,15 @@ ModelSpec CpRankSpec(const ModelSpec& m, int64_t cp);
 // ranks (Megatron-Core reduces and shards over the data- and
 // context-parallel ranks together), with the micro-batches per step kept.
 Layout GradientGroupLayout(const Layout& l);
+
+// The layout as one sharding group sees it (Layout::shard_group): `g`, a
+// gradient group (GradientGroupLayout), cut to one group of shard_group
+// ranks, with the micro-batches per step kept. `g` itself without hybrid
+// sharding.
+Layout ShardGroupLayout(const Layout& g);
+// How many sharding groups (replicas) a gradient group `g` has: 1 without
+// hybrid sharding.
+int64_t ShardReplicas(const Layout& g);
 
 // The divisors of n, ascending (the candidate sizes of a layout axis).
 std::vector<int64_t> Divisors(int64_t n);

@@ -34,7 +34,8 @@ nlohmann::json LayoutJson(const Layout& l) {
           {"schedule", ScheduleKindName(l.schedule())},
           {"precision", PrecisionName(l.precision)},
           {"grad_reduce", GradReduceDtypeName(l)},
-          {"bucket_bytes", l.bucket_bytes}};
+          {"bucket_bytes", l.bucket_bytes},
+          {"shard_group", l.dp * l.cp / ShardReplicas(GradientGroupLayout(l))}};
 }
 
 // Seconds, shown with a unit that keeps 3 significant digits readable.
@@ -122,15 +123,26 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
                           {"collectives", coll_json(cs, group_size)}};
   };
   const Layout& lay = p.layout;
-  j["dp_step"] = {{"buckets", p.dp_buckets}, {"payload_bytes", p.DpPayloadBytes()},
-                  {"collectives", coll_json(p.dp_collectives, lay.dp)}};
+  // The DP collectives run on the dp x cp ranks, or on one sharding group of
+  // them (hybrid sharding), whose shards the replicas all-reduce.
+  const int64_t dp_group = lay.dp * lay.cp / std::max<int64_t>(1, p.shard_replicas);
+  j["dp_step"] = {{"buckets", p.dp_buckets},
+                  {"payload_bytes", p.DpPayloadBytes()},
+                  {"collectives", coll_json(p.dp_collectives, dp_group)}};
+  if (p.shard_replicas > 1) {
+    j["dp_step"]["replicas"] = {
+        {"groups", p.shard_replicas},
+        {"payload_bytes", PayloadBytes(p.replica_collectives)},
+        {"collectives", coll_json(p.replica_collectives, p.shard_replicas)}};
+  }
   j["tp_step"] = {{"payload_bytes", p.tp_payload_bytes}};
   // Per stage: what a rank of each stage issues on its DP, TP and PP groups
   // in a step (the trainer's comm_bytes / comm_calls of such a rank).
   j["step_per_stage"] = nlohmann::json::array();
   for (const auto& sc : p.stage_collectives) {
-    j["step_per_stage"].push_back(
-        {{"dp", group_json(sc.dp, lay.dp)}, {"tp", group_json(sc.tp, lay.tp)}, {"pp", group_json(sc.pp, lay.pp)}});
+    j["step_per_stage"].push_back({{"dp", group_json(sc.dp, dp_group)},
+                                   {"tp", group_json(sc.tp, lay.tp)},
+                                   {"pp", group_json(sc.pp, lay.pp)}});
   }
   if (sizing != nullptr) {
     j["tokens"] = sizing->tokens;
@@ -249,9 +261,14 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
            "other %.1f GiB\n",
            p.memory_gib, p.capacity_gib, p.fits ? "fits" : "DOES NOT FIT", mem.params / kGiB, mem.grads / kGiB,
            mem.optimizer / kGiB, mem.activations / kGiB, mem.other / kGiB);
-  const std::string dp_calls =
+  std::string dp_calls =
       p.dp_buckets > 0 ? Fmt(" in %lld gradient buckets", static_cast<long long>(p.dp_buckets))
                        : "";
+  if (p.shard_replicas > 1) {
+    dp_calls += Fmt(" (%s of it all-reducing the gradient shards across %lld replicas)",
+                    Bytes(RingBytesSum(p.replica_collectives, p.shard_replicas)).c_str(),
+                    static_cast<long long>(p.shard_replicas));
+  }
   o += Fmt("comm     per GPU per step: TP %s, PP %s, DP %s%s; communication / computation = %.2f\n",
            Bytes(p.comm_bytes.tp).c_str(), Bytes(p.comm_bytes.pp).c_str(),
            Bytes(p.comm_bytes.dp).c_str(), dp_calls.c_str(), p.comm_to_compute);

@@ -82,6 +82,17 @@ std::vector<int64_t> VppSizes(const ModelSpec& M, const SearchOptions& opt, cons
   return sizes;
 }
 
+// The sharding group of a (tp, dp) layout (Layout::shard_group): 0 for one
+// group of all the dp x cp ranks; -1 where the held size does not divide them.
+int64_t ShardGroupFor(const SearchOptions& opt, const ClusterSpec& c, int64_t tp, int64_t dp) {
+  const int64_t ranks = dp * opt.cp;
+  int64_t s = opt.shard_group.value_or(0);
+  if (opt.shard_in_node) s = tp >= c.node.gpus_per_node ? 1 : c.node.gpus_per_node / tp;
+  if (s == 1) return -1;  // a node holds one rank of the group: nothing to shard in it
+  if (s <= 0 || s >= ranks) return 0;
+  return ranks % s == 0 ? s : -1;
+}
+
 // Every ZeRO stage, recomputation and SP setting searched for `base`.
 void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Software& sw,
                      std::vector<Layout>* out) {
@@ -90,6 +101,7 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
   for (int zero = 0; zero <= 3; ++zero) {
     if (opt.zero && zero != *opt.zero) continue;
     if (base.dp == 1 && zero > 0) continue;  // nothing to shard over
+    if (base.shard_group > 0 && zero == 0) continue;  // a sharding group shards
     // FSDP shards whatever the DP group holds.
     if (!opt.zero && sw.fully_sharded && base.dp > 1 && zero != 3) continue;
     for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
@@ -128,6 +140,8 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
       l.bucket_bytes = opt.bucket_bytes;
       l.dp_compress = opt.dp_compress;
       l.dp_hierarchical = opt.dp_hierarchical;
+      l.shard_group = ShardGroupFor(opt, model.cluster(), tp, dp);
+      if (l.shard_group < 0) continue;
       AddKnobVariants(l, opt, model.software(), out);
     }
   }
@@ -230,6 +244,11 @@ Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
   }
   if (opt.global_batch < 1) {
     return InvalidArgument("the search needs a global batch >= 1 (--global-batch)");
+  }
+  if (opt.shard_group && (*opt.shard_group < 0 || *opt.shard_group == 1)) {
+    return InvalidArgument(
+        "--shard-group " + std::to_string(*opt.shard_group) +
+        ": a sharding group must be >= 2 data-parallel ranks (or 0: one group of all)");
   }
   SearchResult res;
   std::map<std::pair<int64_t, int64_t>, FamilyVerdict> fams;  // by (tp, pp)

@@ -125,6 +125,15 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
                              " is not a rank count; give 1 to num_gpus (or leave it empty)");
     }
   }
+  if (r.Has("shard_group") && !r.Get("shard_group").empty()) {
+    ST_RETURN_IF_ERROR(r.Integer("shard_group", &run->shard_group));
+    if (run->shard_group < 2) {
+      return InvalidArgument(
+          r.where + ": column shard_group = " + std::to_string(run->shard_group) +
+          " is not a sharding group; give the data-parallel ranks each group shards "
+          "over, >= 2 (or leave it empty: one group of all)");
+    }
+  }
   if (r.Has("zero") && !r.Get("zero").empty()) {
     ST_RETURN_IF_ERROR(r.Integer("zero", &run->zero));
     if (run->zero < 0 || run->zero > 3) {
@@ -275,6 +284,13 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
   if (run.dp > 0) o->dp = run.dp;
   if (run.vpp > 0) o->vpp = run.vpp;
   o->cp = run.cp;
+  // Hybrid sharding: the shard_group column, else FSDP's HYBRID_SHARD named
+  // in the notes (HSDP), which shards within a node.
+  if (run.shard_group > 0) {
+    o->shard_group = run.shard_group;
+  } else if (Contains(run.notes, "HSDP") || Contains(run.notes, "HYBRID_SHARD")) {
+    o->shard_in_node = true;
+  }
   if (run.micro_batch > 0) o->micro_batch = run.micro_batch;
   if (!run.sp.empty()) o->sp = YesNo(run.sp).value_or(false);
   if (!run.recompute.empty()) {
@@ -301,9 +317,19 @@ void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
   // precision.
   if (Contains(run.notes, "/PURE")) o->grad_reduce = GradReduce::kCompute;
   if (Contains(run.notes, "/DEFAULT")) o->grad_reduce = GradReduce::kFp32;
+  // PyTorch FSDP's MixedPrecision(reduce_dtype=...), as runs state it.
+  for (const char* bf16 :
+       {"reduce_dtype=bf16", "reduce_dtype=bfloat16", "reduce_dtype=torch.bfloat16"}) {
+    if (Contains(run.notes, bf16)) o->grad_reduce = GradReduce::kCompute;
+  }
+  for (const char* fp32 :
+       {"reduce_dtype=fp32", "reduce_dtype=float32", "reduce_dtype=torch.float32"}) {
+    if (Contains(run.notes, fp32)) o->grad_reduce = GradReduce::kFp32;
+  }
   if (run.zero >= 0) {
     o->zero = static_cast<int>(run.zero);
-  } else if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3")) {
+  } else if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3") ||
+             Contains(run.notes, "HSDP") || Contains(run.notes, "HYBRID_SHARD")) {
     o->zero = 3;
   } else if (Contains(run.notes, "ZeRO-2")) {
     o->zero = 2;

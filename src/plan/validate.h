@@ -41,6 +41,10 @@ struct PublishedRun {
   // The optional `cp` column: context-parallel ranks (1 or empty: none);
   // num_gpus = tp x cp x pp x dp.
   int64_t cp = 1;
+  // The optional `shard_group` column: hybrid sharding's group size
+  // (Layout::shard_group; 0: not stated). Without it, notes naming HSDP or
+  // HYBRID_SHARD shard within a node.
+  int64_t shard_group = 0;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };
 

@@ -120,6 +120,34 @@ expect_error "the legacy stack has no context parallelism" plan --model llama3-8
 expect_error "cp=3 cuts each sequence into 2 x cp = 6 chunks" plan --model llama3-8b --cluster dgx-h100 --gpus 48 --cp 3
 expect_error "trainer has no context parallelism, so a training config cannot run it" plan --train-config configs/shakespeare_char.toml \
   --cluster dgx-h100 --cp 2
+# --shard-group: hybrid sharding (FSDP's HYBRID_SHARD), ZeRO over groups of
+# a node's 8 GPUs and the gradient shards all-reduced across the 4 groups:
+# less DP traffic on a slow fabric than sharding over all 32, more memory.
+common=(--model llama2-7b --cluster jean-zay-a100 --gpus 32 --seq 4096 --micro-batch 2 --global-batch 64 --zero 3
+  --stack pytorch)
+if "$bin" plan "${common[@]}" --shard-group 8 --json >"$tmp/hsdp.json" 2>"$tmp/err" &&
+    "$bin" plan "${common[@]}" --json >"$tmp/fsdp.json" 2>>"$tmp/err"; then
+  python3 - "$tmp/hsdp.json" "$tmp/fsdp.json" <<'PY' || fail "plan --shard-group"
+import json, sys
+h, f = (json.load(open(p)) for p in sys.argv[1:3])
+assert h["layout"]["shard_group"] == 8 and f["layout"]["shard_group"] == 32, (h["layout"], f["layout"])
+r = h["dp_step"]["replicas"]
+assert r["groups"] == 4 and all(c["op"] == "allreduce" for c in r["collectives"]), r
+assert "replicas" not in f["dp_step"]
+assert h["memory_breakdown_gib"]["optimizer"] > 3.9 * f["memory_breakdown_gib"]["optimizer"]
+assert h["comm_bytes_per_gpu"]["dp"] < f["comm_bytes_per_gpu"]["dp"]
+PY
+else
+  fail "plan --shard-group exited non-zero: $(cat "$tmp/err")"
+fi
+"$bin" plan "${common[@]}" --shard-group 8 >"$tmp/hsdp.txt" 2>&1
+grep -q "shard=8" "$tmp/hsdp.txt" && grep -q "all-reducing the gradient shards across 4 replicas" "$tmp/hsdp.txt" ||
+  fail "plan --shard-group text: $(cat "$tmp/hsdp.txt")"
+"$bin" plan "${common[@]}" --shard-group 8 --search | grep -q "shard=8" || fail "plan --shard-group --search holds it"
+expect_error "--shard-group 6 must divide the 32 data-parallel ranks; nearest: 4 or 8" plan "${common[@]}" --shard-group 6
+expect_error "ZeRO-0 shards nothing" plan --model llama2-7b --cluster dgx-a100 --gpus 32 --zero 0 --shard-group 8
+expect_error "trainer has no hybrid sharding" plan --train-config configs/shakespeare_char.toml --cluster dgx-h100 \
+  --shard-group 2
 "$bin" plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 --global-batch 128 \
   --plot "$tmp/sweep.svg" >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
 grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"

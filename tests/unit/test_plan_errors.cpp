@@ -166,5 +166,36 @@ TEST_F(LayoutErrors, PipelineAndInterleavingLimits) {
   EXPECT_TRUE(ValidateLayout(spec, 16, good).ok()) << ValidateLayout(spec, 16, good).message();
 }
 
+// Hybrid sharding: a group that shards something and cuts the dp x cp ranks
+// evenly.
+TEST_F(LayoutErrors, ShardGroupMustDivideTheDataParallelRanks) {
+  Layout l{1, 1, 16, 1, 1, 64};
+  l.zero = 3, l.shard_group = 6;
+  Status st = ValidateLayout(spec, 16, l);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "--shard-group 6 must divide the 16 data-parallel ranks; nearest: 4 or 8"))
+      << st.message();
+  l.shard_group = 1;
+  st = ValidateLayout(spec, 16, l);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "a group of one rank shards nothing")) << st.message();
+  l.shard_group = 8, l.zero = 0;
+  st = ValidateLayout(spec, 16, l);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "ZeRO-0 shards nothing; use --zero 1, 2 or 3")) << st.message();
+  l.zero = 1;
+  EXPECT_TRUE(ValidateLayout(spec, 16, l).ok()) << ValidateLayout(spec, 16, l).message();
+  l.shard_group = 16;  // one group of all: no hybrid sharding
+  EXPECT_TRUE(ValidateLayout(spec, 16, l).ok());
+  // With context parallelism the groups cut the dp x cp ranks.
+  Layout cp{1, 1, 4, 1, 1, 64};
+  cp.cp = 2, cp.zero = 3, cp.shard_group = 4;
+  EXPECT_TRUE(ValidateLayout(spec, 8, cp).ok()) << ValidateLayout(spec, 8, cp).message();
+  cp.shard_group = 3;
+  st = ValidateLayout(spec, 8, cp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "must divide the 8 data-parallel ranks (dp x cp)")) << st.message();
+}
+
 }  // namespace
 }  // namespace scaletrain::plan

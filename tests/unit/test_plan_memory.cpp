@@ -1,6 +1,7 @@
 // Memory per GPU against Korthikanti et al. (2022) and hand computation.
 #include <gtest/gtest.h>
 
+#include "plan/comm_terms.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
@@ -120,6 +121,47 @@ TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
   ASSERT_TRUE(legacy_fp16.ok());
   EXPECT_DOUBLE_EQ(legacy_fp16->memory.grads, 2 * n);
   EXPECT_DOUBLE_EQ(legacy_fp16->memory.optimizer, 12 * n / 8);
+}
+
+// Hybrid sharding: 16 data-parallel ranks in two groups of 8 (a node each)
+// hold and move what 8 ranks of one group would, plus the all-reduce of each
+// gradient shard with the other group.
+TEST(PlanMemory, HybridShardingShardsOverOneGroup) {
+  auto setup = LoadPresetOnDgxA100("gpt2-124m");
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  CostModel model(setup->spec, setup->cluster, *SoftwareFromName("pytorch"));
+  const double n = 124439808;
+  for (int zero : {1, 3}) {
+    Layout hybrid;
+    hybrid.dp = 16, hybrid.micro_batch = 2, hybrid.global_batch = 64, hybrid.zero = zero;
+    hybrid.shard_group = 8;
+    Layout group = hybrid;  // one group alone: dp 8, the same micro-batches per step
+    group.dp = 8, group.global_batch = 32, group.shard_group = 0;
+    auto h = model.Predict(hybrid);
+    auto g = model.Predict(group);
+    ASSERT_TRUE(h.ok()) << h.status().message();
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    EXPECT_DOUBLE_EQ(h->memory.optimizer, 12 * n / 8) << zero;  // over 8 ranks, not 16
+    EXPECT_DOUBLE_EQ(h->memory.params, g->memory.params) << zero;
+    EXPECT_DOUBLE_EQ(h->memory.grads, g->memory.grads) << zero;
+    ASSERT_EQ(h->dp_collectives.size(), g->dp_collectives.size());
+    for (size_t i = 0; i < h->dp_collectives.size(); ++i) {
+      EXPECT_EQ(h->dp_collectives[i].payload_bytes, g->dp_collectives[i].payload_bytes);
+      EXPECT_EQ(h->dp_collectives[i].calls, g->dp_collectives[i].calls);
+    }
+    EXPECT_EQ(h->shard_replicas, 2);
+    EXPECT_EQ(g->shard_replicas, 1);
+    EXPECT_TRUE(g->replica_collectives.empty());
+    int64_t rs = 0, ar = 0;
+    for (const StepCollective& c : h->dp_collectives) {
+      if (c.kind == CollectiveKind::kReduceScatter) rs += c.calls * (c.payload_bytes / 8);
+    }
+    for (const StepCollective& c : h->replica_collectives) ar += c.calls * c.payload_bytes;
+    EXPECT_GT(ar, 0);
+    EXPECT_EQ(ar, rs);
+    EXPECT_DOUBLE_EQ(h->comm_bytes.dp, g->comm_bytes.dp + RingBytesSum(h->replica_collectives, 2));
+    EXPECT_GT(h->dp_comm_total_s, g->dp_comm_total_s);
+  }
 }
 
 TEST(PlanMemory, InterleavedFirstStageMatchesKorthikantiFigure1) {

@@ -789,6 +789,43 @@ TEST(PlanTerms, FsdpGathersAndReducesEveryMicroBatch) {
   EXPECT_DOUBLE_EQ(FsdpSeconds(4e8, 8e8, link, 4, 10, stage, false).exposed, t.total);
 }
 
+// Hybrid sharding: each reduce-scatter of a sharding group of 4 is followed
+// by an all-reduce of the quarter the rank received, across the replicas.
+TEST(PlanTerms, ReplicasAllReduceEachReduceScatteredShard) {
+  const std::vector<StepCollective> group = {
+      {"gradient reduce-scatter", CollectiveKind::kReduceScatter, 10, 4000, StepPhase::kBackward},
+      {"parameter all-gather", CollectiveKind::kAllgather, 20, 2000, StepPhase::kForward},
+      {"loss average", CollectiveKind::kAllreduce, 1, 8, StepPhase::kStep}};
+  const std::vector<StepCollective> ar = ReplicaAllReduces(group, 4);
+  ASSERT_EQ(ar.size(), 1u);
+  EXPECT_EQ(ar[0].kind, CollectiveKind::kAllreduce);
+  EXPECT_EQ(ar[0].calls, 10);
+  EXPECT_EQ(ar[0].payload_bytes, 1000);
+  EXPECT_EQ(ar[0].phase, StepPhase::kBackward);
+  EXPECT_DOUBLE_EQ(ar[0].RingBytes(2), 2.0 * 1 / 2 * 1000);  // 2 (r - 1) / r of the payload
+}
+
+// The replicas' all-reduces: rounds of calls, each round under the backward
+// it follows but its last call; the step's last call always exposed.
+TEST(PlanTerms, ReplicaAllReducesHideUnderTheBackwardButTheLastCall) {
+  Link link{1e9, 0};
+  link.allreduce_call_s = 1e-3;
+  StageSeconds stage;
+  stage.fwd = 0.1, stage.bwd = 0.2;
+  // 2 rounds of 4 calls: 0.6e9 B of ring traffic a round, 0.6 s + 4 ms.
+  const double round = 0.6 + 4e-3;
+  DpSeconds t = ReplicaAllReduceSeconds(1.2e9, 2, 4, link, stage, 1, true);
+  EXPECT_DOUBLE_EQ(t.total, 2 * round);
+  // The first round hides under its backward and the next forward (0.3 s);
+  // the last under 3/4 of its backward.
+  EXPECT_DOUBLE_EQ(t.exposed, (round - 0.3) + (round - 0.2 * 3 / 4));
+  // Short rounds: only the last call of the last round shows.
+  t = ReplicaAllReduceSeconds(4e7, 2, 4, link, stage, 1, true);
+  EXPECT_DOUBLE_EQ(t.exposed, (0.02 + 4e-3) / 4);
+  EXPECT_DOUBLE_EQ(ReplicaAllReduceSeconds(1.2e9, 2, 4, link, stage, 1, false).exposed, 2 * round);
+  EXPECT_DOUBLE_EQ(ReplicaAllReduceSeconds(0, 2, 4, link, stage, 1, true).total, 0.0);
+}
+
 // Buckets: the first is ready after 1/nb of the backward, the last at its end.
 TEST(PlanTerms, DpAllReduceHidesOnlyWhatTheBucketsLetIt) {
   const Link link{1e9, 0};

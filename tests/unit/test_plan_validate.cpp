@@ -36,6 +36,11 @@ constexpr double kMtNlgBound = 18.9;  // measured: 18.5%, worst -20.2%
 // a dev set for FP8 training (no constant fitted).
 constexpr double kNemoFp8Bound = 11.2;  // measured: 10.8% over 20 rows, worst +24.5%
 
+// IBM and Meta's fms-fsdp throughput table (tests/plan/fms-fsdp-2024.csv),
+// PyTorch FSDP1 with hybrid sharding on AWS A100 instances, added as a dev
+// set (no constant fitted).
+constexpr double kFmsFsdpBound = 9.0;  // measured: 8.6% over 4 rows, worst +20.0%
+
 // Validates tests/plan/NAME with the repository's catalog; every row must be
 // predicted.
 ValidationReport ValidateRepoCsv(const std::string& name, size_t rows) {
@@ -407,6 +412,59 @@ TEST(PlanValidate, LayoutLessRowsAreSearched) {
   const Layout& l = rep->rows[0].prediction.layout;
   EXPECT_EQ(l.tp * l.pp * l.dp, 64);
   EXPECT_EQ(l.global_batch, 512);
+}
+
+// Hybrid sharding: notes naming HSDP (FSDP's HYBRID_SHARD) shard within a
+// node, the shard_group column sets the group; either is ZeRO-3 unless the
+// row says otherwise.
+TEST(PlanValidate, HybridShardingFromTheNotesOrItsColumn) {
+  const std::string row =
+      ",x,llama2-7b,,,,,4096,,a100-80g,32,1,1,32,,,none,2,64,,,,1,pytorch-fsdp1,";
+  auto rep = ValidateTempCsv("hsdp.csv", kBaseHeader + ",stack,shard_group,notes\nhsdp" + row +
+                                             ",HSDP across nodes\ncol" + row + "16,\nfull" + row +
+                                             ",FULL_SHARD\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 3u);
+  for (const auto& r : rep->rows) ASSERT_TRUE(r.error.empty()) << r.run.id << ": " << r.error;
+  const Prediction& hsdp = rep->rows[0].prediction;
+  EXPECT_EQ(hsdp.layout.zero, 3);
+  EXPECT_EQ(hsdp.layout.shard_group, 8);  // a DGX A100 node
+  EXPECT_EQ(hsdp.shard_replicas, 4);
+  EXPECT_EQ(rep->rows[1].prediction.layout.shard_group, 16);
+  EXPECT_EQ(rep->rows[1].prediction.shard_replicas, 2);
+  EXPECT_EQ(rep->rows[2].prediction.shard_replicas, 1);
+  // Sharded over 8 ranks instead of 32: more memory per GPU.
+  EXPECT_GT(hsdp.memory.optimizer, rep->rows[2].prediction.memory.optimizer);
+  auto bad =
+      ValidateTempCsv("bad-hsdp.csv", kBaseHeader + ",stack,shard_group,notes\nbad" + row + "1,\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("column shard_group = 1 is not a sharding group"),
+            std::string::npos)
+      << bad.status().message();
+}
+
+// FSDP's reduce_dtype in the notes sets the gradient reduction's dtype.
+TEST(PlanValidate, ReduceDtypeFromTheNotes) {
+  const std::string row =
+      ",x,llama2-7b,,,,,4096,,a100-80g,32,1,1,32,,,none,2,64,,,,1,pytorch-fsdp1,";
+  auto rep =
+      ValidateTempCsv("reduce.csv", kBaseHeader + ",stack,notes\nbf16" + row +
+                                        "reduce_dtype=bf16\nfp32" + row + "reduce_dtype=float32\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 2u);
+  EXPECT_EQ(rep->rows[0].prediction.layout.grad_reduce, GradReduce::kCompute);
+  EXPECT_EQ(rep->rows[1].prediction.layout.grad_reduce, GradReduce::kFp32);
+  EXPECT_LT(rep->rows[0].prediction.memory.grads, rep->rows[1].prediction.memory.grads);
+}
+
+// IBM and Meta's fms-fsdp runs (tests/plan/fms-fsdp-2024.csv): FSDP1 on 128
+// A100, two of them hybrid-sharded within a node.
+TEST(PlanValidate, FmsFsdpRunsWithinTheMeasuredBound) {
+  const auto rep = ValidateRepoCsv("fms-fsdp-2024.csv", 4);
+  ASSERT_EQ(rep.rows.size(), 4u);
+  EXPECT_EQ(rep.rows[0].prediction.shard_replicas, 16);
+  EXPECT_EQ(rep.rows[2].prediction.shard_replicas, 1);
+  EXPECT_LT(rep.mape, kFmsFsdpBound) << "MAPE " << rep.mape;
 }
 
 }  // namespace
