@@ -36,6 +36,7 @@ struct PlanOptions {
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   int64_t cp = 1;
   int64_t shard_group = 0;  // hybrid sharding (Layout::shard_group); 0: none
+  int64_t recompute_layers = 0;  // full recomputation's layers per chunk; 0: all
   std::optional<int> zero;
   std::string recompute, precision, schedule, grad_reduce, dp_compress, dp_reduce;
   bool sp = false, search = false, json = false;
@@ -196,6 +197,14 @@ Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& i
     search.recompute = rc;
   }
   if (o.sp) search.sp = true;
+  if (o.recompute_layers != 0) {
+    if (search.recompute && *search.recompute != Recompute::kFull) {
+      return InvalidArgument("--recompute-layers " + std::to_string(o.recompute_layers) +
+                             " picks the layers full recomputation reruns; use --recompute full");
+    }
+    search.recompute = Recompute::kFull;
+    search.recompute_layers = o.recompute_layers;
+  }
   return search;
 }
 
@@ -337,6 +346,7 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   l.global_batch = search.global_batch;
   l.zero = f.zero.value_or(0);
   l.recompute = search.recompute.value_or(Recompute::kNone);
+  l.recompute_layers = search.recompute_layers.value_or(0);
   l.sp = f.sp;
   l.precision = search.precision;
   l.grad_reduce = search.grad_reduce;
@@ -500,6 +510,11 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   plan->add_option("--seq", o->seq, "sequence length (default: the preset's)");
   plan->add_option("--zero", o->zero, "ZeRO stage 0-3");
   plan->add_option("--recompute", o->recompute, "activation recomputation: none, selective (Megatron's), full, or op (PyTorch's op-level selective checkpointing)");
+  plan->add_option(
+      "--recompute-layers", o->recompute_layers,
+      "with full recomputation, the layers of each model chunk that recompute (Megatron's "
+      "--recompute-method block --recompute-num-layers; the rest keep their activations); "
+      "default: all; implies --recompute full");
   plan->add_flag("--sp", o->sp, "sequence parallelism (with tp > 1)");
   plan->add_option(
       "--precision", o->precision,

@@ -1,5 +1,6 @@
 #include "parallel/tp_pp_layout.h"
 
+#include <algorithm>
 #include <array>
 #include <set>
 
@@ -57,13 +58,20 @@ std::vector<StepCollective> TensorParallelStepCollectives(const ModelSpec& spec,
     if (calls > 0) out.push_back({what, kind, calls, calls * bytes_each, phase});
   };
   // Blocks: one all-reduce per block half each way, or its SP pair.
-  const int64_t rc = o.recompute_full ? 1 : 0;
+  // The blocks whose forward reruns: all, or the first recompute_layers of
+  // each of the rank's vpp chunks.
+  const int64_t chunks = std::max<int64_t>(1, shard.vpp);
+  const int64_t rc =
+      !o.recompute_full ? 0
+      : o.recompute_layers > 0
+          ? std::min(n, chunks * std::min(o.recompute_layers, (n + chunks - 1) / chunks))
+          : n;
   if (sp) {
     add("block all-gather (forward)", K::kAllgather, 2 * n * m, act, StepPhase::kForward);
     add("block reduce-scatter (forward)", K::kReduceScatter, 2 * n * m, act, StepPhase::kForward);
-    add("block all-gather (recomputed forward)", K::kAllgather, rc * 2 * n * m, act,
+    add("block all-gather (recomputed forward)", K::kAllgather, rc * 2 * m, act,
         StepPhase::kBackward);
-    add("block reduce-scatter (recomputed forward)", K::kReduceScatter, rc * 2 * n * m, act,
+    add("block reduce-scatter (recomputed forward)", K::kReduceScatter, rc * 2 * m, act,
         StepPhase::kBackward);
     add("block all-gather (backward)", K::kAllgather, 2 * n * m, act, StepPhase::kBackward);
     add("block reduce-scatter (backward)", K::kReduceScatter, 2 * n * m, act, StepPhase::kBackward);
@@ -74,7 +82,7 @@ std::vector<StepCollective> TensorParallelStepCollectives(const ModelSpec& spec,
     }
   } else {
     add("block all-reduce (forward)", K::kAllreduce, 2 * n * m, act, StepPhase::kForward);
-    add("block all-reduce (recomputed forward)", K::kAllreduce, rc * 2 * n * m, act,
+    add("block all-reduce (recomputed forward)", K::kAllreduce, rc * 2 * m, act,
         StepPhase::kBackward);
     add("block all-reduce (backward)", K::kAllreduce, 2 * n * m, act, StepPhase::kBackward);
   }

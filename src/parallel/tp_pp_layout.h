@@ -65,6 +65,9 @@ struct TpPpStepOptions {
   // during backward (the trainer's training.recompute = "full" reruns each
   // block's forward, collectives included, before its backward).
   bool recompute_full = false;
+  // With recompute_full: the layers of each model chunk that rerun (the first
+  // ones; Megatron-LM's --recompute-num-layers with the block method); 0: all.
+  int64_t recompute_layers = 0;
   // Megatron-LM's scatter-gather of pipeline messages: without sequence
   // parallelism each TP rank sends 1/tp of the activation and the receivers
   // all-gather it (over NVLink, not counted here). The trainer sends its

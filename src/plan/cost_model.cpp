@@ -26,6 +26,7 @@ std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
   o.micro_batches = l.micro_batches();
   o.elem_bytes = static_cast<int64_t>(ActivationElemBytes(l.precision));
   o.recompute_full = l.recompute == Recompute::kFull;
+  o.recompute_layers = l.recompute_layers;
   o.pp_scatter_gather = sw.pp_scatter_gather;
   const ModelSpec rank_spec = TpPaddedSpec(m, l.tp);
   std::vector<Prediction::StageCollectives> collectives(stages.size());
@@ -72,11 +73,15 @@ void SetDpCollectives(const std::vector<RankParams>& stages, const ModelSpec& mo
 }
 
 // Throughput and FLOPs of a step whose time is p->step_time_s.
-void SetThroughput(const ModelSpec& m, const Layout& l, double peak_flops_per_s, Prediction* p) {
+// `recomputed_share`: of the blocks, the share full recomputation reruns
+// (RecomputedShare; 1 for the other policies).
+void SetThroughput(const ModelSpec& m, const Layout& l, double peak_flops_per_s,
+                   double recomputed_share, Prediction* p) {
   const double gb = static_cast<double>(l.global_batch);
   const double n_gpus = static_cast<double>(l.num_gpus());
   p->model_flops_per_step = gb * ModelFlopsPerSequence(m);
-  p->hw_flops_per_step = p->model_flops_per_step + gb * RecomputeFlopsPerSequence(m, l.recompute);
+  p->hw_flops_per_step =
+      p->model_flops_per_step + gb * recomputed_share * RecomputeFlopsPerSequence(m, l.recompute);
   p->tokens_per_s = gb * static_cast<double>(m.block_size) / p->step_time_s;
   p->tflops_per_gpu = p->model_flops_per_step / p->step_time_s / n_gpus / 1e12;
   p->hw_tflops_per_gpu = p->hw_flops_per_step / p->step_time_s / n_gpus / 1e12;
@@ -230,8 +235,17 @@ CostModel::SlowestStage CostModel::FindSlowestStage(
         StageComputeSeconds(stages[i], mb, sw_, grad_elem_bytes, hbm_bytes_per_s);
     const PassSeconds tp = TpSeconds(l, collectives[i].tp, tp_link, mb, stages[i].layers);
     const double n = static_cast<double>(stages[i].layers);
-    const StageSeconds t = StageMicroBatchSeconds(compute, n, mb.layer_recompute, tp,
-                                                  {n * cp_layer.fwd, n * cp_layer.bwd});
+    // The layers that recompute: all but where full recomputation reruns some.
+    const double rc_layers =
+        l.recompute == Recompute::kFull ? n * RecomputedShare(l, stages[i].layers) : n;
+    // Full recomputation (of the layers it reruns), and Megatron's selective
+    // (the core attention), run the ring attention's forward again; PyTorch's
+    // op-level policy keeps its output.
+    const double cp_rerun =
+        l.recompute == Recompute::kFull || l.recompute == Recompute::kSelective ? rc_layers : 0.0;
+    const StageSeconds t =
+        StageMicroBatchSeconds(compute, rc_layers, mb.layer_recompute, tp,
+                               {n * cp_layer.fwd, n * cp_layer.bwd + cp_rerun * cp_layer.fwd});
     if (t.fwd + t.bwd > slowest.time.fwd + slowest.time.bwd) slowest = {i, t};
   }
   return slowest;
@@ -240,12 +254,7 @@ CostModel::SlowestStage CostModel::FindSlowestStage(
 PassSeconds CostModel::CpLayerSeconds(const Layout& l, const LayerShape& shape,
                                       const MicroBatchSeconds& mb) const {
   if (l.cp == 1) return {};
-  PassSeconds cp = CpRingSeconds(shape, mb.attention, CpLink(cluster_, l.tp, l.cp), CommSmShare());
-  // Full recomputation, and Megatron's selective (the core attention), run
-  // the ring attention's forward again; PyTorch's op-level policy keeps its
-  // output.
-  if (l.recompute == Recompute::kFull || l.recompute == Recompute::kSelective) cp.bwd += cp.fwd;
-  return cp;
+  return CpRingSeconds(shape, mb.attention, CpLink(cluster_, l.tp, l.cp), CommSmShare());
 }
 
 double CostModel::CommSmShare() const {
@@ -257,7 +266,7 @@ PassSeconds CostModel::TpSeconds(const Layout& l, const std::vector<StepCollecti
   const PassSeconds tp = TpCommSeconds(tp_collectives, l.tp, link, l.micro_batches());
   if (!(sw_.tp_comm_overlap && l.sp && l.tp > 1)) return tp;
   // The GEMMs of the stage's layers, the recomputed forward's with the backward.
-  const double n = static_cast<double>(layers), rc = l.recompute == Recompute::kFull ? 1.0 : 0.0;
+  const double n = static_cast<double>(layers), rc = RecomputedShare(l, layers);
   const PassSeconds gemm{n * mb.layer_gemm.fwd, n * (mb.layer_gemm.bwd + rc * mb.layer_gemm.fwd)};
   return OverlappedTpSeconds(tp, gemm, l.tp, CommSmShare());
 }
@@ -342,6 +351,12 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
                            " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
                            "1F1B); use --vpp 1");
   }
+  if (l.recompute_layers > 0 && sw_.trainer_activation_buffer) {
+    return InvalidArgument(
+        "the " + sw_.name +
+        " stack recomputes every layer under full recomputation (the trainer has no "
+        "partial recomputation); drop --recompute-layers");
+  }
   if (l.cp > 1 && (!sw_.flash_attention || sw_.trainer_activation_buffer)) {
     return InvalidArgument("the " + sw_.name +
                            " stack has no context parallelism (ring attention runs on FlashAttention "
@@ -424,7 +439,9 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, g, sw_, rates.hbm_bytes_per_s);
   p.step_time_s = p.time_s.Total();
 
-  SetThroughput(spec_, l, peak, &p);
+  SetThroughput(spec_, l, peak,
+                l.recompute == Recompute::kFull ? RecomputedShare(l, stages[fullest].layers) : 1.0,
+                &p);
   SetMemory(l, tokens, stages, *sched, grad_elem_bytes, &p);
   // Bytes sent: TP the slowest stage's, PP the stage that sends the most.
   p.comm_bytes.tp = RingBytesSum(p.stage_collectives[slowest.index].tp, l.tp);

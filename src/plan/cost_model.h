@@ -173,8 +173,8 @@ class CostModel {
                                 const MicroBatchSeconds& mb, const PassSeconds& cp_layer,
                                 int64_t grad_elem_bytes, double hbm_bytes_per_s) const;
   // One layer's context-parallel ring transfers per micro-batch
-  // (CpRingSeconds), the recomputed attention forward's with the backward;
-  // nothing when cp = 1.
+  // (CpRingSeconds; FindSlowestStage adds the recomputed forward's to the
+  // backward); nothing when cp = 1.
   PassSeconds CpLayerSeconds(const Layout& l, const LayerShape& shape, const MicroBatchSeconds& mb) const;
   // Hybrid sharding's all-reduces of the gradient shards across the
   // replicas (ReplicaAllReduceSeconds), on their own link; sets

@@ -76,8 +76,12 @@ std::string LayoutToString(const Layout& l) {
   if (l.gpipe) s += " gpipe";
   if (l.dp_compress != DpCompression::kNone) s += std::string(" dp_compress=") + DpCompressionName(l.dp_compress);
   if (l.dp_hierarchical) s += " dp_reduce=hierarchical";
-  if (l.shard_group > 0 && l.shard_group < l.dp * l.cp)
+  if (l.shard_group > 0 && l.shard_group < l.dp * l.cp) {
     s += " shard=" + std::to_string(l.shard_group);
+  }
+  if (l.recompute == Recompute::kFull && l.recompute_layers > 0) {
+    s += " rc_layers=" + std::to_string(l.recompute_layers);
+  }
   if (l.grad_reduce == GradReduce::kCompute && l.precision != Precision::kFP32) {
     s += std::string(" grads=") + GradReduceDtypeName(l);
   }
@@ -106,6 +110,14 @@ Layout ShardGroupLayout(const Layout& g) {
   s.global_batch = g.global_batch / r;  // micro_batches() unchanged
   s.shard_group = 0;
   return s;
+}
+
+double RecomputedShare(const Layout& l, int64_t stage_layers) {
+  if (l.recompute != Recompute::kFull || stage_layers <= 0) return 0.0;
+  if (l.recompute_layers <= 0) return 1.0;
+  const double chunk =
+      static_cast<double>(stage_layers) / static_cast<double>(std::max<int64_t>(1, l.vpp));
+  return std::min(1.0, static_cast<double>(l.recompute_layers) / chunk);
 }
 
 int64_t ShardReplicas(const Layout& g) {
@@ -178,6 +190,7 @@ Software PyTorchStack(const std::string& name, bool compiled) {
   s.gather_copy_out = true;
   s.selective_is_op = true;
   s.fp8_dynamic_scaling = true;
+  s.partial_recompute = true;
   s.buckets = Software::Buckets::kFixed25MiB;  // DDP's bucket_cap_mb where a layout is not sharded
   return s;
 }
@@ -193,6 +206,8 @@ Result<Software> SoftwareFromName(const std::string& given) {
   s.name = name;
   if (name == "modern") {
     s.tp_comm_overlap = true;
+    s.max_searched_zero = 2;
+    s.partial_recompute = true;
     return s;
   }
   if (name == "pytorch" || name == "pytorch-compile") return PyTorchStack(name, name == "pytorch-compile");
@@ -226,8 +241,10 @@ Result<Software> SoftwareFromName(const std::string& given) {
     s.fused_grad_accumulation = false;
     s.separate_optimizer_passes = true;
     s.legacy_conventions = true;
+    s.max_searched_zero = 1;
     s.buckets = Software::Buckets::kWholeBuffer;
     if (name == "megatron-deepspeed") {
+      s.max_searched_zero = 3;  // DeepSpeed's ZeRO stages
       s.buckets = Software::Buckets::kDeepSpeed;
       // DeepSpeed's pipeline engine (BLOOM, MT-NLG): 1F1B only, and every TP
       // rank sends the stage's whole activation to its peer on the next
@@ -433,6 +450,25 @@ Status CheckShardGroup(const Layout& l) {
   return Status::Ok();
 }
 
+// Recomputing K layers of each chunk: full recomputation, K within a chunk.
+Status CheckRecomputeLayers(const ModelSpec& m, const Layout& l) {
+  if (l.recompute_layers == 0) return Status::Ok();
+  const std::string what = "--recompute-layers " + Str(l.recompute_layers);
+  if (l.recompute_layers < 0)
+    return InvalidArgument(what + ": give the layers of each chunk to recompute, >= 1");
+  if (l.recompute != Recompute::kFull) {
+    return InvalidArgument(what +
+                           " picks the layers full recomputation reruns; use --recompute full");
+  }
+  const int64_t chunk = (m.n_layer + l.pp * l.vpp - 1) / (l.pp * l.vpp);
+  if (l.recompute_layers > chunk) {
+    return InvalidArgument(what + " exceeds the " + Str(chunk) + " layers of a model chunk (" +
+                           Str(m.n_layer) + " layers over pp x vpp = " + Str(l.pp * l.vpp) +
+                           "); use 1 to " + Str(chunk));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The checks run in this order, so that a layout with several faults is
@@ -451,6 +487,7 @@ Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
   }
   ST_RETURN_IF_ERROR(CheckInterleaving(m, l));
   ST_RETURN_IF_ERROR(CheckShardGroup(l));
+  ST_RETURN_IF_ERROR(CheckRecomputeLayers(m, l));
   ST_RETURN_IF_ERROR(CheckBatchDivides(l));
   if (l.vpp > 1 && l.micro_batches() % l.pp != 0) {
     return InvalidArgument(

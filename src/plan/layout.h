@@ -77,6 +77,12 @@ struct Layout {
   // dp_shard x dp_replicate), Megatron-Core's
   // --num-distributed-optimizer-instances. 0 (or dp x cp): one group of all.
   int64_t shard_group = 0;
+  // With full recomputation: how many layers of each model chunk recompute
+  // (Megatron-LM's --recompute-method block --recompute-num-layers K: the
+  // first K of every chunk; torchtitan's and fms-fsdp's checkpointing of
+  // every n-th block keep the same share); the chunk's other layers keep
+  // their activations. 0: all of them.
+  int64_t recompute_layers = 0;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
@@ -105,6 +111,11 @@ Layout ShardGroupLayout(const Layout& g);
 // How many sharding groups (replicas) a gradient group `g` has: 1 without
 // hybrid sharding.
 int64_t ShardReplicas(const Layout& g);
+
+// The share of a stage's layers that full recomputation reruns: all of them,
+// or with recompute_layers = K the first K of each of its vpp chunks of
+// stage_layers / vpp layers. 0 without full recomputation.
+double RecomputedShare(const Layout& l, int64_t stage_layers);
 
 // The divisors of n, ascending (the candidate sizes of a layout axis).
 std::vector<int64_t> Divisors(int64_t n);
@@ -208,6 +219,19 @@ struct Software {
   // FSDP: parameters, gradients and optimizer state are always sharded over
   // the DP group (ZeRO-3 wherever dp > 1) unless a layout states its stage.
   bool fully_sharded = false;
+  // Full recomputation of some layers only (Layout::recompute_layers), which
+  // the search uses where full recomputation fits and none does not: the
+  // fewest recomputed layers that fit (Megatron's block method; PyTorch's
+  // checkpointing of every n-th block).
+  bool partial_recompute = false;
+  // The highest ZeRO stage the stack's own data parallelism offers, which the
+  // search tries when a layout does not state one: Megatron-LM shards the
+  // optimizer state only (--use-distributed-optimizer, ZeRO-1; its gradient
+  // buffer stays whole); NeMo's distributed_fused_adam (Apex's
+  // DistributedFusedAdam, its GPT-3 and Nemotron configurations' optimizer)
+  // also keeps gradients as shards (ZeRO-2). Neither gathers parameters per
+  // layer. A stated stage is taken as given whatever this says.
+  int max_searched_zero = 3;
   // ZeRO-3 as FSDP2 runs it: after each all-gather the compute stream copies
   // the gathered parameters out of the flat buffer into their own tensors
   // (torch.split_with_sizes_copy in foreach_all_gather_copy_out), a read and a

@@ -93,9 +93,18 @@ double StageActivationBytes(const ModelSpec& m, const Layout& l, const Software&
                          ? Fp8ActivationDeltaBytes(m, l.micro_batch, l.tp, l.sp)
                          : 0.0;
   const bool whole_set = l.recompute == Recompute::kNone || l.recompute == Recompute::kSelective;
-  const double per_layer =
+  double per_layer =
       act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp, l.recompute, sw) +
       (whole_set ? fp8 : 0.0);
+  // Full recomputation of some of each chunk's layers: the others keep
+  // their whole set.
+  const double rerun = RecomputedShare(l, stage.layers);
+  if (l.recompute == Recompute::kFull && rerun < 1.0) {
+    per_layer = rerun * per_layer +
+                (1.0 - rerun) * (act_scale * LayerActivationBytes(m, l.micro_batch, l.tp, l.sp,
+                                                                  Recompute::kNone, sw) +
+                                 fp8);
+  }
   double act = static_cast<double>(in_flight) * layers_per_chunk * per_layer;
   if (l.recompute == Recompute::kFull || l.recompute == Recompute::kOp) {
     // Backward rebuilds one layer's full set at a time.

@@ -44,8 +44,10 @@ double LayerActivationBytes(const ModelSpec& m, int64_t micro_batch, int64_t tp,
 
 // Activations a rank of `stage` holds at its peak: each of the `in_flight`
 // micro-batches the schedule has started and not finished backward
-// (PeakActivations) keeps its layer sets for one chunk; full recomputation
-// adds the one layer being rebuilt; virtual stage 0 adds the embedding's
+// (PeakActivations) keeps its layer sets for one chunk (with full
+// recomputation of recompute_layers of a chunk, those keep their input and
+// the rest their whole set); full recomputation adds the one layer being
+// rebuilt; virtual stage 0 adds the embedding's
 // dropout mask per micro-batch in flight in chunk 0
 // (`first_chunk_in_flight`), the last adds the logits and their fp32
 // softmax.

@@ -35,6 +35,7 @@ nlohmann::json LayoutJson(const Layout& l) {
           {"precision", PrecisionName(l.precision)},
           {"grad_reduce", GradReduceDtypeName(l)},
           {"bucket_bytes", l.bucket_bytes},
+          {"recompute_layers", l.recompute == Recompute::kFull ? l.recompute_layers : 0},
           {"shard_group", l.dp * l.cp / ShardReplicas(GradientGroupLayout(l))}};
 }
 

@@ -102,6 +102,7 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
     if (opt.zero && zero != *opt.zero) continue;
     if (base.dp == 1 && zero > 0) continue;  // nothing to shard over
     if (base.shard_group > 0 && zero == 0) continue;  // a sharding group shards
+    if (!opt.zero && zero > sw.max_searched_zero) continue;  // a stage the stack does not have
     // FSDP shards whatever the DP group holds.
     if (!opt.zero && sw.fully_sharded && base.dp > 1 && zero != 3) continue;
     for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
@@ -117,6 +118,8 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
         if (opt.sp && sp != *opt.sp) continue;
         Layout l = base;
         l.zero = zero, l.recompute = rc, l.sp = sp;
+        if (rc == Recompute::kFull && opt.recompute_layers)
+          l.recompute_layers = *opt.recompute_layers;
         out->push_back(l);
       }
     }
@@ -145,6 +148,26 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
       AddKnobVariants(l, opt, model.software(), out);
     }
   }
+}
+
+// A layout with full recomputation that fits, recomputing only the fewest
+// layers of each chunk that still fit (memory falls and time grows with
+// their number); nothing when all of them are needed.
+Result<std::optional<Prediction>> FewestRecomputedLayers(CostModel& model, Layout l) {
+  const int64_t chunk = (model.spec().n_layer + l.pp * l.vpp - 1) / (l.pp * l.vpp);
+  int64_t lo = 1, hi = chunk;  // hi: fits (all of them)
+  std::optional<Prediction> best;
+  while (lo < hi) {
+    l.recompute_layers = (lo + hi) / 2;
+    ST_ASSIGN_OR_RETURN(Prediction p, model.Evaluate(l));
+    if (p.fits) {
+      hi = l.recompute_layers;
+      best = std::move(p);
+    } else {
+      lo = l.recompute_layers + 1;
+    }
+  }
+  return best;
 }
 
 // Every layout the search evaluates, in the order it evaluates them.
@@ -255,7 +278,16 @@ Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
   std::vector<Prediction> fitting;
   for (const Layout& l : CandidateLayouts(model, opt)) {
     ST_ASSIGN_OR_RETURN(Prediction p, model.Evaluate(l));
+    // A stated recomputation ("full") means every layer; only a searched one
+    // is also tried on the fewest layers that fit.
+    const bool try_partial = p.fits && l.recompute == Recompute::kFull && l.recompute_layers == 0 &&
+                             !opt.recompute && !opt.recompute_layers &&
+                             model.software().partial_recompute;
     Record(p, &fams[{l.tp, l.pp}], &res, &fitting);
+    if (try_partial) {
+      ST_ASSIGN_OR_RETURN(std::optional<Prediction> partial, FewestRecomputedLayers(model, l));
+      if (partial) Record(*partial, &fams[{l.tp, l.pp}], &res, &fitting);
+    }
   }
   res.top = FastestFitting(std::move(fitting), opt.top_k);
   const double best = res.top.empty() ? 0 : res.top[0].tokens_per_s;

@@ -33,6 +33,11 @@ struct SearchOptions {
   std::optional<int64_t> shard_group;
   bool shard_in_node = false;
   std::optional<Recompute> recompute;
+  // Full recomputation's layers per chunk (Layout::recompute_layers), held
+  // where given; otherwise, on a stack with partial recomputation, each
+  // fitting full-recomputation layout is also tried with the fewest layers
+  // that still fit.
+  std::optional<int64_t> recompute_layers;
   std::optional<bool> sp;
   int64_t max_micro_batch = 64;
   int64_t max_vpp = 16;

@@ -134,6 +134,15 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
           "over, >= 2 (or leave it empty: one group of all)");
     }
   }
+  if (r.Has("recompute_layers") && !r.Get("recompute_layers").empty()) {
+    ST_RETURN_IF_ERROR(r.Integer("recompute_layers", &run->recompute_layers));
+    if (run->recompute_layers < 1) {
+      return InvalidArgument(
+          r.where + ": column recompute_layers = " + std::to_string(run->recompute_layers) +
+          " is not a layer count; give the layers of each chunk that recompute, >= 1 "
+          "(or leave it empty)");
+    }
+  }
   if (r.Has("zero") && !r.Get("zero").empty()) {
     ST_RETURN_IF_ERROR(r.Integer("zero", &run->zero));
     if (run->zero < 0 || run->zero > 3) {
@@ -296,6 +305,16 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
   if (!run.recompute.empty()) {
     ST_ASSIGN_OR_RETURN(Recompute rc, RecomputeFromName(run.recompute));
     o->recompute = rc;
+  }
+  if (run.recompute_layers > 0) {
+    if (o->recompute && *o->recompute != Recompute::kFull) {
+      return InvalidArgument(
+          run.id + ": recompute_layers = " + std::to_string(run.recompute_layers) +
+          " picks the layers full recomputation reruns, but recompute is " +
+          RecomputeName(*o->recompute) + "; give recompute full or leave it empty");
+    }
+    o->recompute = Recompute::kFull;
+    o->recompute_layers = run.recompute_layers;
   }
   return Status::Ok();
 }

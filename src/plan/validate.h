@@ -45,6 +45,10 @@ struct PublishedRun {
   // (Layout::shard_group; 0: not stated). Without it, notes naming HSDP or
   // HYBRID_SHARD shard within a node.
   int64_t shard_group = 0;
+  // The optional `recompute_layers` column: with full recomputation, the
+  // layers of each model chunk that recompute (Layout::recompute_layers; 0:
+  // not stated, all of them when the row says full).
+  int64_t recompute_layers = 0;
   double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;           // 0: not stated
 };
 

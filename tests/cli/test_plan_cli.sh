@@ -148,6 +148,31 @@ expect_error "--shard-group 6 must divide the 32 data-parallel ranks; nearest: 4
 expect_error "ZeRO-0 shards nothing" plan --model llama2-7b --cluster dgx-a100 --gpus 32 --zero 0 --shard-group 8
 expect_error "trainer has no hybrid sharding" plan --train-config configs/shakespeare_char.toml --cluster dgx-h100 \
   --shard-group 2
+# --recompute-layers K: full recomputation of the first K layers of each
+# model chunk (Megatron's block method), between none and full in memory and
+# time; a count beyond a chunk, another policy and the trainer are errors.
+rcl=(--model llama3-8b --cluster dgx-h100 --gpus 8 --tp 2 --pp 2 --vpp 2 --global-batch 32 --zero 1)
+if "$bin" plan "${rcl[@]}" --recompute full --recompute-layers 2 --json >"$tmp/rc2.json" 2>"$tmp/err" &&
+    "$bin" plan "${rcl[@]}" --recompute full --json >"$tmp/rcall.json" 2>>"$tmp/err" &&
+    "$bin" plan "${rcl[@]}" --recompute none --json >"$tmp/rc0.json" 2>>"$tmp/err"; then
+  python3 - "$tmp/rc2.json" "$tmp/rcall.json" "$tmp/rc0.json" <<'PY' || fail "plan --recompute-layers"
+import json, sys
+k, a, n = (json.load(open(p)) for p in sys.argv[1:4])
+assert k["layout"]["recompute"] == "full" and a["layout"]["recompute"] == "full"
+act = lambda j: j["memory_breakdown_gib"]["activations"]
+assert act(a) < act(k) < act(n), (act(a), act(k), act(n))
+rc = lambda j: j["time_breakdown_s"]["recompute"]
+assert abs(rc(k) - rc(a) / 4) < 1e-9 * rc(a), (rc(k), rc(a))
+assert k["layout"]["recompute_layers"] == 2 and a["layout"]["recompute_layers"] == 0
+PY
+else
+  fail "plan --recompute-layers exited non-zero: $(cat "$tmp/err")"
+fi
+expect_error "--recompute-layers 9 exceeds the 8 layers of a model chunk" plan "${rcl[@]}" --recompute full --recompute-layers 9
+expect_error "picks the layers full recomputation reruns; use --recompute full" plan "${rcl[@]}" --recompute selective \
+  --recompute-layers 2
+expect_error "the trainer has no partial recomputation" plan --train-config configs/shakespeare_char.toml --vocab 65 \
+  --cluster dgx-h100 --recompute full --recompute-layers 1
 "$bin" plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 --global-batch 128 \
   --plot "$tmp/sweep.svg" >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
 grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"

@@ -1,6 +1,8 @@
 // Memory per GPU against Korthikanti et al. (2022) and hand computation.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "plan/comm_terms.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
@@ -162,6 +164,57 @@ TEST(PlanMemory, HybridShardingShardsOverOneGroup) {
     EXPECT_DOUBLE_EQ(h->comm_bytes.dp, g->comm_bytes.dp + RingBytesSum(h->replica_collectives, 2));
     EXPECT_GT(h->dp_comm_total_s, g->dp_comm_total_s);
   }
+}
+
+// Full recomputation of K of each chunk's layers: the activations, the
+// recomputed time, the recomputed FLOPs and the repeated TP collectives are
+// the share K / (layers of a chunk) of full recomputation's, the rest as
+// without recomputation.
+TEST(PlanMemory, PartialRecomputationIsItsShareOfFull) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  auto preset = LoadModel("llama3-8b", kConfigs);
+  ASSERT_TRUE(preset.ok());
+  const Software sw = *SoftwareFromName("modern");
+  CostModel model(preset->spec, *cat.Cluster("dgx-h100"), sw);
+  Layout l;  // 32 layers: 16 a stage, 8 a chunk
+  l.tp = 2, l.pp = 2, l.vpp = 2, l.dp = 2, l.micro_batch = 1, l.global_batch = 32, l.zero = 1;
+  l.recompute = Recompute::kNone;
+  auto none = model.Predict(l);
+  l.recompute = Recompute::kFull;
+  auto full = model.Predict(l);
+  l.recompute_layers = 2;
+  auto part = model.Predict(l);
+  ASSERT_TRUE(none.ok() && full.ok() && part.ok()) << part.status().message();
+  const double s = 2.0 / 8.0;
+  // The one layer rebuilt at a time stays with any recomputation.
+  const double rebuilt = LayerActivationBytes(preset->spec, 1, 2, false, Recompute::kNone, sw);
+  ASSERT_EQ(part->stage_bytes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {  // each stage (the most loaded one may change)
+    const double f = static_cast<double>(full->stage_bytes[i].activations),
+                 n = static_cast<double>(none->stage_bytes[i].activations);
+    EXPECT_NEAR(static_cast<double>(part->stage_bytes[i].activations),
+                s * f + (1 - s) * (n + rebuilt), 2.0)
+        << "stage " << i;
+  }
+  EXPECT_NEAR(part->time_s.recompute, s * full->time_s.recompute, 1e-12);
+  EXPECT_NEAR(part->hw_flops_per_step - part->model_flops_per_step,
+              s * (full->hw_flops_per_step - full->model_flops_per_step),
+              1e-6 * full->hw_flops_per_step);
+  // The recomputed forwards' all-reduces: 2 a block, for 2 x vpp blocks a stage, per micro-batch.
+  auto recomputed_calls = [](const Prediction& p) {
+    int64_t calls = 0;
+    for (const StepCollective& c : p.stage_collectives[0].tp) {
+      if (std::string(c.what).find("recomputed") != std::string::npos) calls += c.calls;
+    }
+    return calls;
+  };
+  const int64_t m = 32 / (2 * 1);
+  EXPECT_EQ(recomputed_calls(*part), 2 * 2 * 2 * m);
+  EXPECT_EQ(recomputed_calls(*full), 2 * 16 * m);
+  EXPECT_EQ(recomputed_calls(*none), 0);
+  EXPECT_LT(part->memory.activations, none->memory.activations);
+  EXPECT_GT(part->memory.activations, full->memory.activations);
 }
 
 TEST(PlanMemory, InterleavedFirstStageMatchesKorthikantiFigure1) {

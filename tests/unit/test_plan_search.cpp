@@ -132,6 +132,46 @@ TEST(PlanSearch, OpLevelRecomputeOnlyWhenAsked) {
   for (const auto& p : op->top) EXPECT_EQ(p.layout.recompute, Recompute::kOp);
 }
 
+// Where full recomputation fits and none does not, the search also tries
+// recomputing the fewest layers of each chunk that fit (Megatron's block
+// method): Llama 3 405B at Meta's tp 8, pp 16, vpp 4 on 8,192 H100.
+TEST(PlanSearch, PartialRecomputationFillsTheMemoryGap) {
+  Fixture f("llama3-405b", "h100-roce");
+  SearchOptions o;
+  o.num_gpus = 8192, o.global_batch = 2048;
+  o.tp = 8, o.pp = 16, o.vpp = 4, o.micro_batch = 1, o.zero = 1, o.sp = true;
+  auto r = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->top.empty());
+  const Prediction& best = r->top[0];
+  const int64_t chunk = 2;  // 126 layers over 16 x 4 chunks: at most 2 each
+  EXPECT_EQ(best.layout.recompute, Recompute::kFull);
+  EXPECT_GT(best.layout.recompute_layers, 0);
+  EXPECT_LT(best.layout.recompute_layers, chunk);
+  EXPECT_TRUE(best.fits);
+  EXPECT_TRUE(ValidateLayout(f.model->spec(), 8192, best.layout).ok())
+      << LayoutToString(best.layout);
+  // One layer fewer does not fit (here: none at all).
+  Layout none = best.layout;
+  none.recompute = Recompute::kNone, none.recompute_layers = 0;
+  auto n = f.model->Predict(none);
+  ASSERT_TRUE(n.ok());
+  EXPECT_FALSE(n->fits);
+  // Stated full recomputation means every layer, and is slower.
+  o.recompute = Recompute::kFull;
+  auto full = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(full.ok());
+  ASSERT_FALSE(full->top.empty());
+  EXPECT_EQ(full->top[0].layout.recompute_layers, 0);
+  EXPECT_LT(full->top[0].tokens_per_s, best.tokens_per_s);
+  // A stated count is held.
+  o.recompute_layers = 2;
+  auto held = SearchLayouts(*f.model, o);
+  ASSERT_TRUE(held.ok());
+  ASSERT_FALSE(held->top.empty());
+  EXPECT_EQ(held->top[0].layout.recompute_layers, 2);
+}
+
 TEST(PlanSearch, TooBigModelReportsWhyNothingFits) {
   Fixture f("llama3-405b", "dgx-a100");
   SearchOptions o;
