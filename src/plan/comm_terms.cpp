@@ -46,7 +46,7 @@ PassSeconds OverlappedTpSeconds(const PassSeconds& tp_comm, const PassSeconds& g
 }
 
 double OverlapCostSeconds(double hidden_s, double sm_share) {
-  // The compute beside the transfer runs on 1 - share of the SMs for
+  // The compute beside the transfer runs at 1 - share of its rate for
   // hidden_s: it finishes hidden_s x share / (1 - share) later.
   if (!(sm_share > 0 && sm_share < 1)) return 0;
   return hidden_s * sm_share / (1.0 - sm_share);

@@ -50,13 +50,14 @@ PassSeconds TpCommSeconds(const std::vector<StepCollective>& cs, int64_t tp, con
 // The same collectives pipelined with the GEMMs beside them
 // (Software::tp_comm_overlap, with SP): each pass's collectives, cut into tp
 // chunks, hide under that pass's `gemm` time except the first chunk; while
-// they hide, the GEMMs run without the `sm_share` of the SMs the transfers
-// occupy, which the result charges (OverlapCostSeconds).
+// they hide, the GEMMs run without the `sm_share` of their throughput the
+// transfers take, which the result charges (OverlapCostSeconds).
 PassSeconds OverlappedTpSeconds(const PassSeconds& tp_comm, const PassSeconds& gemm, int64_t tp,
                                 double sm_share);
 // What communication that runs beside compute for `hidden_s` costs that
-// compute: the `sm_share` of the SMs it occupies (Software::comm_sms /
-// GpuSpec::sm_count; 0 where either is not known).
+// compute: the `sm_share` of its throughput the transfers take (their SMs
+// and memory traffic; CostModel::OverlapShare, from the measured
+// Software::overlap_slowdown; 0 where not modelled).
 double OverlapCostSeconds(double hidden_s, double sm_share);
 
 // ---- context parallelism ----

@@ -254,11 +254,11 @@ CostModel::SlowestStage CostModel::FindSlowestStage(
 PassSeconds CostModel::CpLayerSeconds(const Layout& l, const LayerShape& shape,
                                       const MicroBatchSeconds& mb) const {
   if (l.cp == 1) return {};
-  return CpRingSeconds(shape, mb.attention, CpLink(cluster_, l.tp, l.cp), CommSmShare());
+  return CpRingSeconds(shape, mb.attention, CpLink(cluster_, l.tp, l.cp), OverlapShare());
 }
 
-double CostModel::CommSmShare() const {
-  return cluster_.gpu.sm_count > 0 ? sw_.comm_sms / cluster_.gpu.sm_count : 0.0;
+double CostModel::OverlapShare() const {
+  return sw_.overlap_slowdown > 0 ? sw_.overlap_slowdown / (1.0 + sw_.overlap_slowdown) : 0.0;
 }
 
 PassSeconds CostModel::TpSeconds(const Layout& l, const std::vector<StepCollective>& tp_collectives,
@@ -268,7 +268,7 @@ PassSeconds CostModel::TpSeconds(const Layout& l, const std::vector<StepCollecti
   // The GEMMs of the stage's layers, the recomputed forward's with the backward.
   const double n = static_cast<double>(layers), rc = RecomputedShare(l, layers);
   const PassSeconds gemm{n * mb.layer_gemm.fwd, n * (mb.layer_gemm.bwd + rc * mb.layer_gemm.fwd)};
-  return OverlappedTpSeconds(tp, gemm, l.tp, CommSmShare());
+  return OverlappedTpSeconds(tp, gemm, l.tp, OverlapShare());
 }
 
 void CostModel::SetMemory(const Layout& l, const ModelSpec& tokens,
@@ -434,7 +434,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
                               : 0.0;
   const double dp_hidden = dp.total - dp.exposed + replicas.total - replicas.exposed;
   p.time_s.dp_comm =
-      dp.exposed + replicas.exposed + copy_out + OverlapCostSeconds(dp_hidden, CommSmShare());
+      dp.exposed + replicas.exposed + copy_out + OverlapCostSeconds(dp_hidden, OverlapShare());
   p.dp_comm_total_s = dp.total + replicas.total + copy_out;
   p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, g, sw_, rates.hbm_bytes_per_s);
   p.step_time_s = p.time_s.Total();

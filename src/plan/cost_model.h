@@ -182,9 +182,10 @@ class CostModel {
   // group (ShardGroupLayout), whose collectives p->dp_collectives holds.
   DpSeconds ReplicaSeconds(const Layout& l, const Layout& group, int64_t reductions,
                            const StageSeconds& stage, Prediction* p) const;
-  // The share of the GPU's SMs a communication kernel takes from the
-  // compute it overlaps (Software::comm_sms / GpuSpec::sm_count; 0 unknown).
-  double CommSmShare() const;
+  // The share of the compute's throughput that communication overlapping it
+  // takes: Software::overlap_slowdown s as s / (1 + s), so that hidden
+  // transfers cost s of their time (OverlapCostSeconds).
+  double OverlapShare() const;
   // A stage's TP collectives per micro-batch: in full, or pipelined with its
   // layers' GEMMs (Software::tp_comm_overlap, with SP).
   PassSeconds TpSeconds(const Layout& l, const std::vector<StepCollective>& tp_collectives, const Link& link,

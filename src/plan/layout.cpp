@@ -142,7 +142,7 @@ Software CpuTrainerStack() {
   s.pp_async_sends = true;      // src/parallel/pipeline.cpp: ISend, waited for after the step
   s.framework_gib = 0;
   s.launch_us = 0;
-  s.comm_sms = 0;
+  s.overlap_slowdown = 0;
   s.trainer_activation_buffer = true;
   s.buckets = Software::Buckets::kFixed25MiB;  // parallel.bucket_mb's default
   s.nccl_collectives = false;

@@ -212,10 +212,12 @@ struct Software {
   // bucket (NcclRingCallSeconds). false: one latency per collective kind (the
   // CPU trainer's collectives).
   bool nccl_collectives = true;
-  // SMs a communication kernel occupies while it runs beside compute (NCCL:
-  // one thread block per channel; docs/planner.md "Overlap is not free"): the
-  // compute it overlaps runs on the rest. 0: not modelled (the CPU trainer).
-  double comm_sms = 16;
+  // How much slower compute runs while communication overlaps it (NCCL's
+  // kernels take SMs, one thread block per channel, and HBM bandwidth):
+  // 0.189, the mean slowdown measured over GPT and Llama layers overlapped
+  // with collectives on A100, H100, MI250 and MI210 nodes (arXiv 2507.03114;
+  // docs/planner.md "Overlap is not free"). 0: not modelled (the CPU trainer).
+  double overlap_slowdown = 0.189;
   // FSDP: parameters, gradients and optimizer state are always sharded over
   // the DP group (ZeRO-3 wherever dp > 1) unless a layout states its stage.
   bool fully_sharded = false;

@@ -296,7 +296,7 @@ TEST(PlanCompute, ZeroTwoReduceScattersEachChunkUnderItsBackward) {
   // The hiding rule alone: communication kernels take no SMs here, and a
   // latency per collective kind rather than NCCL's per bucket.
   Software free_overlap = *SoftwareFromName("modern");
-  free_overlap.comm_sms = 0;
+  free_overlap.overlap_slowdown = 0;
   free_overlap.nccl_collectives = false;
   Software contended_sw = *SoftwareFromName("modern");
   contended_sw.nccl_collectives = false;
@@ -318,12 +318,12 @@ TEST(PlanCompute, ZeroTwoReduceScattersEachChunkUnderItsBackward) {
     // shorter than that chunk's backward, so only the latencies show: one
     // per chunk per micro-batch, and the parameter all-gather's.
     EXPECT_NEAR(p->time_s.dp_comm, 4 * vpp * lat + lat, 1e-12);
-    // With NCCL's 16 SMs of the A100's 108 busy while the rest hides, the
-    // compute beside it is slower by hidden x 16 / 92.
+    // Compute overlapped by the rest runs 18.9% slower (the measured mean
+    // slowdown, Software::overlap_slowdown): hidden x 0.189 more.
     auto q = contended.Predict(l);
     ASSERT_TRUE(q.ok()) << q.status().message();
     const double hidden = p->dp_comm_total_s - p->time_s.dp_comm;
-    EXPECT_NEAR(q->time_s.dp_comm, p->time_s.dp_comm + hidden * 16.0 / 92.0, 1e-12);
+    EXPECT_NEAR(q->time_s.dp_comm, p->time_s.dp_comm + hidden * 0.189, 1e-12);
   }
 }
 
