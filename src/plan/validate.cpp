@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -101,6 +102,20 @@ struct CsvRecord {
 
 // The optional columns: the stack, the cluster, the architecture, the GPU
 // variant, cp, the ZeRO stage and the precision.
+
+// An optional integer column: empty leaves `out` as it is; a value outside
+// [lo, hi] is one error naming the column, what it should be and the fix.
+Status OptionalInteger(const CsvRecord& r, const char* column, int64_t lo, int64_t hi, const char* should_be,
+                       const char* fix, int64_t* out) {
+  if (!r.Has(column) || r.Get(column).empty()) return Status::Ok();
+  ST_RETURN_IF_ERROR(r.Integer(column, out));
+  if (*out < lo || *out > hi) {
+    return InvalidArgument(r.where + ": column " + column + " = " + std::to_string(*out) + " is not " +
+                           should_be + "; " + fix);
+  }
+  return Status::Ok();
+}
+
 Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("stack")) run->stack = Lower(r.Get("stack"));
   if (r.Has("cluster")) run->cluster = Lower(r.Get("cluster"));
@@ -118,38 +133,18 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
                              "'; give bf16, fp16, fp8, fp32 or tf32 (or leave it empty for bf16)");
     }
   }
-  if (r.Has("cp") && !r.Get("cp").empty()) {
-    ST_RETURN_IF_ERROR(r.Integer("cp", &run->cp));
-    if (run->cp < 1 || (run->num_gpus > 0 && run->cp > run->num_gpus)) {
-      return InvalidArgument(r.where + ": column cp = " + std::to_string(run->cp) +
-                             " is not a rank count; give 1 to num_gpus (or leave it empty)");
-    }
-  }
-  if (r.Has("shard_group") && !r.Get("shard_group").empty()) {
-    ST_RETURN_IF_ERROR(r.Integer("shard_group", &run->shard_group));
-    if (run->shard_group < 2) {
-      return InvalidArgument(
-          r.where + ": column shard_group = " + std::to_string(run->shard_group) +
-          " is not a sharding group; give the data-parallel ranks each group shards "
-          "over, >= 2 (or leave it empty: one group of all)");
-    }
-  }
-  if (r.Has("recompute_layers") && !r.Get("recompute_layers").empty()) {
-    ST_RETURN_IF_ERROR(r.Integer("recompute_layers", &run->recompute_layers));
-    if (run->recompute_layers < 1) {
-      return InvalidArgument(
-          r.where + ": column recompute_layers = " + std::to_string(run->recompute_layers) +
-          " is not a layer count; give the layers of each chunk that recompute, >= 1 "
-          "(or leave it empty)");
-    }
-  }
-  if (r.Has("zero") && !r.Get("zero").empty()) {
-    ST_RETURN_IF_ERROR(r.Integer("zero", &run->zero));
-    if (run->zero < 0 || run->zero > 3) {
-      return InvalidArgument(r.where + ": column zero = " + std::to_string(run->zero) +
-                             " is not a ZeRO stage; give 0, 1, 2 or 3 (or leave it empty to search)");
-    }
-  }
+  constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
+  ST_RETURN_IF_ERROR(OptionalInteger(r, "cp", 1, run->num_gpus > 0 ? run->num_gpus : kAny, "a rank count",
+                                     "give 1 to num_gpus (or leave it empty)", &run->cp));
+  ST_RETURN_IF_ERROR(OptionalInteger(r, "shard_group", 2, kAny, "a sharding group",
+                                     "give the data-parallel ranks each group shards over, >= 2 (or "
+                                     "leave it empty: one group of all)",
+                                     &run->shard_group));
+  ST_RETURN_IF_ERROR(OptionalInteger(r, "recompute_layers", 1, kAny, "a layer count",
+                                     "give the layers of each chunk that recompute, >= 1 (or leave it empty)",
+                                     &run->recompute_layers));
+  ST_RETURN_IF_ERROR(OptionalInteger(r, "zero", 0, 3, "a ZeRO stage",
+                                     "give 0, 1, 2 or 3 (or leave it empty to search)", &run->zero));
   return Status::Ok();
 }
 

@@ -72,12 +72,19 @@ release() {  # release JOB
   scontrol update JobId="$1" StartTime=now 2>/dev/null
   pending_since=
 }
+# An empty state is scontrol not answering (slurmctld busy while other tests
+# load the machine), not the job's end: it ends the wait only after 10 s.
+last_state=
 wait_done() {  # wait_done JOB
+  local silent=0
   for _ in $(seq 1 900); do
-    case $(job_state "$1") in
+    last_state=$(job_state "$1")
+    case $last_state in
       COMPLETED) return 0 ;;
-      FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | "") return 1 ;;
-      PENDING) release "$1" ;;
+      FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return 1 ;;
+      "") silent=$((silent + 1)); [ $silent -lt 50 ] || return 1 ;;
+      PENDING) silent=0; release "$1" ;;
+      *) silent=0 ;;
     esac
     sleep 0.2
   done
@@ -93,7 +100,10 @@ interrupt() {  # interrupt NAME HOW...
   job=$(submit "$name")
   if ! st_wait_records "$work/$name" 300; then fail "$name: the job did not get going: $(cat "$work/$name.out")"; return; fi
   "$@" "$job"
-  if ! wait_done "$job"; then fail "$name: the job did not finish: $(cat "$work/$name.out")"; return; fi
+  if ! wait_done "$job"; then
+    fail "$name: the job did not finish (last state '${last_state}'): $(cat "$work/$name.out")"
+    return
+  fi
   if ! grep -q "exit code 75" "$work/$name.out" || ! grep -q "resuming from" "$work/$name.out"; then
     fail "$name: no stop with a checkpoint and resume: $(cat "$work/$name.out")"
     return
