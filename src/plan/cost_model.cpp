@@ -427,8 +427,9 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
                           reductions, stage, stages[slowest.index].layers, sw_.overlap_dp,
                           p.dp_buckets);
   const DpSeconds replicas = ReplicaSeconds(p.layout, g, reductions, stage, &p);
-  // What hides still takes SMs from the compute it runs beside; FSDP2's
-  // copy-out of the gathered parameters runs on the compute stream itself.
+  // What hides still slows the compute it runs beside (OverlapCostSeconds);
+  // FSDP2's copy-out of the gathered parameters runs on the compute stream
+  // itself.
   const double copy_out = sw_.gather_copy_out && l.zero >= 3 && g.dp > 1
                               ? FsdpCopyOutSeconds(p.dp_collectives, rates.hbm_bytes_per_s)
                               : 0.0;
@@ -450,7 +451,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
     p.comm_bytes.pp = std::max(p.comm_bytes.pp, RingBytesSum(sc.pp, l.pp));
   }
   p.comm_bytes.dp = dp_bytes.sent + RingBytesSum(p.replica_collectives, p.shard_replicas);
-  p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + p.dp_comm_total_s) /
+  p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + dp.total + replicas.total) /
                       (p.time_s.compute + p.time_s.recompute);
   p.limiter = Limiter(p.time_s, p.step_time_s);
   return p;

@@ -454,8 +454,9 @@ Status CheckShardGroup(const Layout& l) {
 Status CheckRecomputeLayers(const ModelSpec& m, const Layout& l) {
   if (l.recompute_layers == 0) return Status::Ok();
   const std::string what = "--recompute-layers " + Str(l.recompute_layers);
-  if (l.recompute_layers < 0)
+  if (l.recompute_layers < 0) {
     return InvalidArgument(what + ": give the layers of each chunk to recompute, >= 1");
+  }
   if (l.recompute != Recompute::kFull) {
     return InvalidArgument(what +
                            " picks the layers full recomputation reruns; use --recompute full");
