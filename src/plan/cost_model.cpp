@@ -345,7 +345,10 @@ DpSeconds CostModel::ReplicaSeconds(const Layout& l, const Layout& group, int64_
                                  sw_.overlap_dp);
 }
 
-Result<Prediction> CostModel::Evaluate(const Layout& l) {
+Result<Prediction> CostModel::Evaluate(const Layout& stated) {
+  // What the stack runs for the stated layout (its ZeRO stage under
+  // pipelining); the prediction reports the stated one.
+  const Layout l = AsRun(stated, sw_);
   if (l.vpp > 1 && !sw_.interleaved_schedule) {
     return InvalidArgument("the " + sw_.name +
                            " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
@@ -454,6 +457,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& l) {
   p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + dp.total + replicas.total) /
                       (p.time_s.compute + p.time_s.recompute);
   p.limiter = Limiter(p.time_s, p.step_time_s);
+  p.layout.zero = stated.zero;
   return p;
 }
 

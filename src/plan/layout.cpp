@@ -120,6 +120,12 @@ double RecomputedShare(const Layout& l, int64_t stage_layers) {
   return std::min(1.0, static_cast<double>(l.recompute_layers) / chunk);
 }
 
+Layout AsRun(const Layout& l, const Software& sw) {
+  Layout r = l;
+  if (sw.fsdp_gathers_once_under_pp && l.pp > 1 && l.zero >= 3) r.zero = 1;
+  return r;
+}
+
 int64_t ShardReplicas(const Layout& g) {
   const int64_t ranks = g.dp * g.cp;
   if (g.shard_group <= 0 || g.shard_group >= ranks || ranks % g.shard_group != 0) return 1;
@@ -191,6 +197,7 @@ Software PyTorchStack(const std::string& name, bool compiled) {
   s.selective_is_op = true;
   s.fp8_dynamic_scaling = true;
   s.partial_recompute = true;
+  s.fsdp_gathers_once_under_pp = true;
   s.buckets = Software::Buckets::kFixed25MiB;  // DDP's bucket_cap_mb where a layout is not sharded
   return s;
 }

@@ -234,6 +234,14 @@ struct Software {
   // also keeps gradients as shards (ZeRO-2). Neither gathers parameters per
   // layer. A stated stage is taken as given whatever this says.
   int max_searched_zero = 3;
+  // FSDP under pipeline parallelism as torch.distributed.pipelining runs it
+  // (torchtitan's 3D layouts): the stage's parameters stay gathered across
+  // the step's micro-batches (torchtitan turns reshard_after_forward off when
+  // PP is on; the pipeline stage calls set_reshard_after_backward(False)) and
+  // the gradients accumulate whole until the last backward
+  // (set_requires_gradient_sync(False)): one gather and one reduce-scatter a
+  // step, the memory and traffic of ZeRO-1 (AsRun).
+  bool fsdp_gathers_once_under_pp = false;
   // ZeRO-3 as FSDP2 runs it: after each all-gather the compute stream copies
   // the gathered parameters out of the flat buffer into their own tensors
   // (torch.split_with_sizes_copy in foreach_all_gather_copy_out), a read and a
@@ -268,6 +276,11 @@ struct Software {
   bool trainer_activation_buffer = false;
 };
 Result<Software> SoftwareFromName(const std::string& name);
+// The layout as the stack runs it: ZeRO-3 with pipeline parallelism on a
+// stack with Software::fsdp_gathers_once_under_pp keeps the parameters and
+// gradients whole for the step, ZeRO-1's memory and traffic; `l` otherwise.
+Layout AsRun(const Layout& l, const Software& sw);
+
 // The recomputation `rc` names on this stack (Software::selective_is_op).
 Recompute RecomputeOn(const Software& sw, Recompute rc);
 

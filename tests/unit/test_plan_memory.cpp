@@ -217,6 +217,41 @@ TEST(PlanMemory, PartialRecomputationIsItsShareOfFull) {
   EXPECT_GT(part->memory.activations, full->memory.activations);
 }
 
+// FSDP under torch.distributed.pipelining (torchtitan's 3D layouts) keeps a
+// stage's parameters gathered and its gradients whole for the step: the
+// stated ZeRO-3 runs with ZeRO-1's memory and collectives; without pipeline
+// parallelism it is ZeRO-3.
+TEST(PlanMemory, FsdpUnderPipeliningGathersOnceAStep) {
+  auto setup = LoadPresetOnDgxA100("gpt2-124m");
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  CostModel model(setup->spec, setup->cluster, *SoftwareFromName("pytorch"));
+  Layout l;
+  l.pp = 2, l.dp = 4, l.micro_batch = 2, l.global_batch = 64, l.zero = 3;
+  Layout one = l;
+  one.zero = 1;
+  auto z3 = model.Predict(l);
+  auto z1 = model.Predict(one);
+  ASSERT_TRUE(z3.ok() && z1.ok()) << z3.status().message();
+  EXPECT_EQ(z3->layout.zero, 3);  // reported as stated
+  EXPECT_DOUBLE_EQ(z3->memory.params, z1->memory.params);
+  EXPECT_DOUBLE_EQ(z3->memory.grads, z1->memory.grads);
+  EXPECT_EQ(z3->DpPayloadBytes(), z1->DpPayloadBytes());
+  EXPECT_DOUBLE_EQ(z3->step_time_s, z1->step_time_s);
+  // Without pipeline parallelism FSDP gathers every micro-batch (ZeRO-3).
+  l.pp = 1, l.dp = 8, one.pp = 1, one.dp = 8;
+  auto flat3 = model.Predict(l);
+  auto flat1 = model.Predict(one);
+  ASSERT_TRUE(flat3.ok() && flat1.ok());
+  EXPECT_LT(flat3->memory.params, flat1->memory.params);
+  EXPECT_GT(flat3->DpPayloadBytes(), flat1->DpPayloadBytes());
+  // Megatron-Core's ZeRO-3 (a stated stage) is not the PyTorch pipeline's.
+  CostModel modern(setup->spec, setup->cluster, *SoftwareFromName("modern"));
+  l.pp = 2, l.dp = 4;
+  auto m3 = modern.Predict(l);
+  ASSERT_TRUE(m3.ok());
+  EXPECT_LT(m3->memory.params, z1->memory.params);
+}
+
 TEST(PlanMemory, InterleavedFirstStageMatchesKorthikantiFigure1) {
   // Korthikanti et al. (2022), Figure 1: activation memory of the first
   // stage of the 530B model (tp 8, pp 35, 3 chunks per stage, one sequence
