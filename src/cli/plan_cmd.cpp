@@ -470,26 +470,8 @@ void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
                    "bf16, fp16 or sign (1 bit + a scale per 256 elements, all-gathered)");
 }
 
-void RegisterPlanCommand(CLI::App& app, int* exit_code) {
-  auto o = std::make_shared<PlanOptions>();
-  auto* plan = app.add_subcommand("plan",
-                                  "predict step time, memory, MFU and cost of training a model on "
-                                  "a GPU cluster; search layouts");
-  plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file");
-  plan->add_option(
-      "--train-config", o->train_config,
-      "plan the run a training config (scaletrain train --config) describes: its model, layout, "
-      "batch, precision and bucket size; layout flags override it");
-  plan->add_option("--set", o->sets,
-                   "with --train-config: section.key=value, as scaletrain train --set");
-  plan->add_option(
-      "--vocab", o->vocab,
-      "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
-  plan->add_option("--bucket-mb", o->bucket_mb,
-                   "gradient bucket size in MiB (the trainer's parallel.bucket_mb; default: the "
-                   "stack's, e.g. Megatron-Core's max(40 M, 1 M x dp) parameters on modern, 25 MiB "
-                   "on cpu)");
-  plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
+// The flags that state a layout (each held fixed under --search).
+void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_option("--gpus", o->gpus, "number of GPUs");
   plan->add_option("--tp", o->tp, "tensor-parallel size");
   plan->add_option("--pp", o->pp, "pipeline-parallel stages");
@@ -516,6 +498,29 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "--recompute-method block --recompute-num-layers; the rest keep their activations); "
       "default: all; implies --recompute full");
   plan->add_flag("--sp", o->sp, "sequence parallelism (with tp > 1)");
+}
+
+void RegisterPlanCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<PlanOptions>();
+  auto* plan = app.add_subcommand("plan",
+                                  "predict step time, memory, MFU and cost of training a model on "
+                                  "a GPU cluster; search layouts");
+  plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file");
+  plan->add_option(
+      "--train-config", o->train_config,
+      "plan the run a training config (scaletrain train --config) describes: its model, layout, "
+      "batch, precision and bucket size; layout flags override it");
+  plan->add_option("--set", o->sets,
+                   "with --train-config: section.key=value, as scaletrain train --set");
+  plan->add_option(
+      "--vocab", o->vocab,
+      "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
+  plan->add_option("--bucket-mb", o->bucket_mb,
+                   "gradient bucket size in MiB (the trainer's parallel.bucket_mb; default: the "
+                   "stack's, e.g. Megatron-Core's max(40 M, 1 M x dp) parameters on modern, 25 MiB "
+                   "on cpu)");
+  plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
+  AddLayoutOptions(plan, o.get());
   plan->add_option(
       "--precision", o->precision,
       "bf16, fp16, fp8, tf32, fp32 (default bf16; with --train-config its training.precision)");

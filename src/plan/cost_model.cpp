@@ -345,6 +345,43 @@ DpSeconds CostModel::ReplicaSeconds(const Layout& l, const Layout& group, int64_
                                  sw_.overlap_dp);
 }
 
+double CostModel::SetDataParallel(const std::vector<StageParams>& stages,
+                                  const SlowestStage& slowest, int64_t grad_elem_bytes,
+                                  double hbm_bytes_per_s, Prediction* p) const {
+  // The fullest stage's, over the dp x cp ranks that reduce the gradients
+  // together, or with hybrid sharding over one sharding group of them, whose
+  // shards the replicas then all-reduce.
+  const StageSeconds& stage = slowest.time;
+  const size_t fullest = FullestStage(stages);
+  Layout g = ShardGroupLayout(GradientGroupLayout(p->layout));
+  g.bucket_bytes = BucketBytesFor(g, sw_, DpPaddedNumel(stages[fullest].numel, g.dp));
+  p->layout.bucket_bytes = g.bucket_bytes;
+  const int64_t reductions = DpGradReductions(g, p->layout.micro_batches());
+  SetDpCollectives(stages, spec_, g, grad_elem_bytes, fullest, p);
+  const DpRingBytes dp_bytes = DpRingBytesByKind(p->dp_collectives, g.dp);
+  const DpSeconds dp =
+      DpHierarchicalApplies(cluster_, g)
+          ? HierarchicalDpSeconds(cluster_, sw_, g, stages[fullest].numel, grad_elem_bytes, stage,
+                                  p->dp_buckets)
+          : DpCommSeconds(dp_bytes, g, DpLink(cluster_, g.tp, g.dp, sw_.nccl_collectives),
+                          reductions, stage, stages[slowest.index].layers, sw_.overlap_dp,
+                          p->dp_buckets);
+  const DpSeconds replicas = ReplicaSeconds(p->layout, g, reductions, stage, p);
+  // What hides still slows the compute it runs beside (OverlapCostSeconds);
+  // FSDP2's copy-out of the gathered parameters runs on the compute stream
+  // itself.
+  const double copy_out = sw_.gather_copy_out && g.zero >= 3 && g.dp > 1
+                              ? FsdpCopyOutSeconds(p->dp_collectives, hbm_bytes_per_s)
+                              : 0.0;
+  const double hidden = dp.total - dp.exposed + replicas.total - replicas.exposed;
+  p->time_s.dp_comm =
+      dp.exposed + replicas.exposed + copy_out + OverlapCostSeconds(hidden, OverlapShare());
+  p->dp_comm_total_s = dp.total + replicas.total + copy_out;
+  p->time_s.optimizer = OptimizerSeconds(stages[fullest].numel, g, sw_, hbm_bytes_per_s);
+  p->comm_bytes.dp = dp_bytes.sent + RingBytesSum(p->replica_collectives, p->shard_replicas);
+  return dp.total + replicas.total;
+}
+
 Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   // What the stack runs for the stated layout (its ZeRO stage under
   // pipelining); the prediction reports the stated one.
@@ -411,38 +448,11 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
     p.time_s.bubble = PipelineBubbleSeconds(makespan, mv, v, chunk_f, chunk_b);
   }
 
-  // Data parallelism and the optimizer step: the fullest stage's, over the
-  // dp x cp ranks that reduce the gradients together, or with hybrid
-  // sharding over one sharding group of them, whose shards the replicas then
-  // all-reduce.
-  const size_t fullest = FullestStage(stages);
-  Layout g = ShardGroupLayout(GradientGroupLayout(p.layout));
-  g.bucket_bytes = BucketBytesFor(g, sw_, DpPaddedNumel(stages[fullest].numel, g.dp));
-  p.layout.bucket_bytes = g.bucket_bytes;
-  const int64_t reductions = DpGradReductions(g, m);
-  SetDpCollectives(stages, spec_, g, grad_elem_bytes, fullest, &p);
-  const DpRingBytes dp_bytes = DpRingBytesByKind(p.dp_collectives, g.dp);
-  const DpSeconds dp =
-      DpHierarchicalApplies(cluster_, g)
-          ? HierarchicalDpSeconds(cluster_, sw_, g, stages[fullest].numel, grad_elem_bytes, stage,
-                                  p.dp_buckets)
-          : DpCommSeconds(dp_bytes, g, DpLink(cluster_, g.tp, g.dp, sw_.nccl_collectives),
-                          reductions, stage, stages[slowest.index].layers, sw_.overlap_dp,
-                          p.dp_buckets);
-  const DpSeconds replicas = ReplicaSeconds(p.layout, g, reductions, stage, &p);
-  // What hides still slows the compute it runs beside (OverlapCostSeconds);
-  // FSDP2's copy-out of the gathered parameters runs on the compute stream
-  // itself.
-  const double copy_out = sw_.gather_copy_out && l.zero >= 3 && g.dp > 1
-                              ? FsdpCopyOutSeconds(p.dp_collectives, rates.hbm_bytes_per_s)
-                              : 0.0;
-  const double dp_hidden = dp.total - dp.exposed + replicas.total - replicas.exposed;
-  p.time_s.dp_comm =
-      dp.exposed + replicas.exposed + copy_out + OverlapCostSeconds(dp_hidden, OverlapShare());
-  p.dp_comm_total_s = dp.total + replicas.total + copy_out;
-  p.time_s.optimizer = OptimizerSeconds(stages[fullest].numel, g, sw_, rates.hbm_bytes_per_s);
+  const double dp_comm_s =
+      SetDataParallel(stages, slowest, grad_elem_bytes, rates.hbm_bytes_per_s, &p);
   p.step_time_s = p.time_s.Total();
 
+  const size_t fullest = FullestStage(stages);
   SetThroughput(spec_, l, peak,
                 l.recompute == Recompute::kFull ? RecomputedShare(l, stages[fullest].layers) : 1.0,
                 &p);
@@ -453,8 +463,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   for (const auto& sc : p.stage_collectives) {
     p.comm_bytes.pp = std::max(p.comm_bytes.pp, RingBytesSum(sc.pp, l.pp));
   }
-  p.comm_bytes.dp = dp_bytes.sent + RingBytesSum(p.replica_collectives, p.shard_replicas);
-  p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + dp.total + replicas.total) /
+  p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + dp_comm_s) /
                       (p.time_s.compute + p.time_s.recompute);
   p.limiter = Limiter(p.time_s, p.step_time_s);
   p.layout.zero = stated.zero;

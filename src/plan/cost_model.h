@@ -176,6 +176,12 @@ class CostModel {
   // (CpRingSeconds; FindSlowestStage adds the recomputed forward's to the
   // backward); nothing when cp = 1.
   PassSeconds CpLayerSeconds(const Layout& l, const LayerShape& shape, const MicroBatchSeconds& mb) const;
+  // The step's data-parallel part on the fullest stage: its collectives
+  // (p->dp_collectives, the replicas'), p->time_s.dp_comm and optimizer,
+  // p->dp_comm_total_s and p->comm_bytes.dp; returns the DP communication
+  // time before overlap.
+  double SetDataParallel(const std::vector<StageParams>& stages, const SlowestStage& slowest,
+                         int64_t grad_elem_bytes, double hbm_bytes_per_s, Prediction* p) const;
   // Hybrid sharding's all-reduces of the gradient shards across the
   // replicas (ReplicaAllReduceSeconds), on their own link; sets
   // p->shard_replicas and p->replica_collectives. `group` is one sharding

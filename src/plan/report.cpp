@@ -51,6 +51,51 @@ std::string Bytes(double b) {
   return Fmt("%.1f MiB", b / (1024.0 * 1024.0));
 }
 
+// The collectives of a step, each with its ring bytes in a group of
+// `group_size` ranks.
+nlohmann::json CollectivesJson(const std::vector<StepCollective>& cs, int64_t group_size) {
+  nlohmann::json coll = nlohmann::json::array();
+  for (const StepCollective& c : cs) {
+    coll.push_back({{"what", c.what},
+                    {"op", CollectiveKindName(c.kind)},
+                    {"calls", c.calls},
+                    {"payload_bytes", c.payload_bytes},
+                    {"ring_bytes", c.RingBytes(group_size)}});
+  }
+  return coll;
+}
+
+// The DP, TP and PP operations of a step (dp_step, tp_step, step_per_stage).
+void AddStepCollectivesJson(const Prediction& p, nlohmann::json* j) {
+  auto group_json = [](const std::vector<StepCollective>& cs, int64_t group_size) {
+    return nlohmann::json{{"payload_bytes", PayloadBytes(cs)},
+                          {"calls", Calls(cs)},
+                          {"collectives", CollectivesJson(cs, group_size)}};
+  };
+  const Layout& lay = p.layout;
+  // The DP collectives run on the dp x cp ranks, or on one sharding group of
+  // them (hybrid sharding), whose shards the replicas all-reduce.
+  const int64_t dp_group = lay.dp * lay.cp / std::max<int64_t>(1, p.shard_replicas);
+  (*j)["dp_step"] = {{"buckets", p.dp_buckets},
+                     {"payload_bytes", p.DpPayloadBytes()},
+                     {"collectives", CollectivesJson(p.dp_collectives, dp_group)}};
+  if (p.shard_replicas > 1) {
+    (*j)["dp_step"]["replicas"] = {
+        {"groups", p.shard_replicas},
+        {"payload_bytes", PayloadBytes(p.replica_collectives)},
+        {"collectives", CollectivesJson(p.replica_collectives, p.shard_replicas)}};
+  }
+  (*j)["tp_step"] = {{"payload_bytes", p.tp_payload_bytes}};
+  // Per stage: what a rank of each stage issues on its DP, TP and PP groups
+  // in a step (the trainer's comm_bytes / comm_calls of such a rank).
+  (*j)["step_per_stage"] = nlohmann::json::array();
+  for (const auto& sc : p.stage_collectives) {
+    (*j)["step_per_stage"].push_back({{"dp", group_json(sc.dp, dp_group)},
+                                      {"tp", group_json(sc.tp, lay.tp)},
+                                      {"pp", group_json(sc.pp, lay.pp)}});
+  }
+}
+
 }  // namespace
 
 nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Sizing* sizing) {
@@ -108,43 +153,7 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
   j["bytes_per_rank"] = rank_json(p.rank_bytes);
   j["bytes_per_stage"] = nlohmann::json::array();
   for (const RankBytes& rb : p.stage_bytes) j["bytes_per_stage"].push_back(rank_json(rb));
-  auto coll_json = [](const std::vector<StepCollective>& cs, int64_t group_size) {
-    nlohmann::json coll = nlohmann::json::array();
-    for (const StepCollective& c : cs) {
-      coll.push_back({{"what", c.what},
-                      {"op", CollectiveKindName(c.kind)},
-                      {"calls", c.calls},
-                      {"payload_bytes", c.payload_bytes},
-                      {"ring_bytes", c.RingBytes(group_size)}});
-    }
-    return coll;
-  };
-  auto group_json = [&](const std::vector<StepCollective>& cs, int64_t group_size) {
-    return nlohmann::json{{"payload_bytes", PayloadBytes(cs)}, {"calls", Calls(cs)},
-                          {"collectives", coll_json(cs, group_size)}};
-  };
-  const Layout& lay = p.layout;
-  // The DP collectives run on the dp x cp ranks, or on one sharding group of
-  // them (hybrid sharding), whose shards the replicas all-reduce.
-  const int64_t dp_group = lay.dp * lay.cp / std::max<int64_t>(1, p.shard_replicas);
-  j["dp_step"] = {{"buckets", p.dp_buckets},
-                  {"payload_bytes", p.DpPayloadBytes()},
-                  {"collectives", coll_json(p.dp_collectives, dp_group)}};
-  if (p.shard_replicas > 1) {
-    j["dp_step"]["replicas"] = {
-        {"groups", p.shard_replicas},
-        {"payload_bytes", PayloadBytes(p.replica_collectives)},
-        {"collectives", coll_json(p.replica_collectives, p.shard_replicas)}};
-  }
-  j["tp_step"] = {{"payload_bytes", p.tp_payload_bytes}};
-  // Per stage: what a rank of each stage issues on its DP, TP and PP groups
-  // in a step (the trainer's comm_bytes / comm_calls of such a rank).
-  j["step_per_stage"] = nlohmann::json::array();
-  for (const auto& sc : p.stage_collectives) {
-    j["step_per_stage"].push_back({{"dp", group_json(sc.dp, dp_group)},
-                                   {"tp", group_json(sc.tp, lay.tp)},
-                                   {"pp", group_json(sc.pp, lay.pp)}});
-  }
+  AddStepCollectivesJson(p, &j);
   if (sizing != nullptr) {
     j["tokens"] = sizing->tokens;
     j["time_to_train_days"] = sizing->time_to_train_days;

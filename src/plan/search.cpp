@@ -93,18 +93,27 @@ int64_t ShardGroupFor(const SearchOptions& opt, const ClusterSpec& c, int64_t tp
   return ranks % s == 0 ? s : -1;
 }
 
+// The ZeRO stages searched for `base`: the stated one, else those that shard
+// something (a sharding group needs one) up to what the stack has; FSDP
+// stacks shard whatever the DP group holds.
+std::vector<int> ZeroStages(const Layout& base, const SearchOptions& opt, const Software& sw) {
+  if (opt.zero) return {*opt.zero};
+  if (base.dp == 1) return {0};  // nothing to shard over
+  if (sw.fully_sharded) return {3};
+  std::vector<int> stages;
+  for (int zero = base.shard_group > 0 ? 1 : 0; zero <= sw.max_searched_zero; ++zero)
+    stages.push_back(zero);
+  return stages;
+}
+
 // Every ZeRO stage, recomputation and SP setting searched for `base`.
 void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Software& sw,
                      std::vector<Layout>* out) {
   const bool fixed_rc = opt.recompute.has_value();
   const Recompute wanted = RecomputeOn(sw, opt.recompute.value_or(Recompute::kNone));
-  for (int zero = 0; zero <= 3; ++zero) {
-    if (opt.zero && zero != *opt.zero) continue;
-    if (base.dp == 1 && zero > 0) continue;  // nothing to shard over
+  for (int zero : ZeroStages(base, opt, sw)) {
+    if (base.dp == 1 && zero > 0) continue;           // a stated stage with nothing to shard over
     if (base.shard_group > 0 && zero == 0) continue;  // a sharding group shards
-    if (!opt.zero && zero > sw.max_searched_zero) continue;  // a stage the stack does not have
-    // FSDP shards whatever the DP group holds.
-    if (!opt.zero && sw.fully_sharded && base.dp > 1 && zero != 3) continue;
     for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
       if (fixed_rc && rc != wanted) continue;
       // PyTorch's op-level policy only where asked for (a stack that has it).
