@@ -97,6 +97,10 @@ int64_t ShardGroupFor(const SearchOptions& opt, const ClusterSpec& c, int64_t tp
 // something (a sharding group needs one) up to what the stack has; FSDP
 // stacks shard whatever the DP group holds.
 std::vector<int> ZeroStages(const Layout& base, const SearchOptions& opt, const Software& sw) {
+  // A stated stage is held even where there is nothing to shard over (dp 1):
+  // Megatron's distributed optimizer on one data-parallel rank runs as
+  // ZeRO-0, and `plan` accepts it (issue 20 (g): a pp 8 row with dp 1 and
+  // ~1,000 micro-batches that stated ZeRO-1 found no layout).
   if (opt.zero) return {*opt.zero};
   if (base.dp == 1) return {0};  // nothing to shard over
   if (sw.fully_sharded) return {3};
@@ -112,7 +116,6 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
   const bool fixed_rc = opt.recompute.has_value();
   const Recompute wanted = RecomputeOn(sw, opt.recompute.value_or(Recompute::kNone));
   for (int zero : ZeroStages(base, opt, sw)) {
-    if (base.dp == 1 && zero > 0) continue;           // a stated stage with nothing to shard over
     if (base.shard_group > 0 && zero == 0) continue;  // a sharding group shards
     for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
       if (fixed_rc && rc != wanted) continue;

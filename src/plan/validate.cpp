@@ -400,6 +400,21 @@ Result<ClusterSpec> RunCluster(const PublishedRun& run, const HardwareCatalog& c
   return cluster;
 }
 
+// Why no layout holds a row's stated knobs: the error `plan` gives for them
+// (the stated sizes, the rest at plan's defaults), else a generic one.
+Status NoLayoutError(const PublishedRun& run, CostModel& model, const SearchOptions& o) {
+  Layout l;
+  l.tp = o.tp.value_or(1), l.pp = o.pp.value_or(1), l.cp = o.cp, l.vpp = o.vpp.value_or(1);
+  l.dp = o.dp.value_or(std::max<int64_t>(1, o.num_gpus / std::max<int64_t>(1, l.tp * l.cp * l.pp)));
+  l.micro_batch = o.micro_batch.value_or(1), l.global_batch = o.global_batch;
+  l.zero = o.zero.value_or(0), l.recompute = o.recompute.value_or(Recompute::kNone);
+  l.sp = o.sp.value_or(false), l.precision = o.precision, l.grad_reduce = o.grad_reduce;
+  l.shard_group = o.shard_group.value_or(0), l.recompute_layers = o.recompute_layers.value_or(0);
+  auto p = model.Predict(l);
+  if (!p.ok()) return InvalidArgument(run.id + ": " + p.status().message());
+  return InvalidArgument(run.id + ": no valid layout for the stated knobs (tp, pp, dp, cp, batch)");
+}
+
 }  // namespace
 
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
@@ -424,9 +439,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   SetStatedStack(run, legacy, &o);
   CostModel model(spec, cluster, sw);
   ST_ASSIGN_OR_RETURN(SearchResult sr, SearchLayouts(model, o));
-  if (sr.top.empty() && !sr.fastest_unfit) {
-    return InvalidArgument(run.id + ": no valid layout for the stated knobs (tp, pp, dp, cp, batch)");
-  }
+  if (sr.top.empty() && !sr.fastest_unfit) return NoLayoutError(run, model, o);
   row.fits = !sr.top.empty();
   row.prediction = row.fits ? sr.top[0] : *sr.fastest_unfit;
   ST_RETURN_IF_ERROR(CompareMeasured(run, legacy, &row));

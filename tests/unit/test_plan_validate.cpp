@@ -472,6 +472,31 @@ TEST(PlanValidate, RecomputeLayersColumn) {
       << bad.status().message();
 }
 
+// Issue 20 (g): a row `plan` accepts is predicted. tp 8 x pp 8 on 64 GPUs
+// leaves dp 1, so the batch of 1,024 runs as 1,024 micro-batches; a stated
+// ZeRO-1 (the distributed optimizer) has nothing to shard over and runs as
+// ZeRO-0. A row no layout can hold says why, as `plan` would.
+TEST(PlanValidate, StatedZeroWithOneDataParallelRankIsPredicted) {
+  const std::string row = ",x,gpt3-175b,,,,,2048,,a100-80g,64,8,8,1,,,none,1,1024,,0.5,,,modern,";
+  auto rep = ValidateTempCsv("g.csv",
+                             kBaseHeader + ",stack,zero,notes\nz1" + row + "1,\nz0" + row + "0,\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 2u);
+  ASSERT_TRUE(rep->rows[0].error.empty()) << rep->rows[0].error;
+  EXPECT_EQ(rep->rows[0].prediction.layout.zero, 1);
+  EXPECT_EQ(rep->rows[0].prediction.layout.micro_batches(), 1024);
+  EXPECT_DOUBLE_EQ(rep->rows[0].predicted, rep->rows[1].predicted);
+  auto vpp = ValidateTempCsv("g-vpp.csv",
+                             kBaseHeader +
+                                 ",stack,notes\nds,x,gpt3-175b,,,,,2048,,a100-80g,1024,8,8,16,2,,"
+                                 ",1,16384,,0.5,,,megatron-deepspeed,\n");
+  ASSERT_FALSE(vpp.ok());
+  EXPECT_NE(vpp.status().message().find(
+                "the megatron-deepspeed stack has no interleaved pipeline schedule"),
+            std::string::npos)
+      << vpp.status().message();
+}
+
 // FSDP's reduce_dtype in the notes sets the gradient reduction's dtype.
 TEST(PlanValidate, ReduceDtypeFromTheNotes) {
   const std::string row =
