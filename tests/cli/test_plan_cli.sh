@@ -173,6 +173,28 @@ expect_error "picks the layers full recomputation reruns; use --recompute full" 
   --recompute-layers 2
 expect_error "the trainer has no partial recomputation" plan --train-config configs/shakespeare_char.toml --vocab 65 \
   --cluster dgx-h100 --recompute full --recompute-layers 1
+# A row that states every knob predicts what `plan` predicts for them (issue
+# 20 (g): such a row once found "no valid layout" where plan ran it).
+hdr="id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,measured_tokens_per_s,stack,zero,notes"
+agree() {  # agree STACK MODEL CLUSTER GPU TP PP DP VPP MB GB ZERO RC
+  local st=$1 m=$2 cl=$3 gpu=$4 tp=$5 pp=$6 dp=$7 vpp=$8 mb=$9 gb=${10} zero=${11} rc=${12}
+  printf '%s\nrow,x,%s,,,,,,,%s,%s,%s,%s,%s,%s,false,%s,%s,%s,,0.5,,,%s,%s,\n' "$hdr" "$m" "$gpu" \
+    $((tp * pp * dp)) "$tp" "$pp" "$dp" "$vpp" "$rc" "$mb" "$gb" "$st" "$zero" >"$tmp/agree.csv"
+  "$bin" plan --model "$m" --cluster "$cl" --gpus $((tp * pp * dp)) --tp "$tp" --pp "$pp" --dp "$dp" --vpp "$vpp" \
+    --micro-batch "$mb" --global-batch "$gb" --zero "$zero" --recompute "$rc" --stack "$st" --json >"$tmp/agree-plan.json" &&
+    "$bin" plan validate "$tmp/agree.csv" --json >"$tmp/agree-val.json" &&
+    python3 - "$tmp/agree-plan.json" "$tmp/agree-val.json" <<'PY' || fail "plan and plan validate differ: $*"
+import json, sys
+p, v = (json.load(open(f)) for f in sys.argv[1:3])
+r = v["rows"][0]
+assert "error" not in r, r
+assert abs(r["step_time_s"] - p["step_time_s"]) <= 1e-9 * p["step_time_s"], (r["step_time_s"], p["step_time_s"])
+PY
+}
+agree modern gpt3-175b dgx-a100 a100-80g 8 8 1 1 1 1024 1 none
+agree pytorch llama3-8b dgx-h100 h100-sxm 1 2 4 1 2 64 3 full
+agree legacy gpt3-6.7b dgx-a100 a100-80g 2 4 2 2 1 64 0 selective
+agree megatron-deepspeed llama2-70b dgx-h100 h100-sxm 8 4 2 1 1 128 1 full
 "$bin" plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 --global-batch 128 \
   --plot "$tmp/sweep.svg" >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
 grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"
