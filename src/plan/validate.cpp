@@ -100,9 +100,6 @@ struct CsvRecord {
   }
 };
 
-// The optional columns: the stack, the cluster, the architecture, the GPU
-// variant, cp, the ZeRO stage and the precision.
-
 // An optional integer column: empty leaves `out` as it is; a value outside
 // [lo, hi] is one error naming the column, what it should be and the fix.
 Status OptionalInteger(const CsvRecord& r, const char* column, int64_t lo, int64_t hi, const char* should_be,
@@ -116,6 +113,9 @@ Status OptionalInteger(const CsvRecord& r, const char* column, int64_t lo, int64
   return Status::Ok();
 }
 
+// The optional columns: the stack, the cluster, the architecture, the GPU
+// variant, the precision, cp, hybrid sharding, partial recomputation and the
+// ZeRO stage.
 Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("stack")) run->stack = Lower(r.Get("stack"));
   if (r.Has("cluster")) run->cluster = Lower(r.Get("cluster"));
