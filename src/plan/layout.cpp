@@ -1,6 +1,7 @@
 #include "plan/layout.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -204,11 +205,61 @@ Software PyTorchStack(const std::string& name, bool compiled) {
 
 }  // namespace
 
+namespace {
+
+bool IsStackName(const std::string& name) {
+  for (const char* n : {"modern", "modern-triton", "legacy", "megatron-deepspeed", "pytorch",
+                        "pytorch-compile", "pytorch-fsdp1", "cpu"}) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+// A stack as a run's description names it ("NeMo 2.0", "FSDP2 +
+// torch.compile", "HF Accelerate FSDP"): its words, versions dropped, read by
+// the framework they name, DeepSpeed before Composer before FSDP1 before the
+// PyTorch-native ones before Megatron; "" when no word names one.
+std::string StackFromWords(const std::string& given) {
+  std::vector<std::string> words;
+  std::string w;
+  for (char c : Lower(given) + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') {
+      w += c;
+    } else if (!w.empty()) {
+      words.push_back(w), w.clear();
+    }
+  }
+  auto has = [&](std::initializer_list<const char*> names) {
+    for (const std::string& word : words) {
+      for (const char* n : names) {
+        if (word == n) return true;
+      }
+    }
+    return false;
+  };
+  const bool compiled = has({"compile", "compiled", "torch.compile", "inductor"});
+  if (has({"deepspeed", "megatron-deepspeed"})) return "megatron-deepspeed";
+  if (has({"composer", "llm-foundry", "mosaicml"})) return "modern-triton";
+  if (has({"fsdp1", "accelerate", "hf", "huggingface"})) return "pytorch-fsdp1";
+  if (has({"torchtitan", "fsdp", "fsdp2", "pytorch", "torch", "eager"}) || compiled) {
+    return compiled ? "pytorch-compile" : "pytorch";
+  }
+  if (has({"nemo", "megatron", "megatron-core", "megatron-lm", "mcore", "nemo-megatron"}))
+    return "modern";
+  return "";
+}
+
+}  // namespace
+
 Result<Software> SoftwareFromName(const std::string& given) {
-  // Case, spaces and underscores do not matter ("Megatron_DeepSpeed").
+  // Case, spaces and underscores do not matter ("Megatron_DeepSpeed"); a name
+  // that is none of the stacks' is read by the framework its words name.
   const std::string key = NameKey(given);
   const auto alias = StackAliases().find(key);
-  const std::string name = alias == StackAliases().end() ? key : alias->second;
+  std::string name = alias == StackAliases().end() ? key : alias->second;
+  if (alias == StackAliases().end() && !IsStackName(name)) {
+    if (const std::string worded = StackFromWords(given); !worded.empty()) name = worded;
+  }
   Software s;
   s.name = name;
   if (name == "modern") {

@@ -50,11 +50,22 @@ TEST(PlanErrors, StackNamesAsRunsWriteThem) {
            {"Hugging Face", "pytorch-fsdp1"},
            {"FSDP2", "pytorch"},
            {"torchtitan", "pytorch"},
-           {"torch.compile", ""}}) {
+           // Descriptions, versions and combinations as runs write them.
+           {"NeMo 2.0", "modern"},
+           {"Megatron-Core 0.8", "modern"},
+           {"FSDP2 + torch.compile", "pytorch-compile"},
+           {"torchtitan (compile)", "pytorch-compile"},
+           {"torch.compile", "pytorch-compile"},
+           {"HF Accelerate FSDP", "pytorch-fsdp1"},
+           {"MosaicML Composer", "modern-triton"},
+           {"DeepSpeed ZeRO-3", "megatron-deepspeed"},
+           {"fsdp 2", "pytorch"},
+           {"JAX", ""}}) {
     auto sw = SoftwareFromName(given);
     if (stack.empty()) {
       ASSERT_FALSE(sw.ok()) << given;
-      EXPECT_TRUE(Has(sw.status(), "unknown software stack 'torch.compile'; use modern")) << sw.status().message();
+      EXPECT_TRUE(Has(sw.status(), "unknown software stack 'JAX'; use modern"))
+          << sw.status().message();
       EXPECT_TRUE(Has(sw.status(), "megatron-deepspeed")) << sw.status().message();
       EXPECT_TRUE(Has(sw.status(), "pytorch-fsdp1")) << sw.status().message();
     } else {
