@@ -314,9 +314,13 @@ Status HardwareCatalog::LoadDir(const std::string& dir) {
 namespace {
 
 // Names published runs give GPUs by, for the catalog's own ("A100 80GB",
-// "H100_SXM5"): lower case, spaces and underscores as hyphens, then these.
+// "H100_SXM5", "NVIDIA H100"): lower case, spaces and underscores as hyphens,
+// the vendor's name dropped, then these.
 std::string CatalogGpuName(const std::string& given) {
-  const std::string key = NameKey(given);
+  std::string key = NameKey(given);
+  for (const char* vendor : {"nvidia-", "amd-instinct-", "amd-"}) {
+    if (key.rfind(vendor, 0) == 0) key = key.substr(std::string(vendor).size());
+  }
   static const std::map<std::string, std::string> aliases = {
       {"a100", "a100-80g"}, {"a100-80gb", "a100-80g"}, {"a100-sxm4-80gb", "a100-80g"},
       {"a100-sxm-80gb", "a100-80g"}, {"a100-40gb", "a100-40g"}, {"a100-sxm4-40gb", "a100-40g"},

@@ -30,6 +30,9 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
   EXPECT_EQ(cat.Gpu("A100 80GB")->name, "a100-80g");
   EXPECT_EQ(cat.Gpu("H100_SXM5")->name, "h100-sxm");
   EXPECT_EQ(cat.ClusterForGpu("H100")->gpu.name, "h100-sxm");
+  EXPECT_EQ(cat.Gpu("NVIDIA A100 80GB")->name, "a100-80g");  // the vendor's name dropped
+  EXPECT_EQ(cat.Gpu("NVIDIA H100")->name, "h100-sxm");
+  EXPECT_EQ(cat.Gpu("AMD Instinct MI300X")->name, "mi300x");
   auto m = LoadModel("llama3-450b", kConfigs);
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(Has(m.status(), "did you mean 'llama3-405b'?")) << m.status().message();
