@@ -245,6 +245,8 @@ std::string PresetKey(const std::string& model) {
   replace("meta-", "");
   replace("llama-", "llama"), replace("gpt-", "gpt");
   for (const char* minor : {"llama3.1", "llama3.2", "llama3.3"}) replace(minor, "llama3");
+  // Hugging Face repository names ("Llama-2-13b-hf").
+  if (key.ends_with("-hf")) key.resize(key.size() - 3);
   return key;
 }
 
@@ -261,9 +263,12 @@ Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_di
   if (preset(name)) {
     ST_ASSIGN_OR_RETURN(ModelPreset p, LoadModel(name, config_dir));
     spec = p.spec;
-  } else {
+  } else if (run.layers > 0 && run.hidden > 0 && run.heads > 0 && run.vocab > 0) {
     ST_ASSIGN_OR_RETURN(
         spec, GptSpecFromDims(run.model, run.layers, run.hidden, run.heads, run.seq, run.vocab));
+  } else {
+    return NotFound(UnknownNameMessage("model preset", run.model, ModelPresetNames(config_dir)) +
+                    "; or define the model by the row's layers, hidden, heads and vocab columns");
   }
   if (run.seq > 0) spec.block_size = run.seq;
   ST_RETURN_IF_ERROR(ApplyArchitectureColumns(run, &spec));

@@ -322,14 +322,26 @@ TEST(PlanValidate, StackZeroAndBandwidthColumns) {
 TEST(PlanValidate, NamesAsRunsWriteThem) {
   const std::string tail = ",,,,,8192,,";
   const std::string rest = ",8,1,1,8,,,selective,1,64,,,,1,";
-  auto rep = ValidateTempCsv("names.csv", kBaseHeader + ",stack,notes\nours,x,llama3-8b" + tail + "h100-sxm" +
-                                              rest + "pytorch,\ntheirs,x,Llama 3.1 8B" + tail + "H100 SXM5" +
-                                              rest + "FSDP2,\n");
+  auto rep = ValidateTempCsv(
+      "names.csv", kBaseHeader + ",stack,notes\nours,x,llama3-8b" + tail + "h100-sxm" + rest +
+                       "pytorch,\ntheirs,x,Llama 3.1 8B" + tail + "H100 SXM5" + rest +
+                       "FSDP2,\nhf,x,Meta-Llama-3-8B-hf" + tail + "NVIDIA H100" + rest +
+                       "PyTorch FSDP2 (eager),\nnone,x,GPT3-5B" + tail + "H100" + rest +
+                       "NeMo 2.0,\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
-  ASSERT_EQ(rep->rows.size(), 2u);
-  EXPECT_TRUE(rep->rows[1].error.empty()) << rep->rows[1].error;
-  EXPECT_EQ(rep->rows[1].predicted, rep->rows[0].predicted);
-  EXPECT_EQ(rep->rows[1].stack, "pytorch");
+  ASSERT_EQ(rep->rows.size(), 4u);
+  for (size_t i : {1, 2}) {
+    EXPECT_TRUE(rep->rows[i].error.empty()) << rep->rows[i].error;
+    EXPECT_EQ(rep->rows[i].predicted, rep->rows[0].predicted);
+    EXPECT_EQ(rep->rows[i].stack, "pytorch");
+  }
+  // No preset of that name and no dimension columns: one error saying both.
+  EXPECT_NE(rep->rows[3].error.find("unknown model preset 'GPT3-5B'"), std::string::npos)
+      << rep->rows[3].error;
+  EXPECT_NE(rep->rows[3].error.find(
+                "or define the model by the row's layers, hidden, heads and vocab columns"),
+            std::string::npos)
+      << rep->rows[3].error;
 }
 
 // The optional precision column: FP8 GEMMs run at the FP8 rate; a value that
