@@ -35,6 +35,24 @@ Result<Recompute> RecomputeFromName(const std::string& given) {
   // As runs write it: a yes/no column means whole layers (activation checkpointing).
   if (name == "block") return Recompute::kFull;
   if (const std::optional<bool> yes = YesNo(name)) return *yes ? Recompute::kFull : Recompute::kNone;
+  // As descriptions write it ("full AC", "selective (op)", "full activation
+  // checkpointing"): the policy its words name.
+  std::vector<std::string> words;
+  std::string w;
+  for (char c : Lower(given) + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      w += c;
+    } else if (!w.empty()) {
+      words.push_back(w), w.clear();
+    }
+  }
+  auto has = [&](const char* word) {
+    return std::find(words.begin(), words.end(), word) != words.end();
+  };
+  if (has("op")) return Recompute::kOp;
+  if (has("selective")) return Recompute::kSelective;
+  if (has("full") || has("block")) return Recompute::kFull;
+  if (has("none") || has("no") || has("off")) return Recompute::kNone;
   return InvalidArgument("unknown recompute '" + given +
                          "'; use none, selective (Megatron's), full or op (PyTorch's op-level selective)");
 }

@@ -69,6 +69,12 @@ TEST(PlanMemory, OpLevelSelectiveKeepsEveryOtherMatmul) {
   // A yes/no column, as runs write it: whole layers, or nothing.
   EXPECT_EQ(*RecomputeFromName("true"), Recompute::kFull);
   EXPECT_EQ(*RecomputeFromName("No"), Recompute::kNone);
+  // Descriptions: the policy their words name.
+  EXPECT_EQ(*RecomputeFromName("full AC"), Recompute::kFull);
+  EXPECT_EQ(*RecomputeFromName("full activation checkpointing"), Recompute::kFull);
+  EXPECT_EQ(*RecomputeFromName("selective AC"), Recompute::kSelective);
+  EXPECT_EQ(*RecomputeFromName("selective (op)"), Recompute::kOp);
+  EXPECT_EQ(*RecomputeFromName("no AC"), Recompute::kNone);
   EXPECT_FALSE(RecomputeFromName("sometimes").ok());
 }
 
