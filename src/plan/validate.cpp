@@ -1,6 +1,7 @@
 #include "plan/validate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -74,17 +75,53 @@ struct CsvRecord {
     return i < fields.size() ? fields[i] : std::string();
   }
   // An empty field leaves *out as it is.
+  // A number as tables write it: surrounding spaces, a leading "~" (an
+  // approximate value), thousands separators ("3,760") and a trailing "%"
+  // (a percentage: / 100) are read; anything else is not a number.
   Status Number(const char* name, double* out) const {
-    const std::string v = Get(name);
-    if (v.empty()) return Status::Ok();
+    const std::string given = Get(name);
+    std::string v = given;
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+    size_t start = 0;
+    while (start < v.size() && std::isspace(static_cast<unsigned char>(v[start]))) ++start;
+    v = v.substr(start);
+    if (!v.empty() && v[0] == '~') v = v.substr(1);
+    const bool percent = !v.empty() && v.back() == '%';
+    if (percent) v.pop_back();
+    if (ThousandsSeparated(v)) v.erase(std::remove(v.begin(), v.end(), ','), v.end());
+    if (v.empty()) {
+      if (given.empty()) return Status::Ok();
+      return InvalidArgument(where + ": column " + name + " = '" + given + "' is not a number");
+    }
     try {
       size_t used = 0;
       *out = std::stod(v, &used);
       if (used != v.size()) throw std::invalid_argument(v);
     } catch (const std::exception&) {
-      return InvalidArgument(where + ": column " + name + " = '" + v + "' is not a number");
+      return InvalidArgument(where + ": column " + name + " = '" + given + "' is not a number");
     }
+    if (percent) *out /= 100.0;
     return Status::Ok();
+  }
+  // "3,760" or "1,234,567.5": digits in groups of three after the first.
+  static bool ThousandsSeparated(const std::string& v) {
+    const size_t dot = v.find('.');
+    const std::string whole = v.substr(0, dot);
+    if (whole.find(',') == std::string::npos) return false;
+    size_t group = 0;
+    bool first = true;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      const char c = whole[i];
+      if (c == ',') {
+        if ((first && (group == 0 || group > 3)) || (!first && group != 3)) return false;
+        first = false, group = 0;
+      } else if (std::isdigit(static_cast<unsigned char>(c))) {
+        ++group;
+      } else {
+        return false;
+      }
+    }
+    return group == 3;
   }
   Status Integer(const char* name, int64_t* out) const {
     double d = 0;

@@ -173,6 +173,40 @@ TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
       << runs.status().message();
 }
 
+// Numbers as tables write them: "~" (approximate), thousands separators,
+// spaces and a percentage read as the number; a comma in the wrong place is
+// not a number.
+TEST(PlanValidate, NumbersAsTablesWriteThem) {
+  const std::string head =
+      "id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,"
+      "recompute,"
+      "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,measured_"
+      "tokens_per_s,notes\n";
+  const std::string row = ",s,gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,,64,";
+  const std::string path = ::testing::TempDir() + "/numbers.csv";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(
+      (head + "a" + row + ",,,\"~9,000\",\nb" + row + ", 41% ,,,\nc" + row + ",,,\" 9000 \",\n")
+          .c_str(),
+      f);
+  std::fclose(f);
+  auto runs = ReadPublishedRuns(path);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 3u);
+  EXPECT_EQ((*runs)[0].tokens_per_s, 9000);
+  EXPECT_DOUBLE_EQ((*runs)[1].mfu, 0.41);
+  EXPECT_EQ((*runs)[2].tokens_per_s, 9000);
+  f = std::fopen(path.c_str(), "w");
+  std::fputs((head + "d" + row + ",,,\"90,00\",\n").c_str(), f);
+  std::fclose(f);
+  auto bad = ReadPublishedRuns(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("measured_tokens_per_s = '90,00' is not a number"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // The stack is a column: a row's own value wins, rows without one take the
 // default (`plan validate --stack`), and an unknown name is that row's error.
 TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
