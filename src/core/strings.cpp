@@ -20,6 +20,13 @@ std::string Fmt(const char* format, ...) {
   return out;
 }
 
+std::string Trim(const std::string& s) {
+  const char* space = " \t\r\n";
+  const size_t first = s.find_first_not_of(space);
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(space) - first + 1);
+}
+
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;

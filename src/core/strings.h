@@ -9,6 +9,8 @@ namespace scaletrain {
 
 std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
+// `s` without the spaces, tabs and line ends at either end.
+std::string Trim(const std::string& s);
 // `s` in lower case (ASCII).
 std::string Lower(std::string s);
 // A name as a key: lower case, with spaces and underscores as hyphens

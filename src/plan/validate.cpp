@@ -70,9 +70,10 @@ struct CsvRecord {
   std::string where;
 
   bool Has(const char* name) const { return col.count(name) != 0; }
+  // The field without spaces at either end ("" where the row is short).
   std::string Get(const char* name) const {
     const size_t i = col.at(name);
-    return i < fields.size() ? fields[i] : std::string();
+    return i < fields.size() ? Trim(fields[i]) : std::string();
   }
   // An empty field leaves *out as it is.
   // A number as tables write it: surrounding spaces, a leading "~" (an
@@ -81,11 +82,7 @@ struct CsvRecord {
   Status Number(const char* name, double* out) const {
     const std::string given = Get(name);
     std::string v = given;
-    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
-    size_t start = 0;
-    while (start < v.size() && std::isspace(static_cast<unsigned char>(v[start]))) ++start;
-    v = v.substr(start);
-    if (!v.empty() && v[0] == '~') v = v.substr(1);
+    if (!v.empty() && v[0] == '~') v = Trim(v.substr(1));
     const bool percent = !v.empty() && v.back() == '%';
     if (percent) v.pop_back();
     if (ThousandsSeparated(v)) v.erase(std::remove(v.begin(), v.end(), ','), v.end());
@@ -222,14 +219,18 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
   if (!in) return NotFound("cannot open " + path);
   std::stringstream ss;
   ss << in.rdbuf();
-  ST_ASSIGN_OR_RETURN(auto recs, ParseCsv(ss.str(), path));
+  std::string text = ss.str();
+  // A spreadsheet's UTF-8 byte-order mark is not part of the first column's name.
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
+  ST_ASSIGN_OR_RETURN(auto recs, ParseCsv(text, path));
   if (recs.empty()) return DataLoss(path + " is empty; expected a header line");
   static const char* kColumns[] = {"id", "source", "model", "params_b", "layers", "hidden", "heads", "seq",
                                    "vocab", "gpu", "num_gpus", "tp", "pp", "dp", "vpp", "sp", "recompute",
                                    "micro_batch", "global_batch", "measured_tflops_per_gpu", "measured_mfu",
                                    "measured_step_s", "measured_tokens_per_s", "notes"};
   std::map<std::string, size_t> col;
-  for (size_t i = 0; i < recs[0].size(); ++i) col[recs[0][i]] = i;
+  for (size_t i = 0; i < recs[0].size(); ++i)
+    col[Trim(recs[0][i])] = i;  // "id, source": names without spaces
   for (const char* c : kColumns) {
     if (!col.count(c)) return InvalidArgument(path + ": header lacks column '" + c + "'");
   }

@@ -207,6 +207,33 @@ TEST(PlanValidate, NumbersAsTablesWriteThem) {
       << bad.status().message();
 }
 
+// A file as a spreadsheet saves it: a UTF-8 byte-order mark, CRLF line ends
+// and spaces after the commas are read as the plain file.
+TEST(PlanValidate, SpreadsheetCsvReadsAsThePlainFile) {
+  const std::string head =
+      "\xEF\xBB\xBFid, source, model, params_b, layers, hidden, heads, seq, vocab, gpu, num_gpus, "
+      "tp, pp, dp, vpp, "
+      "sp, recompute, micro_batch, global_batch, measured_tflops_per_gpu, measured_mfu, "
+      "measured_step_s, "
+      "measured_tokens_per_s, notes\r\n";
+  const std::string path = ::testing::TempDir() + "/spreadsheet.csv";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(
+      (head +
+       "a, s, llama3-8b, , , , , 8192, , h100-sxm, 8, 1, 1, 8, , , full, 2, 16, , , , 46096, x\r\n")
+          .c_str(),
+      f);
+  std::fclose(f);
+  auto runs = ReadPublishedRuns(path);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].id, "a");
+  EXPECT_EQ((*runs)[0].model, "llama3-8b");
+  EXPECT_EQ((*runs)[0].tokens_per_s, 46096);
+  EXPECT_EQ((*runs)[0].micro_batch, 2);
+}
+
 // The stack is a column: a row's own value wins, rows without one take the
 // default (`plan validate --stack`), and an unknown name is that row's error.
 TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
