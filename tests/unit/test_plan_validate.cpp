@@ -76,6 +76,16 @@ const std::string kBaseHeader =
     "id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
     "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,measured_tokens_per_s";
 
+// Writes `text` to a temporary file NAME and reads its runs.
+Result<std::vector<PublishedRun>> ReadTempCsv(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return IoError("cannot write " + path);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return ReadPublishedRuns(path);
+}
+
 TEST(PlanValidate, PublishedRunsWithinTheMeasuredBound) {
   const auto rep = ValidateRepoCsv("published-runs.csv", 26);
   ASSERT_FALSE(rep.rows.empty());
@@ -157,17 +167,13 @@ TEST(PlanValidate, NarayananScriptLayoutsWithinTheMeasuredBound) {
 }
 
 TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
-  const std::string path = ::testing::TempDir() + "/runs.csv";
-  FILE* f = std::fopen(path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  std::fputs("id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,recompute,"
-             "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,measured_tokens_per_s,"
-             "notes\n"
-             "a,\"x, \"\"y\"\"\",gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,,64,,,,9000,\"FULL_SHARD, more\"\n"
-             "b,s,gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,,sixty-four,,,,9000,\n",
-             f);
-  std::fclose(f);
-  auto runs = ReadPublishedRuns(path);
+  auto runs = ReadTempCsv(
+      "runs.csv",
+      kBaseHeader +
+          ",notes\n"
+          "a,\"x, \"\"y\"\"\",gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,,64,,,,9000,"
+          "\"FULL_SHARD, more\"\n"
+          "b,s,gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,,sixty-four,,,,9000,\n");
   ASSERT_FALSE(runs.ok());
   EXPECT_NE(runs.status().message().find("global_batch = 'sixty-four' is not a number"), std::string::npos)
       << runs.status().message();
@@ -177,30 +183,16 @@ TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
 // spaces and a percentage read as the number; a comma in the wrong place is
 // not a number.
 TEST(PlanValidate, NumbersAsTablesWriteThem) {
-  const std::string head =
-      "id,source,model,params_b,layers,hidden,heads,seq,vocab,gpu,num_gpus,tp,pp,dp,vpp,sp,"
-      "recompute,"
-      "micro_batch,global_batch,measured_tflops_per_gpu,measured_mfu,measured_step_s,measured_"
-      "tokens_per_s,notes\n";
+  const std::string head = kBaseHeader + ",notes\n";
   const std::string row = ",s,gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,,64,";
-  const std::string path = ::testing::TempDir() + "/numbers.csv";
-  FILE* f = std::fopen(path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  std::fputs(
-      (head + "a" + row + ",,,\"~9,000\",\nb" + row + ", 41% ,,,\nc" + row + ",,,\" 9000 \",\n")
-          .c_str(),
-      f);
-  std::fclose(f);
-  auto runs = ReadPublishedRuns(path);
+  auto runs = ReadTempCsv("numbers.csv", head + "a" + row + ",,,\"~9,000\",\nb" + row +
+                                             ", 41% ,,,\nc" + row + ",,,\" 9000 \",\n");
   ASSERT_TRUE(runs.ok()) << runs.status().message();
   ASSERT_EQ(runs->size(), 3u);
   EXPECT_EQ((*runs)[0].tokens_per_s, 9000);
   EXPECT_DOUBLE_EQ((*runs)[1].mfu, 0.41);
   EXPECT_EQ((*runs)[2].tokens_per_s, 9000);
-  f = std::fopen(path.c_str(), "w");
-  std::fputs((head + "d" + row + ",,,\"90,00\",\n").c_str(), f);
-  std::fclose(f);
-  auto bad = ReadPublishedRuns(path);
+  auto bad = ReadTempCsv("numbers-bad.csv", head + "d" + row + ",,,\"90,00\",\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("measured_tokens_per_s = '90,00' is not a number"),
             std::string::npos)
@@ -210,22 +202,13 @@ TEST(PlanValidate, NumbersAsTablesWriteThem) {
 // A file as a spreadsheet saves it: a UTF-8 byte-order mark, CRLF line ends
 // and spaces after the commas are read as the plain file.
 TEST(PlanValidate, SpreadsheetCsvReadsAsThePlainFile) {
-  const std::string head =
-      "\xEF\xBB\xBFid, source, model, params_b, layers, hidden, heads, seq, vocab, gpu, num_gpus, "
-      "tp, pp, dp, vpp, "
-      "sp, recompute, micro_batch, global_batch, measured_tflops_per_gpu, measured_mfu, "
-      "measured_step_s, "
-      "measured_tokens_per_s, notes\r\n";
-  const std::string path = ::testing::TempDir() + "/spreadsheet.csv";
-  FILE* f = std::fopen(path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  std::fputs(
-      (head +
-       "a, s, llama3-8b, , , , , 8192, , h100-sxm, 8, 1, 1, 8, , , full, 2, 16, , , , 46096, x\r\n")
-          .c_str(),
-      f);
-  std::fclose(f);
-  auto runs = ReadPublishedRuns(path);
+  std::string head =
+      "\xEF\xBB\xBF";  // the byte-order mark, then the header with ", " between names
+  for (char c : kBaseHeader + ",notes") head += c == ',' ? std::string(", ") : std::string(1, c);
+  head += "\r\n";
+  auto runs = ReadTempCsv("spreadsheet.csv", head +
+                                                 "a, s, llama3-8b, , , , , 8192, , h100-sxm, 8, 1, "
+                                                 "1, 8, , , full, 2, 16, , , , 46096, x\r\n");
   ASSERT_TRUE(runs.ok()) << runs.status().message();
   ASSERT_EQ(runs->size(), 1u);
   EXPECT_EQ((*runs)[0].id, "a");
