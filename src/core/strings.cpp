@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 namespace scaletrain {
@@ -25,6 +26,21 @@ std::string Trim(const std::string& s) {
   const size_t first = s.find_first_not_of(space);
   if (first == std::string::npos) return "";
   return s.substr(first, s.find_last_not_of(space) - first + 1);
+}
+
+std::vector<std::string> LowerWords(const std::string& s, const char* also) {
+  std::vector<std::string> words;
+  std::string w;
+  for (char c : Lower(s) + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c)) ||
+        (c != '\0' && std::strchr(also, c) != nullptr)) {
+      w += c;
+    } else if (!w.empty()) {
+      words.push_back(std::move(w));
+      w.clear();
+    }
+  }
+  return words;
 }
 
 std::string Lower(std::string s) {

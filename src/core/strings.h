@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace scaletrain {
 
@@ -11,6 +12,10 @@ std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // `s` without the spaces, tabs and line ends at either end.
 std::string Trim(const std::string& s);
+// The words of `s` in lower case: its runs of letters, digits and the
+// characters of `also` ("FSDP2 + torch.compile" with also ".-": fsdp2,
+// torch.compile).
+std::vector<std::string> LowerWords(const std::string& s, const char* also = "");
 // `s` in lower case (ASCII).
 std::string Lower(std::string s);
 // A name as a key: lower case, with spaces and underscores as hyphens

@@ -59,13 +59,12 @@ std::vector<StepCollective> TensorParallelStepCollectives(const ModelSpec& spec,
   };
   // Blocks: one all-reduce per block half each way, or its SP pair.
   // The blocks whose forward reruns: all, or the first recompute_layers of
-  // each of the rank's vpp chunks.
-  const int64_t chunks = std::max<int64_t>(1, shard.vpp);
-  const int64_t rc =
-      !o.recompute_full ? 0
-      : o.recompute_layers > 0
-          ? std::min(n, chunks * std::min(o.recompute_layers, (n + chunks - 1) / chunks))
-          : n;
+  // each of the rank's vpp chunks (all of a chunk when it has fewer).
+  int64_t rc = 0;
+  if (o.recompute_full) {
+    const int64_t chunks = std::max<int64_t>(1, shard.vpp);
+    rc = o.recompute_layers > 0 ? std::min(n, chunks * o.recompute_layers) : n;
+  }
   if (sp) {
     add("block all-gather (forward)", K::kAllgather, 2 * n * m, act, StepPhase::kForward);
     add("block reduce-scatter (forward)", K::kReduceScatter, 2 * n * m, act, StepPhase::kForward);

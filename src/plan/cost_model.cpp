@@ -276,7 +276,7 @@ void CostModel::SetMemory(const Layout& l, const ModelSpec& tokens,
                           int64_t grad_elem_bytes, Prediction* p) const {
   // The flat buffers are sharded over the dp x cp ranks (over one sharding
   // group of them with hybrid sharding); activations hold the rank's tokens.
-  const Layout g = ShardGroupLayout(GradientGroupLayout(l));
+  const Layout g = ShardGroupLayout(l);
   double most = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
     RankBytes rb = StageRankBytes(stages[i].numel, g, grad_elem_bytes);
@@ -327,8 +327,7 @@ MicroBatchSeconds CostModel::ScaledToMeasuredStep(MicroBatchSeconds mb, Precisio
 
 DpSeconds CostModel::ReplicaSeconds(const Layout& l, const Layout& group, int64_t reductions,
                                     const StageSeconds& stage, Prediction* p) const {
-  const Layout full = GradientGroupLayout(l);
-  p->shard_replicas = ShardReplicas(full);
+  p->shard_replicas = ShardReplicas(l);
   if (p->shard_replicas == 1) return {};
   p->replica_collectives = ReplicaAllReduces(p->dp_collectives, group.dp);
   int64_t calls = 0;
@@ -353,7 +352,7 @@ double CostModel::SetDataParallel(const std::vector<StageParams>& stages,
   // shards the replicas then all-reduce.
   const StageSeconds& stage = slowest.time;
   const size_t fullest = FullestStage(stages);
-  Layout g = ShardGroupLayout(GradientGroupLayout(p->layout));
+  Layout g = ShardGroupLayout(p->layout);
   g.bucket_bytes = BucketBytesFor(g, sw_, DpPaddedNumel(stages[fullest].numel, g.dp));
   p->layout.bucket_bytes = g.bucket_bytes;
   const int64_t reductions = DpGradReductions(g, p->layout.micro_batches());

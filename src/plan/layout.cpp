@@ -1,7 +1,6 @@
 #include "plan/layout.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -37,15 +36,7 @@ Result<Recompute> RecomputeFromName(const std::string& given) {
   if (const std::optional<bool> yes = YesNo(name)) return *yes ? Recompute::kFull : Recompute::kNone;
   // As descriptions write it ("full AC", "selective (op)", "full activation
   // checkpointing"): the policy its words name.
-  std::vector<std::string> words;
-  std::string w;
-  for (char c : Lower(given) + " ") {
-    if (std::isalnum(static_cast<unsigned char>(c))) {
-      w += c;
-    } else if (!w.empty()) {
-      words.push_back(w), w.clear();
-    }
-  }
+  const std::vector<std::string> words = LowerWords(given);
   auto has = [&](const char* word) {
     return std::find(words.begin(), words.end(), word) != words.end();
   };
@@ -121,7 +112,8 @@ Layout GradientGroupLayout(const Layout& l) {
   return g;
 }
 
-Layout ShardGroupLayout(const Layout& g) {
+Layout ShardGroupLayout(const Layout& l) {
+  const Layout g = GradientGroupLayout(l);
   const int64_t r = ShardReplicas(g);
   if (r == 1) return g;
   Layout s = g;
@@ -129,6 +121,11 @@ Layout ShardGroupLayout(const Layout& g) {
   s.global_batch = g.global_batch / r;  // micro_batches() unchanged
   s.shard_group = 0;
   return s;
+}
+
+int64_t LargestChunkLayers(const ModelSpec& m, const Layout& l) {
+  const int64_t chunks = l.pp * l.vpp;
+  return (m.n_layer + chunks - 1) / chunks;
 }
 
 double RecomputedShare(const Layout& l, int64_t stage_layers) {
@@ -145,10 +142,10 @@ Layout AsRun(const Layout& l, const Software& sw) {
   return r;
 }
 
-int64_t ShardReplicas(const Layout& g) {
-  const int64_t ranks = g.dp * g.cp;
-  if (g.shard_group <= 0 || g.shard_group >= ranks || ranks % g.shard_group != 0) return 1;
-  return ranks / g.shard_group;
+int64_t ShardReplicas(const Layout& l) {
+  const int64_t ranks = l.dp * l.cp;
+  if (l.shard_group <= 0 || l.shard_group >= ranks || ranks % l.shard_group != 0) return 1;
+  return ranks / l.shard_group;
 }
 
 namespace {
@@ -238,15 +235,7 @@ bool IsStackName(const std::string& name) {
 // the framework they name, DeepSpeed before Composer before FSDP1 before the
 // PyTorch-native ones before Megatron; "" when no word names one.
 std::string StackFromWords(const std::string& given) {
-  std::vector<std::string> words;
-  std::string w;
-  for (char c : Lower(given) + " ") {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') {
-      w += c;
-    } else if (!w.empty()) {
-      words.push_back(w), w.clear();
-    }
-  }
+  const std::vector<std::string> words = LowerWords(given, "-.");
   auto has = [&](std::initializer_list<const char*> names) {
     for (const std::string& word : words) {
       for (const char* n : names) {
@@ -537,7 +526,7 @@ Status CheckRecomputeLayers(const ModelSpec& m, const Layout& l) {
     return InvalidArgument(what +
                            " picks the layers full recomputation reruns; use --recompute full");
   }
-  const int64_t chunk = (m.n_layer + l.pp * l.vpp - 1) / (l.pp * l.vpp);
+  const int64_t chunk = LargestChunkLayers(m, l);
   if (l.recompute_layers > chunk) {
     return InvalidArgument(what + " exceeds the " + Str(chunk) + " layers of a model chunk (" +
                            Str(m.n_layer) + " layers over pp x vpp = " + Str(l.pp * l.vpp) +

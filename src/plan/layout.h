@@ -103,15 +103,18 @@ ModelSpec CpRankSpec(const ModelSpec& m, int64_t cp);
 // context-parallel ranks together), with the micro-batches per step kept.
 Layout GradientGroupLayout(const Layout& l);
 
-// The layout as one sharding group sees it (Layout::shard_group): `g`, a
-// gradient group (GradientGroupLayout), cut to one group of shard_group
-// ranks, with the micro-batches per step kept. `g` itself without hybrid
-// sharding.
-Layout ShardGroupLayout(const Layout& g);
-// How many sharding groups (replicas) a gradient group `g` has: 1 without
-// hybrid sharding.
-int64_t ShardReplicas(const Layout& g);
+// The layout as one sharding group sees it (Layout::shard_group): the
+// gradient group (GradientGroupLayout) cut to one group of shard_group
+// ranks, with the micro-batches per step kept; the gradient group itself
+// without hybrid sharding.
+Layout ShardGroupLayout(const Layout& l);
+// How many sharding groups (replicas) the dp x cp ranks of `l` form: 1
+// without hybrid sharding.
+int64_t ShardReplicas(const Layout& l);
 
+// The layers of the largest model chunk: n_layer over pp x vpp, rounded up
+// (the most Layout::recompute_layers can name).
+int64_t LargestChunkLayers(const ModelSpec& m, const Layout& l);
 // The share of a stage's layers that full recomputation reruns: all of them,
 // or with recompute_layers = K the first K of each of its vpp chunks of
 // stage_layers / vpp layers. 0 without full recomputation.

@@ -36,7 +36,7 @@ nlohmann::json LayoutJson(const Layout& l) {
           {"grad_reduce", GradReduceDtypeName(l)},
           {"bucket_bytes", l.bucket_bytes},
           {"recompute_layers", l.recompute == Recompute::kFull ? l.recompute_layers : 0},
-          {"shard_group", l.dp * l.cp / ShardReplicas(GradientGroupLayout(l))}};
+          {"shard_group", ShardGroupLayout(l).dp}};
 }
 
 // Seconds, shown with a unit that keeps 3 significant digits readable.
@@ -75,7 +75,7 @@ void AddStepCollectivesJson(const Prediction& p, nlohmann::json* j) {
   const Layout& lay = p.layout;
   // The DP collectives run on the dp x cp ranks, or on one sharding group of
   // them (hybrid sharding), whose shards the replicas all-reduce.
-  const int64_t dp_group = lay.dp * lay.cp / std::max<int64_t>(1, p.shard_replicas);
+  const int64_t dp_group = ShardGroupLayout(lay).dp;
   (*j)["dp_step"] = {{"buckets", p.dp_buckets},
                      {"payload_bytes", p.DpPayloadBytes()},
                      {"collectives", CollectivesJson(p.dp_collectives, dp_group)}};

@@ -166,8 +166,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
 // layers of each chunk that still fit (memory falls and time grows with
 // their number); nothing when all of them are needed.
 Result<std::optional<Prediction>> FewestRecomputedLayers(CostModel& model, Layout l) {
-  const int64_t chunk = (model.spec().n_layer + l.pp * l.vpp - 1) / (l.pp * l.vpp);
-  int64_t lo = 1, hi = chunk;  // hi: fits (all of them)
+  int64_t lo = 1, hi = LargestChunkLayers(model.spec(), l);  // hi: fits (all of them)
   std::optional<Prediction> best;
   while (lo < hi) {
     l.recompute_layers = (lo + hi) / 2;

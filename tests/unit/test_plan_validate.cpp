@@ -57,15 +57,21 @@ ValidationReport ValidateRepoCsv(const std::string& name, size_t rows) {
   return *rep;
 }
 
+// Writes `text` to a temporary file NAME; its path.
+Result<std::string> WriteTempCsv(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return IoError("cannot write " + path);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
 // Writes `csv` to a temporary file NAME and validates it with the
 // repository's catalog and `default_stack`.
 Result<ValidationReport> ValidateTempCsv(const std::string& name, const std::string& csv,
                                          const std::string& default_stack = "modern") {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return IoError("cannot write " + path);
-  std::fputs(csv.c_str(), f);
-  std::fclose(f);
+  ST_ASSIGN_OR_RETURN(const std::string path, WriteTempCsv(name, csv));
   HardwareCatalog cat;
   ST_RETURN_IF_ERROR(cat.LoadDir(kRoot + "/configs/hardware"));
   return ValidateFile(path, cat, kRoot + "/configs", default_stack);
@@ -78,11 +84,7 @@ const std::string kBaseHeader =
 
 // Writes `text` to a temporary file NAME and reads its runs.
 Result<std::vector<PublishedRun>> ReadTempCsv(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return IoError("cannot write " + path);
-  std::fputs(text.c_str(), f);
-  std::fclose(f);
+  ST_ASSIGN_OR_RETURN(const std::string path, WriteTempCsv(name, text));
   return ReadPublishedRuns(path);
 }
 
