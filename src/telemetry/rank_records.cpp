@@ -43,8 +43,14 @@ std::string RankWindowJson(const RankWindow& w) {
   nlohmann::json phases = nlohmann::json::object();
   for (int i = 0; i < kNumRankPhases; ++i)
     phases[RankPhaseName(static_cast<RankPhase>(i))] = w.mean[i];
-  const nlohmann::json line = {{"step", w.step},   {"rank", w.rank},   {"host", w.host},
-                               {"stage", w.stage}, {"steps", w.steps}, {"phases", phases}};
+  const nlohmann::json line = {{"step", w.step},
+                               {"rank", w.rank},
+                               {"host", w.host},
+                               {"stage", w.stage},
+                               {"steps", w.steps},
+                               {"phases", phases},
+                               {"median_compute_s", w.median_compute_s},
+                               {"lower_quartile_compute_s", w.lower_quartile_compute_s}};
   return line.dump();
 }
 
@@ -66,12 +72,13 @@ constexpr RankPhase kComputePhases[] = {RankPhase::kData, RankPhase::kForward, R
 
 }  // namespace
 
-double RankCompute(const RankWindow& w) {
+double StepCompute(const RankPhases& phases) {
   double s = 0;
-  for (RankPhase p : kComputePhases) s += w.mean[static_cast<int>(p)];
+  for (RankPhase p : kComputePhases) s += phases[static_cast<int>(p)];
   return s;
 }
 
+double RankCompute(const RankWindow& w) { return StepCompute(w.mean); }
 
 std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>& windows) {
   std::map<int64_t, std::vector<const RankWindow*>> by_stage;
@@ -83,11 +90,11 @@ std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>&
   for (const auto& [stage, ranks] : by_stage) {
     if (ranks.size() < 2) continue;  // nothing to compare with
     std::vector<double> compute;
-    for (const RankWindow* w : ranks) compute.push_back(RankCompute(*w));
+    for (const RankWindow* w : ranks) compute.push_back(w->median_compute_s);
     const double median = Median(compute);
     for (const RankWindow* w : ranks) {
       int64_t& in_a_row = slow_in_a_row_[w->rank];
-      const double compute = RankCompute(*w);
+      const double compute = w->lower_quartile_compute_s;
       const bool slow = median > 0 && compute > (1.0 + options_.threshold) * median &&
                         compute - median >= options_.min_excess_s;
       in_a_row = slow ? in_a_row + 1 : 0;
@@ -96,7 +103,7 @@ std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>&
       s.rank = w->rank;
       s.host = w->host;
       s.windows = in_a_row;
-      s.compute_ratio = RankCompute(*w) / median;
+      s.compute_ratio = compute / median;
       double worst = -1;
       for (RankPhase p : kComputePhases) {
         std::vector<double> phase;

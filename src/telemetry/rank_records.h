@@ -46,6 +46,12 @@ struct RankWindow {
   int64_t step = 0;   // the window's last step
   int64_t steps = 0;  // steps in the window
   RankPhases mean{};
+  // One step's compute (RankCompute's phases) over the window's steps: the
+  // median and the lower quartile, what the straggler detector compares. A
+  // rank descheduled on a few steps (a busy host, a page-cache flush) has a
+  // high mean but a typical lower quartile; a straggler is slow on most steps.
+  double median_compute_s = 0;
+  double lower_quartile_compute_s = 0;
 };
 std::string RankWindowJson(const RankWindow& w);
 
@@ -62,7 +68,10 @@ class RankLog {
 };
 
 struct StragglerOptions {
-  double threshold = 0.2;  // compute more than (1 + threshold) x the stage's median...
+  // A rank whose compute is, on three quarters of the window's steps
+  // (lower_quartile_compute_s), ...
+  double threshold =
+      0.2;  // ...more than (1 + threshold) x the median of its stage's median_compute_s...
   int64_t windows = 2;     // ...this many windows in a row
   // ...and by at least this much (seconds per step): on a step of a few
   // milliseconds, scheduling jitter alone is 20%.
@@ -74,13 +83,15 @@ struct Straggler {
   std::string host;
   RankPhase phase = RankPhase::kForward;   // the compute phase furthest above its median
   double seconds = 0, median_seconds = 0;  // that phase, per step
-  double compute_ratio = 0;                // the rank's compute over the stage's median
+  double compute_ratio = 0;  // the rank's lower-quartile compute over the stage's median
   int64_t windows = 0;                     // slow windows in a row so far
 };
 
 // A window's compute per step: data + forward + backward + optimizer (not
-// communication or waiting), what the detector and rebalancing compare.
+// communication or waiting), the mean that rebalancing compares.
 double RankCompute(const RankWindow& w);
+// The same of one step's phases.
+double StepCompute(const RankPhases& p);
 
 class StragglerDetector {
  public:

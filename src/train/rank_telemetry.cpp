@@ -2,17 +2,14 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
+#include "core/stats.h"
 #include "telemetry/metrics.h"
 
 namespace scaletrain {
-
-namespace {
-
-}  // namespace
 
 // The bytes and calls this rank's groups moved since the last call, and
 // the time blocked on them; with pipeline parallelism, one rank's of every
@@ -80,22 +77,26 @@ void RankTelemetry::AddStep(const StepRecord& rec, double checkpoint_s, double w
     window_[i] += p[i];
     run_total_[i] += p[i];
   }
-  ++window_steps_;
+  window_step_compute_.push_back(StepCompute(p));
   ++run_steps_;
 }
 
 Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
   const int64_t interval = run_->cfg.telemetry.rank_interval;
-  if (interval <= 0 || step % interval != 0 || window_steps_ == 0) return std::vector<Straggler>();
+  if (interval <= 0 || step % interval != 0 || window_step_compute_.empty())
+    return std::vector<Straggler>();
   Communicator& world = *run_->groups->world;
-  // One record per rank: its window's sums and its step count.
-  constexpr int64_t kRecord = kNumRankPhases + 1;
+  // One record per rank: its window's sums, its step count, and the median
+  // and lower quartile of its compute per step.
+  constexpr int64_t kRecord = kNumRankPhases + 3;
   std::vector<double> mine(window_.begin(), window_.end()),
       all(static_cast<size_t>(kRecord * world.size()));
-  mine.push_back(static_cast<double>(window_steps_));
+  mine.push_back(static_cast<double>(window_step_compute_.size()));
+  mine.push_back(Median(window_step_compute_));
+  mine.push_back(Quantile(window_step_compute_, 0.25));
   run_->AbortIfFailed(world.Allgather(mine.data(), all.data(), kRecord));
   window_ = {};
-  window_steps_ = 0;
+  window_step_compute_.clear();
   std::vector<RankWindow> windows;
   for (int64_t r = 0; r < world.size(); ++r) {
     const double* rec = all.data() + r * kRecord;
@@ -106,6 +107,8 @@ Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
     w.step = step;
     w.steps = static_cast<int64_t>(rec[kNumRankPhases]);
     for (int i = 0; i < kNumRankPhases; ++i) w.mean[i] = rec[i] / static_cast<double>(w.steps);
+    w.median_compute_s = rec[kNumRankPhases + 1];
+    w.lower_quartile_compute_s = rec[kNumRankPhases + 2];
     windows.push_back(std::move(w));
   }
   window_compute_.clear();

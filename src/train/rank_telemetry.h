@@ -56,8 +56,8 @@ class RankTelemetry {
   std::vector<int64_t> flagged_;             // ranks the last window flagged
   std::vector<double> window_compute_;       // by world rank, every rank
   int64_t last_window_step_ = 0;
-  RankPhases window_{};             // sums over the current window
-  int64_t window_steps_ = 0;
+  RankPhases window_{};                      // sums over the current window
+  std::vector<double> window_step_compute_;  // each of its steps' compute (StepCompute)
   RankPhases run_total_{};  // sums over the run (this rank)
   int64_t run_steps_ = 0;
   StragglerDetector detector_;

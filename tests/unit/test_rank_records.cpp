@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/stats.h"
 #include "telemetry/rank_records.h"
 
 namespace scaletrain {
@@ -22,6 +23,7 @@ RankWindow Window(int64_t rank, int64_t stage, double forward_s, double backward
   w.mean[static_cast<int>(RankPhase::kOptimizer)] = 0.002;
   // Waiting for the slowest rank is not compute: a fast rank waits a lot.
   w.mean[static_cast<int>(RankPhase::kWait)] = 0.050;
+  w.median_compute_s = w.lower_quartile_compute_s = RankCompute(w);  // every step alike
   return w;
 }
 
@@ -93,6 +95,38 @@ TEST(StragglerDetector, AFewMillisecondsOfJitterIsNotAStraggler) {
   EXPECT_EQ(s[0].rank, 2);
 }
 
+TEST(StragglerDetector, AFewDescheduledStepsAreNotAStraggler) {
+  // Rank 0 lost the CPU for 20 ms on two steps of each 5-step window: its
+  // mean compute is 8 ms over the others', its median 4 ms (33 -> 37 ms), its
+  // lower quartile is theirs.
+  RankWindow hit = Window(0, 0, 0.010 + 0.040 / 5);
+  hit.lower_quartile_compute_s = Window(0, 0, 0.010).lower_quartile_compute_s;
+  hit.median_compute_s = hit.lower_quartile_compute_s + 0.004;
+  StragglerDetector d({0.1, 1});
+  const std::vector<RankWindow> windows = {hit, Window(1, 0, 0.010), Window(2, 0, 0.010)};
+  EXPECT_TRUE(d.Observe(windows).empty());
+  EXPECT_TRUE(d.Observe(windows).empty());
+  // Slow on most steps: the lower quartile moves and the rank is flagged, in forward.
+  hit.lower_quartile_compute_s += 0.004;
+  const auto s = d.Observe({hit, Window(1, 0, 0.010), Window(2, 0, 0.010)});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].rank, 0);
+  EXPECT_EQ(s[0].phase, RankPhase::kForward);
+}
+
+TEST(Stats, QuantileIsLinearBetweenTheNearestValues) {
+  EXPECT_EQ(Quantile({}, 0.25), 0.0);
+  EXPECT_EQ(Quantile({7}, 0.25), 7.0);
+  const std::vector<double> five = {9, 1, 5, 3, 7};  // sorted: 1 3 5 7 9
+  EXPECT_DOUBLE_EQ(Quantile(five, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(Quantile(five, 0.25), 3.0);
+  EXPECT_DOUBLE_EQ(Quantile(five, 0.3), 3.4);
+  EXPECT_DOUBLE_EQ(Quantile(five, 1.0), 9.0);
+  EXPECT_DOUBLE_EQ(Median(five), 5.0);
+  EXPECT_DOUBLE_EQ(Median({4, 1, 2, 3}), 2.5);
+  EXPECT_DOUBLE_EQ(Quantile({4, 1, 2, 3}, 0.25), 1.75);
+}
+
 TEST(RankRecords, JsonLineHasEveryPhase) {
   const nlohmann::json j = nlohmann::json::parse(RankWindowJson(Window(3, 1, 0.01)));
   EXPECT_EQ(j["rank"], 3);
@@ -104,6 +138,8 @@ TEST(RankRecords, JsonLineHasEveryPhase) {
     EXPECT_TRUE(j["phases"].contains(RankPhaseName(static_cast<RankPhase>(i)))) << i;
   }
   EXPECT_DOUBLE_EQ(j["phases"]["forward_s"].get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(j["median_compute_s"].get<double>(), 0.033);
+  EXPECT_DOUBLE_EQ(j["lower_quartile_compute_s"].get<double>(), 0.033);
 }
 
 }  // namespace
