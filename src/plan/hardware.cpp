@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "core/strings.h"
 #include "plan/toml_util.h"
@@ -314,21 +315,46 @@ Status HardwareCatalog::LoadDir(const std::string& dir) {
 namespace {
 
 // Names published runs give GPUs by, for the catalog's own ("A100 80GB",
-// "H100_SXM5", "NVIDIA H100"): lower case, spaces and underscores as hyphens,
-// the vendor's name dropped, then these.
+// "H100_SXM5", "NVIDIA A100-SXM4-40GB", "A100 (40GB)", "H100 80GB HBM3"): the
+// words of the name, the vendor's and memory type's dropped, read as a part
+// (a100, h100, ...), its memory in GB and its form (sxm, pcie, nvl). A part
+// the catalog holds in one form and size only takes that one; a form or size
+// it lacks gives a name it does not hold, so the error lists the known ones.
 std::string CatalogGpuName(const std::string& given) {
-  std::string key = NameKey(given);
-  for (const char* vendor : {"nvidia-", "amd-instinct-", "amd-"}) {
-    if (key.rfind(vendor, 0) == 0) key = key.substr(std::string(vendor).size());
+  static const std::set<std::string> dropped = {"nvidia", "amd",   "instinct", "tesla", "gpu",
+                                                "hbm2",   "hbm2e", "hbm3",     "hbm3e"};
+  std::string part, form, memory;
+  std::vector<std::string> rest;
+  for (const std::string& w : LowerWords(given)) {
+    if (dropped.count(w)) continue;
+    const size_t digits = w.find_first_not_of("0123456789");
+    if (digits > 0 &&
+        (digits == std::string::npos || w.substr(digits) == "gb" || w.substr(digits) == "g")) {
+      memory = w.substr(0, digits);  // "80gb", "80g", "80"
+    } else if (w.rfind("sxm", 0) == 0 || w == "pcie" || w == "nvl") {
+      form = w.rfind("sxm", 0) == 0 ? "sxm" : w;
+    } else if (part.empty()) {
+      part = w;
+    } else {
+      rest.push_back(w);
+    }
   }
-  static const std::map<std::string, std::string> aliases = {
-      {"a100", "a100-80g"}, {"a100-80gb", "a100-80g"}, {"a100-sxm4-80gb", "a100-80g"},
-      {"a100-sxm-80gb", "a100-80g"}, {"a100-40gb", "a100-40g"}, {"a100-sxm4-40gb", "a100-40g"},
-      {"h100", "h100-sxm"}, {"h100-80gb", "h100-sxm"}, {"h100-sxm5", "h100-sxm"},
-      {"h100-sxm5-80gb", "h100-sxm"}, {"h100-80gb-hbm3", "h100-sxm"}, {"h200-sxm", "h200"},
-      {"h200-141gb", "h200"}, {"b200-sxm", "b200"}, {"mi300", "mi300x"}};
-  const auto it = aliases.find(key);
-  return it == aliases.end() ? key : it->second;
+  if (part == "mi300") part = "mi300x";
+  std::string key = part;
+  if (!rest.empty() || part.empty()) {
+    key = NameKey(given);  // not a part, form and size: the name as given
+  } else if (part == "a100") {
+    key = form == "pcie" || form == "nvl" ? "a100-" + form
+          : memory == "40"                ? "a100-40g"
+                                          : "a100-80g";
+    if (!memory.empty() && memory != "40" && memory != "80") key = "a100-" + memory + "g";
+  } else if (part == "h100") {
+    key = form.empty() ? "h100-sxm" : "h100-" + form;
+    if (!memory.empty() && memory != "80") key += "-" + memory + "g";
+  } else if (!form.empty() && form != "sxm") {
+    key = part + "-" + form;  // h200-nvl, ...: not in the catalog
+  }
+  return key;
 }
 
 }  // namespace

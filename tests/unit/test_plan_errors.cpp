@@ -33,6 +33,29 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
   EXPECT_EQ(cat.Gpu("NVIDIA A100 80GB")->name, "a100-80g");  // the vendor's name dropped
   EXPECT_EQ(cat.Gpu("NVIDIA H100")->name, "h100-sxm");
   EXPECT_EQ(cat.Gpu("AMD Instinct MI300X")->name, "mi300x");
+  for (const auto& [given, name] :
+       std::vector<std::pair<std::string, std::string>>{{"NVIDIA A100-SXM4-40GB", "a100-40g"},
+                                                        {"A100 (40GB)", "a100-40g"},
+                                                        {"a100_40gb", "a100-40g"},
+                                                        {"A100", "a100-80g"},
+                                                        {"H100 80GB HBM3", "h100-sxm"},
+                                                        {"H100-SXM5-80GB", "h100-sxm"},
+                                                        {"NVIDIA H100 PCIe", "h100-pcie"},
+                                                        {"H200 SXM 141GB", "h200"},
+                                                        {"Tesla MI300", "mi300x"}}) {
+    const auto gpu = cat.Gpu(given);
+    ASSERT_TRUE(gpu.ok()) << given << ": " << gpu.status().message();
+    EXPECT_EQ(gpu->name, name) << given;
+  }
+  // A form or size the catalog lacks is not read as another part.
+  for (const char* lacking :
+       {"A100 PCIe 40GB", "H100 NVL", "H100 94GB", "H200 NVL", "GH200", "V100"}) {
+    const auto gpu = cat.Gpu(lacking);
+    EXPECT_FALSE(gpu.ok()) << lacking << " read as " << gpu->name;
+    if (!gpu.ok()) {
+      EXPECT_TRUE(Has(gpu.status(), "known: a100-40g")) << gpu.status().message();
+    }
+  }
   auto m = LoadModel("llama3-450b", kConfigs);
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(Has(m.status(), "did you mean 'llama3-405b'?")) << m.status().message();
