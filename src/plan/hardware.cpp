@@ -320,41 +320,47 @@ namespace {
 // (a100, h100, ...), its memory in GB and its form (sxm, pcie, nvl). A part
 // the catalog holds in one form and size only takes that one; a form or size
 // it lacks gives a name it does not hold, so the error lists the known ones.
-std::string CatalogGpuName(const std::string& given) {
+struct GpuWords {
+  std::string part, form, memory;  // "a100", "sxm" / "pcie" / "nvl", "40"
+  bool other = false;              // a word that is none of these
+};
+
+GpuWords ReadGpuWords(const std::string& given) {
   static const std::set<std::string> dropped = {"nvidia", "amd",   "instinct", "tesla", "gpu",
                                                 "hbm2",   "hbm2e", "hbm3",     "hbm3e"};
-  std::string part, form, memory;
-  std::vector<std::string> rest;
+  GpuWords g;
   for (const std::string& w : LowerWords(given)) {
     if (dropped.count(w)) continue;
     const size_t digits = w.find_first_not_of("0123456789");
-    if (digits > 0 &&
-        (digits == std::string::npos || w.substr(digits) == "gb" || w.substr(digits) == "g")) {
-      memory = w.substr(0, digits);  // "80gb", "80g", "80"
+    const std::string unit = digits == std::string::npos ? "" : w.substr(digits);
+    if (digits > 0 && (unit.empty() || unit == "gb" || unit == "g")) {
+      g.memory = w.substr(0, digits);  // "80gb", "80g", "80"
     } else if (w.rfind("sxm", 0) == 0 || w == "pcie" || w == "nvl") {
-      form = w.rfind("sxm", 0) == 0 ? "sxm" : w;
-    } else if (part.empty()) {
-      part = w;
+      g.form = w.rfind("sxm", 0) == 0 ? "sxm" : w;
+    } else if (g.part.empty()) {
+      g.part = w == "mi300" ? "mi300x" : w;
     } else {
-      rest.push_back(w);
+      g.other = true;
     }
   }
-  if (part == "mi300") part = "mi300x";
-  std::string key = part;
-  if (!rest.empty() || part.empty()) {
-    key = NameKey(given);  // not a part, form and size: the name as given
-  } else if (part == "a100") {
-    key = form == "pcie" || form == "nvl" ? "a100-" + form
-          : memory == "40"                ? "a100-40g"
-                                          : "a100-80g";
-    if (!memory.empty() && memory != "40" && memory != "80") key = "a100-" + memory + "g";
-  } else if (part == "h100") {
-    key = form.empty() ? "h100-sxm" : "h100-" + form;
-    if (!memory.empty() && memory != "80") key += "-" + memory + "g";
-  } else if (!form.empty() && form != "sxm") {
-    key = part + "-" + form;  // h200-nvl, ...: not in the catalog
+  return g;
+}
+
+std::string CatalogGpuName(const std::string& given) {
+  const GpuWords g = ReadGpuWords(given);
+  if (g.other || g.part.empty())
+    return NameKey(given);  // not a part, form and size: the name as given
+  const bool sxm = g.form.empty() || g.form == "sxm";
+  if (g.part == "a100") {
+    if (!sxm) return "a100-" + g.form;
+    if (g.memory.empty() || g.memory == "80") return "a100-80g";
+    return "a100-" + g.memory + "g";  // a100-40g, or a size not in the catalog
   }
-  return key;
+  if (g.part == "h100") {
+    const std::string key = "h100-" + (g.form.empty() ? std::string("sxm") : g.form);
+    return g.memory.empty() || g.memory == "80" ? key : key + "-" + g.memory + "g";
+  }
+  return sxm ? g.part : g.part + "-" + g.form;  // h200-nvl, ...: not in the catalog
 }
 
 }  // namespace
