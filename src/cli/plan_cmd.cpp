@@ -418,9 +418,10 @@ Status RunValidate(const PlanOptions& o) {
   HardwareCatalog cat;
   std::string config_dir;
   ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &config_dir));
-  const std::string stack = o.stack.empty() ? "modern" : o.stack;
-  ST_RETURN_IF_ERROR(SoftwareFromName(stack).status().WithContext("--stack"));
-  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, config_dir, stack));
+  // Rows without a stack: --stack where given, else what their notes name, else modern.
+  if (!o.stack.empty())
+    ST_RETURN_IF_ERROR(SoftwareFromName(o.stack).status().WithContext("--stack"));
+  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, config_dir, o.stack));
   if (o.json) {
     std::printf("%s\n", ValidationToJson(rep).dump(2).c_str());
   } else {
@@ -566,8 +567,10 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   validate->add_flag("--json", o->json, "print JSON: rows and mape");
   validate->add_option(
       "--stack", o->stack,
-      "software stack of the rows without a `stack` column value: modern (default), "
-      "modern-triton, legacy, megatron-deepspeed, pytorch, pytorch-compile, pytorch-fsdp1 or cpu");
+      "software stack of the rows without a `stack` column value (modern, modern-triton, legacy, "
+      "megatron-deepspeed, pytorch, pytorch-compile, pytorch-fsdp1 or cpu); without it, the stack "
+      "their source or notes name by its software (FSDP, llm-foundry, NeMo, DeepSpeed...), else "
+      "modern");
   validate->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/");
   validate->callback([o, exit_code] {
     Status st = RunValidate(*o);

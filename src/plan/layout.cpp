@@ -233,9 +233,25 @@ bool IsStackName(const std::string& name) {
 // A stack as a run's description names it ("NeMo 2.0", "FSDP2 +
 // torch.compile", "HF Accelerate FSDP"): its words, versions dropped, read by
 // the framework they name, DeepSpeed before Composer before FSDP1 before the
-// PyTorch-native ones before Megatron; "" when no word names one.
-std::string StackFromWords(const std::string& given) {
-  const std::vector<std::string> words = LowerWords(given, "-.");
+// PyTorch-native ones before Megatron; "" when no word names one. In `prose`
+// (a row's notes and source) a hyphenated word also counts by its parts
+// ("fms-fsdp"), FSDP's sharding strategies count as FSDP, FSDP comes before
+// Megatron before the bare word PyTorch, the words that are also English or
+// name other things ("accelerate", "eager", "hf", "torch") do not count, and
+// "compile" only qualifies a PyTorch stack named.
+std::string StackFromWords(const std::string& given, bool prose = false) {
+  std::vector<std::string> words = LowerWords(given, prose ? "-._" : "-.");
+  if (prose) {
+    const size_t n = words.size();
+    for (size_t i = 0; i < n; ++i) {
+      for (const std::string& part : LowerWords(words[i])) {
+        if (part != words[i]) words.push_back(part);
+      }
+    }
+    std::erase_if(words, [](const std::string& w) {
+      return w == "accelerate" || w == "eager" || w == "hf" || w == "torch";
+    });
+  }
   auto has = [&](std::initializer_list<const char*> names) {
     for (const std::string& word : words) {
       for (const char* n : names) {
@@ -248,15 +264,24 @@ std::string StackFromWords(const std::string& given) {
   if (has({"deepspeed", "megatron-deepspeed"})) return "megatron-deepspeed";
   if (has({"composer", "llm-foundry", "mosaicml"})) return "modern-triton";
   if (has({"fsdp1", "accelerate", "hf", "huggingface"})) return "pytorch-fsdp1";
-  if (has({"torchtitan", "fsdp", "fsdp2", "pytorch", "torch", "eager"}) || compiled) {
-    return compiled ? "pytorch-compile" : "pytorch";
+  const char* const pytorch = compiled ? "pytorch-compile" : "pytorch";
+  const bool megatron =
+      has({"nemo", "megatron", "megatron-core", "megatron-lm", "mcore", "nemo-megatron"});
+  if (prose) {
+    // FSDP beats Megatron ("FSDP + Megatron TP"), Megatron beats the word
+    // PyTorch ("NeMo on PyTorch Lightning").
+    if (has({"torchtitan", "fsdp", "fsdp2", "full_shard", "hybrid_shard", "shard_grad_op", "hsdp"}))
+      return pytorch;
+    if (megatron) return "modern";
+    return has({"pytorch"}) ? pytorch : "";
   }
-  if (has({"nemo", "megatron", "megatron-core", "megatron-lm", "mcore", "nemo-megatron"}))
-    return "modern";
-  return "";
+  if (has({"torchtitan", "fsdp", "fsdp2", "pytorch", "torch", "eager"}) || compiled) return pytorch;
+  return megatron ? "modern" : "";
 }
 
 }  // namespace
+
+std::string StackNamedIn(const std::string& text) { return StackFromWords(text, true); }
 
 Result<Software> SoftwareFromName(const std::string& given) {
   // Case, spaces and underscores do not matter ("Megatron_DeepSpeed"); a name

@@ -279,6 +279,11 @@ struct Software {
   bool trainer_activation_buffer = false;
 };
 Result<Software> SoftwareFromName(const std::string& name);
+// The stack a run's own text (its notes, its source) names by its software
+// ("FSDP FULL_SHARD", "mosaicml/llm-foundry", "NeMo 2.0", "DeepSpeed ZeRO-1",
+// "torchtitan"): SoftwareFromName's reading of such names, without the words
+// that are also plain English; "" when it names none.
+std::string StackNamedIn(const std::string& text);
 // The layout as the stack runs it: ZeRO-3 with pipeline parallelism on a
 // stack with Software::fsdp_gathers_once_under_pp keeps the parameters and
 // gradients whole for the step, ZeRO-1's memory and traffic; `l` otherwise.

@@ -221,6 +221,7 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
       e["predicted"] = row.predicted;
       e["error_pct"] = row.error_pct;
       e["stack"] = row.stack;
+      e["stack_from"] = row.stack_from;
       e["fits"] = row.fits;
       e["layout"] = LayoutJson(row.prediction.layout);
       e["step_time_s"] = row.prediction.step_time_s;
@@ -352,8 +353,14 @@ std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& p
 }
 
 std::string ValidationToText(const ValidationReport& r) {
+  // A stack read from the row's notes is marked '*', modern taken for want of
+  // any named '?' (ValidationRow::stack_from).
+  auto shown_stack = [](const ValidationRow& row) {
+    return row.stack + (row.stack_from == "notes" ? "*" : row.stack_from == "default" ? "?" : "");
+  };
   int stack_width = 7;
-  for (const auto& row : r.rows) stack_width = std::max(stack_width, static_cast<int>(row.stack.size()));
+  for (const auto& row : r.rows)
+    stack_width = std::max(stack_width, static_cast<int>(shown_stack(row).size()));
   std::string o = Fmt("%-28s %-15s %11s %11s %8s  %-*s %s\n", "id", "metric", "measured", "predicted", "error",
                       stack_width, "stack", "layout (searched where the source is silent)");
   for (const auto& row : r.rows) {
@@ -361,11 +368,23 @@ std::string ValidationToText(const ValidationReport& r) {
       o += Fmt("%-28s error: %s\n", row.run.id.c_str(), row.error.c_str());
       continue;
     }
-    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-*s %s%s\n", row.run.id.c_str(), row.metric.c_str(), row.measured,
-             row.predicted, row.error_pct, stack_width, row.stack.c_str(), LayoutToString(row.prediction.layout).c_str(),
+    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-*s %s%s\n", row.run.id.c_str(),
+             row.metric.c_str(), row.measured, row.predicted, row.error_pct, stack_width,
+             shown_stack(row).c_str(), LayoutToString(row.prediction.layout).c_str(),
              row.fits ? "" : " (no layout fits; fastest shown)");
   }
   o += Fmt("MAPE %.1f%% over %zu rows, worst %.1f%%\n", r.mape, r.rows.size(), r.max_abs_error);
+  const auto from = [&](const char* where) {
+    return std::count_if(r.rows.begin(), r.rows.end(),
+                         [&](const ValidationRow& row) { return row.stack_from == where; });
+  };
+  if (from("notes") + from("default") > 0) {
+    o +=
+        Fmt("stack: * read from the row's source or notes (%lld rows), ? none named, modern (%lld "
+            "rows); a stack "
+            "column or --stack chooses\n",
+            static_cast<long long>(from("notes")), static_cast<long long>(from("default")));
+  }
   return o;
 }
 

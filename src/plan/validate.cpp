@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "core/strings.h"
@@ -313,12 +314,19 @@ Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_di
   return spec;
 }
 
-// The software the run used: its `stack` column, else the default. (The
-// rows of tests/plan say which: Megatron-LM 2021, BLOOM's Megatron-DeepSpeed
-// and Korthikanti et al.'s Megatron-LM 2022 ran "legacy", MosaicML's
-// llm-foundry "modern-triton"; docs/planner.md.)
-Result<Software> RunSoftware(const PublishedRun& run, const std::string& default_stack) {
-  const std::string& name = run.stack.empty() ? default_stack : run.stack;
+// The software the run used: its `stack` column, else the default given,
+// else the software its source or notes name, else modern; and where it came
+// from (ValidationRow::stack_from). (The rows of tests/plan say which:
+// Megatron-LM 2021 and Korthikanti et al.'s Megatron-LM 2022 ran "legacy",
+// BLOOM "megatron-deepspeed", MosaicML's llm-foundry "modern-triton";
+// docs/planner.md.)
+Result<Software> RunSoftware(const PublishedRun& run, const std::string& default_stack,
+                             std::string* from) {
+  std::string name = run.stack;
+  *from = "column";
+  if (name.empty() && !default_stack.empty()) name = default_stack, *from = "--stack";
+  if (name.empty()) name = StackNamedIn(run.source + " ; " + run.notes), *from = "notes";
+  if (name.empty()) name = "modern", *from = "default";
   auto sw = SoftwareFromName(name);
   if (!sw.ok()) return sw.status().WithContext(run.id + ": stack");
   return sw;
@@ -357,6 +365,35 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
   return Status::Ok();
 }
 
+// The ZeRO stage a row's notes name: "ZeRO-3", "ZeRO stage 2", "zero1",
+// FSDP's FULL_SHARD / HYBRID_SHARD (HSDP) -> 3 and SHARD_GRAD_OP -> 2,
+// Megatron's distributed optimizer -> 1; the first named wins.
+std::optional<int> ZeroStageNamedIn(const std::string& notes) {
+  const std::string n = Lower(notes);
+  size_t first = std::string::npos;
+  int stage = -1;
+  auto named = [&](size_t at, int s) {
+    if (at != std::string::npos && at < first) first = at, stage = s;
+  };
+  for (size_t at = n.find("zero"); at != std::string::npos; at = n.find("zero", at + 4)) {
+    size_t i = at + 4;
+    if (i < n.size() && (n[i] == '-' || n[i] == '_' || n[i] == ' ')) ++i;
+    if (n.compare(i, 5, "stage") == 0) i += 5;
+    if (i < n.size() && n[i] == ' ') ++i;
+    const bool word_start = at == 0 || !std::isalnum(static_cast<unsigned char>(n[at - 1]));
+    const bool one_digit =
+        i < n.size() && n[i] >= '0' && n[i] <= '3' &&
+        (i + 1 == n.size() || !std::isdigit(static_cast<unsigned char>(n[i + 1])));
+    if (word_start && one_digit) named(at, n[i] - '0');
+  }
+  for (const char* three : {"full_shard", "hybrid_shard", "hsdp"}) named(n.find(three), 3);
+  named(n.find("shard_grad_op"), 2);
+  named(n.find("distributed optimizer"), 1);
+  named(n.find("distributed-optimizer"), 1);
+  if (stage < 0) return std::nullopt;
+  return stage;
+}
+
 // Precision, gradient reduction and ZeRO stage, from the notes and the
 // source.
 void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
@@ -385,13 +422,8 @@ void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
   }
   if (run.zero >= 0) {
     o->zero = static_cast<int>(run.zero);
-  } else if (Contains(run.notes, "FULL_SHARD") || Contains(run.notes, "ZeRO-3") ||
-             Contains(run.notes, "HSDP") || Contains(run.notes, "HYBRID_SHARD")) {
-    o->zero = 3;
-  } else if (Contains(run.notes, "ZeRO-2")) {
-    o->zero = 2;
-  } else if (Contains(run.notes, "ZeRO-1")) {
-    o->zero = 1;
+  } else if (const std::optional<int> stage = ZeroStageNamedIn(run.notes)) {
+    o->zero = stage;
   }
   if (legacy) {
     // Narayanan et al.'s FLOP count assumes full recomputation (their
@@ -469,7 +501,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   auto gpu = GpuVariant(cluster.gpu, {run.power_cap_w, run.hbm_gib, run.hbm_tbps});
   if (!gpu.ok()) return gpu.status().WithContext(run.id + ": power_cap_w / hbm_gib / hbm_tbps");
   cluster.gpu = *gpu;
-  ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack));
+  ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack, &row.stack_from));
   // Legacy stacks counted TFLOP/s with the recomputed forward included.
   const bool legacy = sw.legacy_conventions;
   row.stack = sw.name;

@@ -19,7 +19,7 @@ struct PublishedRun {
   int64_t tp = 0, pp = 0, dp = 0, vpp = 0, micro_batch = 0, global_batch = 0;  // 0: not stated
   std::string sp, recompute;                                                  // "": not stated
   // The software stack (SoftwareFromName): the optional `stack` column; "":
-  // not stated (ValidateRun's default_stack).
+  // not stated (ValidateRun's default_stack, else what the notes name).
   std::string stack;
   // Optional architecture columns (0 / "": not stated): grouped-query KV
   // heads, the MLP width, its activation (gelu, swiglu, squared_relu) and
@@ -60,6 +60,10 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path);
 struct ValidationRow {
   PublishedRun run;
   std::string stack;     // software stack assumed (modern / legacy)
+  // Where that stack came from: "column" (the row's stack), "--stack" (the
+  // default given), "notes" (the software the row's source or notes name) or
+  // "default" (modern).
+  std::string stack_from;
   std::string metric;    // step_s, tokens_per_s, tflops_per_gpu or mfu
   double measured = 0, predicted = 0;
   double error_pct = 0;  // (predicted - measured) / measured * 100
@@ -77,14 +81,15 @@ struct ValidationReport {
 
 // How a published run is predicted: the knobs the row states are fixed,
 // the rest are searched as the authors would have tuned them (best tokens/s
-// that fits), on the row's `stack`, or `default_stack` where the row has
-// none (`plan validate --stack`; "modern" unless given). Documented in
-// docs/planner.md.
+// that fits), on the row's `stack`; where the row has none, on
+// `default_stack` (`plan validate --stack`) if given, else on the stack its
+// source or notes name by its software (StackNamedIn: "FSDP", "llm-foundry",
+// "NeMo"), else on `modern`. Documented in docs/planner.md.
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
                                   const std::string& config_dir,
-                                  const std::string& default_stack = "modern");
+                                  const std::string& default_stack = "");
 Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
                                       const std::string& config_dir,
-                                      const std::string& default_stack = "modern");
+                                      const std::string& default_stack = "");
 
 }  // namespace scaletrain::plan

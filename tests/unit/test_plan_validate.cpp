@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "plan/validate.h"
 
@@ -234,6 +235,77 @@ TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
     EXPECT_EQ(rep->rows[3].stack, "modern");  // Megatron-LM's name for what "modern" models
     EXPECT_NE(rep->rows[2].error.find("unknown software stack 'fancy'"), std::string::npos)
         << rep->rows[2].error;
+  }
+}
+
+// A row without a stack runs on --stack where given, else on the stack its
+// source or notes name by its software, else on modern; ValidationRow says which.
+TEST(PlanValidate, StackFromTheNotesWhereNoneIsGiven) {
+  const std::string row = ",gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,";
+  const std::vector<std::tuple<std::string, std::string, std::string, std::string>> cases = {
+      // id, source, notes, stack
+      {"foundry", "mosaicml/llm-foundry benchmarks", "FSDP FULL_SHARD, prec=amp_bf16",
+       "modern-triton"},
+      {"titan", "pytorch/torchtitan", "FSDP2 + compile + Float8", "pytorch-compile"},
+      {"opt", "a paper", "FSDP + Megatron TP", "pytorch"},
+      {"fms", "foundation-model-stack/fms-fsdp README", "HSDP", "pytorch"},
+      {"hf", "a blog", "HF Accelerate with FSDP1", "pytorch-fsdp1"},
+      {"nemo", "a report", "NeMo 2.0 on PyTorch Lightning", "modern"},
+      {"ds", "a paper", "Megatron-DeepSpeed, ZeRO-1", "megatron-deepspeed"},
+      {"prose", "a paper", "we accelerate training with eager torch kernels", "modern"}};
+  std::string csv = kBaseHeader + ",stack,notes\n";
+  for (const auto& [id, source, notes, stack] : cases) {
+    for (const std::string& part :
+         {id, std::string(","), source, row, std::string(",\""), notes, std::string("\"\n")})
+      csv += part;
+  }
+  for (const std::string& part :
+       {std::string("column,mosaicml"), row, std::string("legacy,FSDP\n")})
+    csv += part;
+  auto inferred = ValidateTempCsv("stack-notes.csv", csv, "");
+  ASSERT_TRUE(inferred.ok()) << inferred.status().message();
+  ASSERT_EQ(inferred->rows.size(), cases.size() + 1);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const ValidationRow& r = inferred->rows[i];
+    EXPECT_EQ(r.stack, std::get<3>(cases[i])) << r.run.id;
+    EXPECT_EQ(r.stack_from, r.run.id == "prose" ? "default" : "notes") << r.run.id;
+  }
+  EXPECT_EQ(inferred->rows.back().stack, "legacy");
+  EXPECT_EQ(inferred->rows.back().stack_from, "column");
+  // --stack wins over the notes, not over the column.
+  auto given = ValidateTempCsv("stack-given.csv", csv, "modern");
+  ASSERT_TRUE(given.ok()) << given.status().message();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(given->rows[i].stack, "modern") << given->rows[i].run.id;
+    EXPECT_EQ(given->rows[i].stack_from, "--stack");
+  }
+  EXPECT_EQ(given->rows.back().stack, "legacy");
+}
+
+// The ZeRO stage as notes write it; a number that is no stage is not one.
+TEST(PlanValidate, ZeroStageFromTheNotes) {
+  const std::string row =
+      ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,megatron-deepspeed,";
+  std::string csv = kBaseHeader + ",stack,notes\n";
+  const std::vector<std::pair<std::string, int>> cases = {{"ZeRO stage 1", 1},
+                                                          {"zero2 + TP", 2},
+                                                          {"DeepSpeed ZeRO-3 offload-free", 3},
+                                                          {"FSDP SHARD_GRAD_OP", 2},
+                                                          {"FSDP FULL_SHARD (ZeRO-3 equiv)", 3},
+                                                          {"Megatron distributed optimizer", 1},
+                                                          {"ZeRO-1, later ZeRO-3", 1}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    csv += 'z';
+    csv += std::to_string(i);
+    for (const std::string& part : {row, std::string("\""), cases[i].first, std::string("\"\n")})
+      csv += part;
+  }
+  auto rep = ValidateTempCsv("zero-notes.csv", csv);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_TRUE(rep->rows[i].error.empty()) << cases[i].first << ": " << rep->rows[i].error;
+    EXPECT_EQ(rep->rows[i].prediction.layout.zero, cases[i].second) << cases[i].first;
   }
 }
 
