@@ -318,8 +318,9 @@ namespace {
 // "H100_SXM5", "NVIDIA A100-SXM4-40GB", "A100 (40GB)", "H100 80GB HBM3"): the
 // words of the name, the vendor's and memory type's dropped, read as a part
 // (a100, h100, ...), its memory in GB and its form (sxm, pcie, nvl). A part
-// the catalog holds in one form and size only takes that one; a form or size
-// it lacks gives a name it does not hold, so the error lists the known ones.
+// the catalog holds in one form takes that one; a form it lacks (or an A100
+// size other than 40 / 80 GB) gives a name it does not hold, so the error
+// lists the known ones.
 struct GpuWords {
   std::string part, form, memory;  // "a100", "sxm" / "pcie" / "nvl", "40"
   bool other = false;              // a word that is none of these
@@ -356,14 +357,23 @@ std::string CatalogGpuName(const std::string& given) {
     if (g.memory.empty() || g.memory == "80") return "a100-80g";
     return "a100-" + g.memory + "g";  // a100-40g, or a size not in the catalog
   }
-  if (g.part == "h100") {
-    const std::string key = "h100-" + (g.form.empty() ? std::string("sxm") : g.form);
-    return g.memory.empty() || g.memory == "80" ? key : key + "-" + g.memory + "g";
-  }
+  // Other parts are catalogued in one size: another size is a variant of
+  // it (StatedMemoryGib).
+  if (g.part == "h100") return "h100-" + (g.form.empty() ? std::string("sxm") : g.form);
   return sxm ? g.part : g.part + "-" + g.form;  // h200-nvl, ...: not in the catalog
 }
 
 }  // namespace
+
+double StatedMemoryGib(const std::string& gpu_name, const GpuSpec& part) {
+  const GpuWords g = ReadGpuWords(gpu_name);
+  if (g.memory.empty() || g.other) return 0;
+  // Labels round either way ("80GB" H100: 79.6 GiB; "141GB" H200: 131 GiB).
+  const double gb = std::stod(g.memory), per_gib = 1024.0 * 1024.0 * 1024.0 / 1e9;
+  auto near = [&](double label) { return std::abs(gb - label) <= 0.05 * label; };
+  if (near(part.hbm_gib) || near(part.hbm_gib * per_gib)) return 0;
+  return gb / per_gib;
+}
 
 Result<GpuSpec> HardwareCatalog::Gpu(const std::string& name) const {
   auto it = gpus_.find(name);

@@ -175,6 +175,11 @@ Result<GpuSpec> WithBandwidth(const GpuSpec& g, double hbm_tbps);
 // A cluster preset's, `plan --power-cap --hbm-gib --hbm-tbps` and a
 // validation row's columns all go through here.
 Result<GpuSpec> GpuVariant(const GpuSpec& g, const GpuVariantSpec& v);
+// The memory a GPU's name states ("H100 94GB", "H100 SXM5 96GB HBM2e": GB are
+// 1e9 bytes), in GiB, where it is not the catalogued part's (more than 5%
+// apart); 0 otherwise. A validation row without an hbm_gib column runs that
+// variant of the part.
+double StatedMemoryGib(const std::string& gpu_name, const GpuSpec& part);
 
 // "unknown cluster 'x'; did you mean 'y'? known: a, b, c" — the shared form
 // of every unknown-name error in the planner.

@@ -498,7 +498,8 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   row.run = run;
   ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, RunCluster(run, catalog));
-  auto gpu = GpuVariant(cluster.gpu, {run.power_cap_w, run.hbm_gib, run.hbm_tbps});
+  const double hbm_gib = run.hbm_gib != 0 ? run.hbm_gib : StatedMemoryGib(run.gpu, cluster.gpu);
+  auto gpu = GpuVariant(cluster.gpu, {run.power_cap_w, hbm_gib, run.hbm_tbps});
   if (!gpu.ok()) return gpu.status().WithContext(run.id + ": power_cap_w / hbm_gib / hbm_tbps");
   cluster.gpu = *gpu;
   ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack, &row.stack_from));

@@ -49,7 +49,7 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
   }
   // A form or size the catalog lacks is not read as another part.
   for (const char* lacking :
-       {"A100 PCIe 40GB", "H100 NVL", "H100 94GB", "H200 NVL", "GH200", "V100"}) {
+       {"A100 PCIe 40GB", "A100 120GB", "H100 NVL", "H200 NVL", "GH200", "V100"}) {
     const auto gpu = cat.Gpu(lacking);
     EXPECT_FALSE(gpu.ok()) << lacking << " read as " << gpu->name;
     if (!gpu.ok()) {
@@ -59,6 +59,22 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
   auto m = LoadModel("llama3-450b", kConfigs);
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(Has(m.status(), "did you mean 'llama3-405b'?")) << m.status().message();
+}
+
+// A size the name states that is not the part's is a variant of it: H100
+// 94 / 96 GB parts run as the 80 GB part with their memory.
+TEST(PlanErrors, GpuNamesStateTheirMemory) {
+  HardwareCatalog cat;
+  ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
+  const GpuSpec h100 = *cat.Gpu("h100-sxm");
+  EXPECT_EQ(cat.Gpu("H100 94GB")->name, "h100-sxm");
+  EXPECT_NEAR(StatedMemoryGib("H100 94GB", h100), 87.5, 0.05);
+  EXPECT_NEAR(StatedMemoryGib("NVIDIA H100 SXM5 96GB HBM2e", h100), 89.4, 0.05);
+  EXPECT_EQ(StatedMemoryGib("H100 80GB HBM3", h100), 0.0);
+  EXPECT_EQ(StatedMemoryGib("H100", h100), 0.0);
+  EXPECT_EQ(StatedMemoryGib("H200 141GB", *cat.Gpu("h200")), 0.0);
+  EXPECT_EQ(StatedMemoryGib("A100 40GB", *cat.Gpu("a100-40g")), 0.0);
+  EXPECT_EQ(StatedMemoryGib("MI300X 192GB", *cat.Gpu("mi300x")), 0.0);
 }
 
 // Stacks go by the names runs are written with, whatever their case, spaces

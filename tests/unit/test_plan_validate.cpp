@@ -351,14 +351,21 @@ TEST(PlanValidate, KvHeadsColumnAloneGivesGroupedQueryAttention) {
 // row's error.
 TEST(PlanValidate, GpuVariantColumns) {
   const std::string row = ",x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,full,1,512,,0.4,,,";
-  auto rep = ValidateTempCsv("variants.csv", kBaseHeader + ",power_cap_w,hbm_gib,notes\nfull" + row +
-                                                 ",,\ncap" + row + "500,,\nmem" + row + ",87.5,\nlow" + row +
-                                                 "30,,\n");
+  std::string named = row;
+  named.replace(named.find("h100-sxm"), 8, "H100 94GB");
+  auto rep =
+      ValidateTempCsv("variants.csv", kBaseHeader + ",power_cap_w,hbm_gib,notes\nfull" + row +
+                                          ",,\ncap" + row + "500,,\nmem" + row + ",87.5,\nlow" +
+                                          row + "30,,\nnamed" + named + ",,\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
-  ASSERT_EQ(rep->rows.size(), 4u);
+  ASSERT_EQ(rep->rows.size(), 5u);
   EXPECT_LT(rep->rows[1].predicted, rep->rows[0].predicted);  // MFU under a 500 W cap
   EXPECT_DOUBLE_EQ(rep->rows[2].predicted, rep->rows[0].predicted);
+  EXPECT_NEAR(rep->rows[2].prediction.capacity_gib, 87.5, 0.01);
   EXPECT_NE(rep->rows[3].error.find("idle power"), std::string::npos) << rep->rows[3].error;
+  // The memory the GPU's name states, as the column would give it.
+  EXPECT_NEAR(rep->rows[4].prediction.capacity_gib, 87.5, 0.05);
+  EXPECT_NEAR(rep->rows[0].prediction.capacity_gib, 79.6, 0.01);
 }
 
 TEST(PlanValidate, TorchtitanRunsOnThePyTorchStacks) {
