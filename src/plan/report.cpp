@@ -231,6 +231,7 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
     j["rows"].push_back(e);
   }
   j["mape"] = r.mape;
+  j["ignored_columns"] = r.ignored_columns;
   j["max_abs_error_pct"] = r.max_abs_error;
   return j;
 }
@@ -378,6 +379,11 @@ std::string ValidationToText(const ValidationReport& r) {
     return std::count_if(r.rows.begin(), r.rows.end(),
                          [&](const ValidationRow& row) { return row.stack_from == where; });
   };
+  if (!r.ignored_columns.empty()) {
+    std::string names;
+    for (const std::string& c : r.ignored_columns) names += (names.empty() ? "" : ", ") + c;
+    o += "columns not read: " + names + " (docs/planner.md lists the columns)\n";
+  }
   if (from("notes") + from("default") > 0) {
     o +=
         Fmt("stack: * read from the row's source or notes (%lld rows), ? none named, modern (%lld "

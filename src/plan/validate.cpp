@@ -148,6 +148,82 @@ Status OptionalInteger(const CsvRecord& r, const char* column, int64_t lo, int64
   return Status::Ok();
 }
 
+// A precision as tables write it ("BF16", "bfloat16", "amp_bf16", "FP8
+// (Transformer Engine)", "mixed fp16"): the precision its words name, FP8
+// before the 16-bit formats (FP8 runs keep bf16 around the FP8 GEMMs); "" for
+// none.
+std::string PrecisionNamedIn(const std::string& given) {
+  const std::vector<std::string> words = LowerWords(given);
+  auto has = [&](std::initializer_list<const char*> names) {
+    for (const std::string& w : words) {
+      for (const char* n : names) {
+        if (w == n) return true;
+      }
+    }
+    return false;
+  };
+  if (has({"fp8", "float8", "e4m3"})) return "fp8";
+  if (has({"bf16", "bfloat16"})) return "bf16";
+  if (has({"fp16", "float16", "half"})) return "fp16";
+  if (has({"tf32"})) return "tf32";
+  if (has({"fp32", "float32"})) return "fp32";
+  return "";
+}
+
+// The optional columns (ReadOptionalColumns).
+constexpr const char* kOptionalColumns[] = {"stack",
+                                            "cluster",
+                                            "activation",
+                                            "tied_embeddings",
+                                            "kv_heads",
+                                            "ffn_hidden",
+                                            "power_cap_w",
+                                            "hbm_gib",
+                                            "hbm_tbps",
+                                            "precision",
+                                            "cp",
+                                            "shard_group",
+                                            "recompute_layers",
+                                            "zero"};
+
+bool IsOptionalColumn(const std::string& name) {
+  for (const char* c : kOptionalColumns) {
+    if (name == c) return true;
+  }
+  return false;
+}
+
+// Other names tables give the optional columns (Hugging Face config names,
+// Megatron flags), read where the column itself is absent.
+const std::map<std::string, std::string>& ColumnSynonyms() {
+  static const std::map<std::string, std::string> synonyms = {
+      {"framework", "stack"},
+      {"software", "stack"},
+      {"software_stack", "stack"},
+      {"num_kv_heads", "kv_heads"},
+      {"num_key_value_heads", "kv_heads"},
+      {"n_kv_heads", "kv_heads"},
+      {"num_query_groups", "kv_heads"},
+      {"kv_head", "kv_heads"},
+      {"intermediate_size", "ffn_hidden"},
+      {"ffn_hidden_size", "ffn_hidden"},
+      {"ffn_dim", "ffn_hidden"},
+      {"zero_stage", "zero"},
+      {"context_parallel", "cp"},
+      {"tie_word_embeddings", "tied_embeddings"}};
+  return synonyms;
+}
+
+bool IsColumnSynonym(const std::string& name) { return ColumnSynonyms().count(name) > 0; }
+
+// Points each absent optional column at a synonym the header has.
+void ReadColumnSynonyms(std::map<std::string, size_t>* col) {
+  for (const auto& [synonym, column] : ColumnSynonyms()) {
+    const auto it = col->find(synonym);
+    if (it != col->end() && !col->count(column)) (*col)[column] = it->second;
+  }
+}
+
 // The optional columns: the stack, the cluster, the architecture, the GPU
 // variant, the precision, cp, hybrid sharding, partial recomputation and the
 // ZeRO stage.
@@ -162,9 +238,9 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("hbm_gib")) ST_RETURN_IF_ERROR(r.Number("hbm_gib", &run->hbm_gib));
   if (r.Has("hbm_tbps")) ST_RETURN_IF_ERROR(r.Number("hbm_tbps", &run->hbm_tbps));
   if (r.Has("precision") && !r.Get("precision").empty()) {
-    run->precision = Lower(r.Get("precision"));
-    if (!PrecisionFromName(run->precision).ok()) {
-      return InvalidArgument(r.where + ": column precision = '" + run->precision +
+    run->precision = PrecisionNamedIn(r.Get("precision"));
+    if (run->precision.empty()) {
+      return InvalidArgument(r.where + ": column precision = '" + r.Get("precision") +
                              "'; give bf16, fp16, fp8, fp32 or tf32 (or leave it empty for bf16)");
     }
   }
@@ -215,7 +291,8 @@ Result<PublishedRun> ReadRun(const CsvRecord& r) {
 
 }  // namespace
 
-Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
+Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path,
+                                                    std::vector<std::string>* ignored) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot open " + path);
   std::stringstream ss;
@@ -232,8 +309,18 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path) {
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < recs[0].size(); ++i)
     col[Trim(recs[0][i])] = i;  // "id, source": names without spaces
+  ReadColumnSynonyms(&col);
   for (const char* c : kColumns) {
     if (!col.count(c)) return InvalidArgument(path + ": header lacks column '" + c + "'");
+  }
+  if (ignored != nullptr) {
+    ignored->clear();
+    for (const auto& [name, i] : col) {
+      const bool known = std::find_if(std::begin(kColumns), std::end(kColumns), [&](const char* c) {
+                           return name == c;
+                         }) != std::end(kColumns);
+      if (!known && !IsOptionalColumn(name) && !IsColumnSynonym(name)) ignored->push_back(name);
+    }
   }
   std::vector<PublishedRun> runs;
   for (size_t r = 1; r < recs.size(); ++r) {
@@ -523,9 +610,11 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
 }
 
 Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
-                                      const std::string& config_dir, const std::string& default_stack) {
-  ST_ASSIGN_OR_RETURN(std::vector<PublishedRun> runs, ReadPublishedRuns(csv_path));
+                                      const std::string& config_dir,
+                                      const std::string& default_stack) {
   ValidationReport rep;
+  ST_ASSIGN_OR_RETURN(std::vector<PublishedRun> runs,
+                      ReadPublishedRuns(csv_path, &rep.ignored_columns));
   double sum = 0;
   int64_t n = 0;
   for (const auto& run : runs) {

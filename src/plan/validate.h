@@ -55,7 +55,10 @@ struct PublishedRun {
 // Parses the CSV (RFC 4180 quoting); the header must hold every column the
 // issue lists, in any order; `stack` and the architecture columns
 // (`kv_heads`, `ffn_hidden`, `activation`, `tied_embeddings`) are optional.
-Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path);
+// `ignored`, where given, gets the header's columns that are not read (no
+// column of the format and none of its other names).
+Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path,
+                                                    std::vector<std::string>* ignored = nullptr);
 
 struct ValidationRow {
   PublishedRun run;
@@ -77,6 +80,7 @@ struct ValidationReport {
   double mape = 0;         // mean |error_pct| over predicted rows
   double max_abs_error = 0;
   int64_t layouts_evaluated = 0;
+  std::vector<std::string> ignored_columns;  // the header's columns not read
 };
 
 // How a published run is predicted: the knobs the row states are fixed,

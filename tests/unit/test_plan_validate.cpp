@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "plan/report.h"
 #include "plan/validate.h"
 
 namespace scaletrain::plan {
@@ -345,6 +346,28 @@ TEST(PlanValidate, KvHeadsColumnAloneGivesGroupedQueryAttention) {
   EXPECT_LT(params(0), params(2));
 }
 
+// Columns under the names other tables give them (Hugging Face config keys,
+// Megatron flags) read as the format's; a column nothing reads is named.
+TEST(PlanValidate, ColumnSynonymsAndColumnsNotRead) {
+  const std::string dims = ",x,gpt,8,32,4096,32,8192,128256,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,";
+  const std::string own =
+      kBaseHeader + ",stack,kv_heads,ffn_hidden,zero,notes\nrow" + dims + "pytorch,8,14336,1,\n";
+  const std::string other =
+      kBaseHeader + ",framework,num_key_value_heads,intermediate_size,zero_stage,url,notes\nrow" +
+      dims + "torchtitan,8,14336,1,https://x,\n";
+  auto a = ValidateTempCsv("own-names.csv", own), b = ValidateTempCsv("other-names.csv", other);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
+  ASSERT_TRUE(b->rows[0].error.empty()) << b->rows[0].error;
+  EXPECT_EQ(b->rows[0].stack, "pytorch");
+  EXPECT_EQ(b->rows[0].stack_from, "column");
+  EXPECT_EQ(b->rows[0].prediction.layout.zero, 1);
+  EXPECT_DOUBLE_EQ(b->rows[0].predicted, a->rows[0].predicted);
+  EXPECT_DOUBLE_EQ(b->rows[0].prediction.memory.params, a->rows[0].prediction.memory.params);
+  EXPECT_TRUE(a->ignored_columns.empty());
+  EXPECT_EQ(b->ignored_columns, std::vector<std::string>{"url"});
+  EXPECT_NE(ValidationToText(*b).find("columns not read: url"), std::string::npos);
+}
+
 // GPU-variant columns: a power-capped run predicts slower, a bigger memory
 // leaves the rates alone (at one layout: with the recomputation held, the
 // search cannot trade the memory for less of it); a cap below idle is that
@@ -473,13 +496,17 @@ TEST(PlanValidate, NamesAsRunsWriteThem) {
 // is no precision is an error of the file.
 TEST(PlanValidate, PrecisionColumn) {
   const std::string row = ",x,llama3-70b,,,,,8192,,h100-sxm,64,4,4,4,,true,full,1,128,,,,1,modern,";
-  auto rep = ValidateTempCsv("precision.csv", kBaseHeader + ",stack,precision,notes\nbf16" + row + "bf16,\nfp8" +
-                                                  row + "FP8,\nnone" + row + ",\n");
+  auto rep = ValidateTempCsv(
+      "precision.csv", kBaseHeader + ",stack,precision,notes\nbf16" + row + "bf16,\nfp8" + row +
+                           "FP8,\nnone" + row + ",\nwords" + row +
+                           "\"FP8 (Transformer Engine, E4M3)\",\namp" + row + "amp_bf16,\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
-  ASSERT_EQ(rep->rows.size(), 3u);
+  ASSERT_EQ(rep->rows.size(), 5u);
   EXPECT_EQ(rep->rows[1].prediction.layout.precision, Precision::kFP8);
   EXPECT_GT(rep->rows[1].predicted, 1.2 * rep->rows[0].predicted);  // tokens/s
   EXPECT_EQ(rep->rows[2].predicted, rep->rows[0].predicted);        // bf16 unless stated
+  EXPECT_EQ(rep->rows[3].predicted, rep->rows[1].predicted);        // as tables write it
+  EXPECT_EQ(rep->rows[4].predicted, rep->rows[0].predicted);
   auto bad = ValidateTempCsv("bad-precision.csv", kBaseHeader + ",stack,precision,notes\nbad" + row + "int4,\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("column precision = 'int4'; give bf16, fp16, fp8"), std::string::npos)
