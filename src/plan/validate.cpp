@@ -369,10 +369,21 @@ std::string PresetKey(const std::string& model) {
     if (key.starts_with(from)) key = to + key.substr(from.size());
   };
   replace("meta-", "");
-  replace("llama-", "llama"), replace("gpt-", "gpt");
+  replace("llama-", "llama"), replace("gpt-", "gpt"), replace("qwen-", "qwen");
   for (const char* minor : {"llama3.1", "llama3.2", "llama3.3"}) replace(minor, "llama3");
-  // Hugging Face repository names ("Llama-2-13b-hf").
-  if (key.ends_with("-hf")) key.resize(key.size() - 3);
+  // Hugging Face repository names ("Llama-2-13b-hf", "Mistral-7B-v0.1",
+  // "Nemotron-4-340B-Base"): the suffixes name a release, not another shape.
+  for (bool cut = true; cut;) {
+    cut = false;
+    for (const char* suffix : {"-hf", "-base"}) {
+      if (key.ends_with(suffix)) key.resize(key.size() - std::string(suffix).size()), cut = true;
+    }
+    const size_t v = key.rfind("-v");
+    if (v != std::string::npos && v + 2 < key.size() &&
+        key.find_first_not_of("0123456789.", v + 2) == std::string::npos) {
+      key.resize(v), cut = true;
+    }
+  }
   return key;
 }
 

@@ -492,6 +492,31 @@ TEST(PlanValidate, NamesAsRunsWriteThem) {
       << rep->rows[3].error;
 }
 
+// Release names of a preset's model (Hugging Face's -hf, -Base, -v0.1) are
+// that preset.
+TEST(PlanValidate, ReleaseNamesAreThePreset) {
+  const std::string rest = ",,,,,4096,,h100-sxm,512,8,,,,,full,1,512,,0.4,,,";
+  std::string csv = kBaseHeader + ",notes\n";
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"Mistral-7B-v0.1", "mistral-7b"},
+      {"Nemotron-4-340B-Base", "nemotron-4-340b"},
+      {"Qwen 2 72B", "qwen2-72b"},
+      {"Llama-2-70b-hf", "llama2-70b"}};
+  for (const auto& [given, preset] : names) {
+    for (const std::string& part : {std::string("given,x,"), given, rest, std::string("\n")})
+      csv += part;
+    for (const std::string& part : {std::string("preset,x,"), preset, rest, std::string("\n")})
+      csv += part;
+  }
+  auto rep = ValidateTempCsv("release-names.csv", csv);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 2 * names.size());
+  for (size_t i = 0; i < rep->rows.size(); i += 2) {
+    EXPECT_TRUE(rep->rows[i].error.empty()) << rep->rows[i].error;
+    EXPECT_EQ(rep->rows[i].predicted, rep->rows[i + 1].predicted) << rep->rows[i].run.model;
+  }
+}
+
 // The optional precision column: FP8 GEMMs run at the FP8 rate; a value that
 // is no precision is an error of the file.
 TEST(PlanValidate, PrecisionColumn) {
