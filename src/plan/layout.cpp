@@ -230,6 +230,24 @@ bool IsStackName(const std::string& name) {
   return false;
 }
 
+// Megatron of 2019-2022 as a description dates it ("Megatron-LM 2021", "NeMo
+// Megatron (2022)"): a year right after the name. FlashAttention reached
+// Megatron-LM and NeMo in 2023; before, the `legacy` stack.
+bool NamesMegatronBefore2023(const std::vector<std::string>& words) {
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    const bool nemo_megatron = words[i] == "nemo" && words[i + 1] == "megatron";
+    const bool megatron =
+        words[i] == "megatron" || words[i] == "megatron-lm" || words[i] == "nemo-megatron";
+    if (!megatron && !nemo_megatron) continue;
+    const size_t year = nemo_megatron ? i + 2 : i + 1;
+    if (year >= words.size()) continue;
+    for (const char* y : {"2019", "2020", "2021", "2022"}) {
+      if (words[year] == y) return true;
+    }
+  }
+  return false;
+}
+
 // A stack as a run's description names it ("NeMo 2.0", "FSDP2 +
 // torch.compile", "HF Accelerate FSDP"): its words, versions dropped, read by
 // the framework they name, DeepSpeed before Composer before FSDP1 before the
@@ -272,11 +290,12 @@ std::string StackFromWords(const std::string& given, bool prose = false) {
     // PyTorch ("NeMo on PyTorch Lightning").
     if (has({"torchtitan", "fsdp", "fsdp2", "full_shard", "hybrid_shard", "shard_grad_op", "hsdp"}))
       return pytorch;
-    if (megatron) return "modern";
+    if (megatron) return NamesMegatronBefore2023(words) ? "legacy" : "modern";
     return has({"pytorch"}) ? pytorch : "";
   }
   if (has({"torchtitan", "fsdp", "fsdp2", "pytorch", "torch", "eager"}) || compiled) return pytorch;
-  return megatron ? "modern" : "";
+  if (!megatron) return "";
+  return NamesMegatronBefore2023(words) ? "legacy" : "modern";
 }
 
 }  // namespace

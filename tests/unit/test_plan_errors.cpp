@@ -86,6 +86,8 @@ TEST(PlanErrors, StackNamesAsRunsWriteThem) {
            {"Megatron_DeepSpeed", "megatron-deepspeed"},
            {"DeepSpeed", "megatron-deepspeed"},
            {"megatron 2021", "legacy"},
+           {"NeMo Megatron (2022)", "legacy"},
+           {"Megatron-LM 2023", "modern"},
            {"Composer", "modern-triton"},
            {"llm-foundry", "modern-triton"},
            {"FSDP1", "pytorch-fsdp1"},

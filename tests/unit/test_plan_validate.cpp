@@ -253,6 +253,8 @@ TEST(PlanValidate, StackFromTheNotesWhereNoneIsGiven) {
       {"hf", "a blog", "HF Accelerate with FSDP1", "pytorch-fsdp1"},
       {"nemo", "a report", "NeMo 2.0 on PyTorch Lightning", "modern"},
       {"ds", "a paper", "Megatron-DeepSpeed, ZeRO-1", "megatron-deepspeed"},
+      {"old", "Megatron-LM (2021) scripts", "fp16", "legacy"},
+      {"nemo22", "a report", "NeMo Megatron 2022, SP + selective", "legacy"},
       {"prose", "a paper", "we accelerate training with eager torch kernels", "modern"}};
   std::string csv = kBaseHeader + ",stack,notes\n";
   for (const auto& [id, source, notes, stack] : cases) {
