@@ -437,6 +437,14 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
   if (run.dp > 0) o->dp = run.dp;
   if (run.vpp > 0) o->vpp = run.vpp;
   o->cp = run.cp;
+  const int64_t cp = std::max<int64_t>(1, run.cp);
+  if (run.tp > 0 && run.pp > 0 && run.dp > 0 && run.tp * cp * run.pp * run.dp != run.num_gpus) {
+    return InvalidArgument(
+        run.id + ": tp x cp x pp x dp = " + std::to_string(run.tp) + " x " + std::to_string(cp) +
+        " x " + std::to_string(run.pp) + " x " + std::to_string(run.dp) + " = " +
+        std::to_string(run.tp * cp * run.pp * run.dp) + ", not the row's num_gpus " +
+        std::to_string(run.num_gpus) + "; correct one, or leave dp empty to take the rest");
+  }
   // Hybrid sharding: the shard_group column, else FSDP's HYBRID_SHARD named
   // in the notes (HSDP), which shards within a node.
   if (run.shard_group > 0) {
@@ -539,7 +547,10 @@ void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
 Status CompareMeasured(const PublishedRun& run, bool legacy, ValidationRow* row) {
   const Prediction& p = row->prediction;
   if (run.step_s > 0) {
-    row->metric = "step_s", row->measured = run.step_s, row->predicted = p.step_time_s;
+    // At the stated batch where the layout ran a nearby one (RunnableGlobalBatch).
+    const double batches =
+        static_cast<double>(run.global_batch) / static_cast<double>(p.layout.global_batch);
+    row->metric = "step_s", row->measured = run.step_s, row->predicted = p.step_time_s * batches;
   } else if (run.tokens_per_s > 0) {
     row->metric = "tokens_per_s", row->measured = run.tokens_per_s, row->predicted = p.tokens_per_s;
   } else if (run.tflops_per_gpu > 0) {
@@ -571,6 +582,23 @@ Result<ClusterSpec> RunCluster(const PublishedRun& run, const HardwareCatalog& c
                            " GPUs or leave the cluster column empty for its reference cluster");
   }
   return cluster;
+}
+
+// The global batch nearest the stated one that the stated layout splits
+// evenly: a multiple of dp x micro-batch where the row fixes dp (stated, or
+// the GPUs over stated tp x cp x pp) and of dp alone without a micro-batch;
+// the stated batch where the row fixes no dp.
+int64_t RunnableGlobalBatch(const SearchOptions& o) {
+  int64_t dp = o.dp.value_or(0);
+  if (dp == 0 && o.tp && o.pp) {
+    const int64_t model_ranks = *o.tp * *o.pp * o.cp;
+    if (model_ranks > 0 && o.num_gpus % model_ranks == 0) dp = o.num_gpus / model_ranks;
+  }
+  if (dp <= 0) return o.global_batch;
+  const int64_t unit = dp * o.micro_batch.value_or(1);
+  const int64_t below = o.global_batch / unit * unit;
+  if (below == 0) return unit;
+  return o.global_batch - below <= below + unit - o.global_batch ? below : below + unit;
 }
 
 // Why no layout holds a row's stated knobs: the error `plan` gives for them
@@ -613,7 +641,16 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   SetStatedStack(run, legacy, &o);
   CostModel model(spec, cluster, sw);
   ST_ASSIGN_OR_RETURN(SearchResult sr, SearchLayouts(model, o));
-  if (sr.top.empty() && !sr.fastest_unfit) return NoLayoutError(run, model, o);
+  if (sr.top.empty() && !sr.fastest_unfit) {
+    // A batch the stated layout cannot split (published batches are often
+    // rounded): the nearest it can, step times scaled back to the stated one.
+    const int64_t runnable = RunnableGlobalBatch(o);
+    if (runnable == o.global_batch) return NoLayoutError(run, model, o);
+    SearchOptions at = o;
+    at.global_batch = runnable;
+    ST_ASSIGN_OR_RETURN(sr, SearchLayouts(model, at));
+    if (sr.top.empty() && !sr.fastest_unfit) return NoLayoutError(run, model, o);
+  }
   row.fits = !sr.top.empty();
   row.prediction = row.fits ? sr.top[0] : *sr.fastest_unfit;
   ST_RETURN_IF_ERROR(CompareMeasured(run, legacy, &row));

@@ -494,6 +494,28 @@ TEST(PlanValidate, NamesAsRunsWriteThem) {
       << rep->rows[3].error;
 }
 
+// A published batch the stated layout cannot split (500 sequences over 32
+// data-parallel ranks) runs at the nearest it can (512), its step time
+// scaled back to 500; a layout that does not multiply to the GPUs is the
+// row's error, named.
+TEST(PlanValidate, BatchTheStatedLayoutCannotSplit) {
+  const std::string head = ",x,gpt,7.5,36,4096,32,2048,51200,a100-80g,128,4,1,";
+  auto rep = ValidateTempCsv(
+      "batch.csv", kBaseHeader + ",stack,notes\nodd" + head + "32,,,,1,500,,,10,,modern,\n" +
+                       "even" + head + "32,,,,1,512,,,10,,modern,\nimplied" + head +
+                       ",,,,1,500,,,10,,modern,\nbad" + head + "16,,,,1,512,,,10,,modern,\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 4u);
+  for (size_t i : {0, 1, 2}) ASSERT_TRUE(rep->rows[i].error.empty()) << rep->rows[i].error;
+  EXPECT_EQ(rep->rows[0].prediction.layout.global_batch, 512);
+  EXPECT_NEAR(rep->rows[0].predicted, rep->rows[1].predicted * 500.0 / 512.0, 1e-9);
+  EXPECT_EQ(rep->rows[2].predicted, rep->rows[0].predicted);  // dp = 128 / (4 x 1)
+  EXPECT_NE(rep->rows[3].error.find(
+                "tp x cp x pp x dp = 4 x 1 x 1 x 16 = 64, not the row's num_gpus 128"),
+            std::string::npos)
+      << rep->rows[3].error;
+}
+
 // Release names of a preset's model (Hugging Face's -hf, -Base, -v0.1) are
 // that preset.
 TEST(PlanValidate, ReleaseNamesAreThePreset) {
