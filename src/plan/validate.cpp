@@ -76,12 +76,47 @@ struct CsvRecord {
     const size_t i = col.at(name);
     return i < fields.size() ? Trim(fields[i]) : std::string();
   }
-  // An empty field leaves *out as it is.
+  // An empty field, or one that says the value is not known ("n/a", "-",
+  // "?", "unknown"), leaves *out as it is.
   // A number as tables write it: surrounding spaces, a leading "~" (an
   // approximate value), thousands separators ("3,760") and a trailing "%"
-  // (a percentage: / 100) are read; anything else is not a number.
+  // (a percentage: / 100) are read, and a range ("38-43%", "150 to 160")
+  // is its middle; anything else is not a number.
   Status Number(const char* name, double* out) const {
     const std::string given = Get(name);
+    if (NotStated(given)) return Status::Ok();
+    if (const std::optional<std::pair<std::string, std::string>> range = RangeEnds(given)) {
+      double lo = 0, hi = 0;
+      if (ParseNumber(name, range->first, &lo).ok() && ParseNumber(name, range->second, &hi).ok()) {
+        *out = 0.5 * (lo + hi);
+        return Status::Ok();
+      }
+    }
+    return ParseNumber(name, given, out);
+  }
+  static bool NotStated(const std::string& given) {
+    const std::string v = Lower(given);
+    for (const char* none : {"n/a", "na", "-", "--", "\xe2\x80\x94", "\xe2\x80\x93", "?", "none",
+                             "unknown", "tbd", "nan"}) {
+      if (v == none) return true;
+    }
+    return false;
+  }
+  // "38-43%" -> ("38%", "43%"), "150 to 160" -> ("150", "160"): a "-", an en
+  // dash or "to" between two parts (a unit at the end applies to both).
+  static std::optional<std::pair<std::string, std::string>> RangeEnds(const std::string& given) {
+    for (const char* sep : {" to ", "\xe2\x80\x93", "-"}) {
+      const size_t at = given.find(sep, 1);
+      if (at == std::string::npos) continue;
+      std::string lo = Trim(given.substr(0, at)),
+                  hi = Trim(given.substr(at + std::string(sep).size()));
+      if (lo.empty() || hi.empty()) continue;
+      if (hi.back() == '%' && lo.back() != '%') lo += '%';
+      return std::pair{lo, hi};
+    }
+    return std::nullopt;
+  }
+  Status ParseNumber(const char* name, const std::string& given, double* out) const {
     std::string v = given;
     if (!v.empty() && v[0] == '~') v = Trim(v.substr(1));
     const bool percent = !v.empty() && v.back() == '%';
@@ -283,9 +318,16 @@ Result<PublishedRun> ReadRun(const CsvRecord& r) {
   ST_RETURN_IF_ERROR(r.Number("measured_step_s", &run.step_s));
   ST_RETURN_IF_ERROR(r.Number("measured_tokens_per_s", &run.tokens_per_s));
   ST_RETURN_IF_ERROR(ReadOptionalColumns(r, &run));
-  if (run.num_gpus <= 0 || run.global_batch <= 0 || run.gpu.empty()) {
-    return InvalidArgument(r.where + " (" + run.id + "): gpu, num_gpus and global_batch are required");
+  if (run.num_gpus <= 0 || run.gpu.empty()) {
+    return InvalidArgument(r.where + " (" + run.id + "): gpu and num_gpus are required");
   }
+  // A batch left out but measured: tokens per second x seconds per step.
+  if (run.global_batch <= 0 && run.step_s > 0 && run.tokens_per_s > 0 && run.seq > 0) {
+    run.global_batch = std::max<int64_t>(
+        1, std::llround(run.tokens_per_s * run.step_s / static_cast<double>(run.seq)));
+  }
+  if (run.global_batch < 0)
+    return InvalidArgument(r.where + " (" + run.id + "): global_batch must be positive");
   return run;
 }
 
@@ -324,8 +366,17 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path,
   }
   std::vector<PublishedRun> runs;
   for (size_t r = 1; r < recs.size(); ++r) {
-    ST_ASSIGN_OR_RETURN(PublishedRun run, ReadRun({col, recs[r], path + " line " + std::to_string(r + 1)}));
-    runs.push_back(std::move(run));
+    const CsvRecord record{col, recs[r], path + " line " + std::to_string(r + 1)};
+    auto run = ReadRun(record);
+    if (run.ok()) {
+      runs.push_back(std::move(*run));
+    } else {
+      // That row's error; the others are read on.
+      PublishedRun bad;
+      bad.id = record.Get("id");
+      bad.error = run.status().message();
+      runs.push_back(std::move(bad));
+    }
   }
   return runs;
 }
@@ -390,7 +441,8 @@ std::string PresetKey(const std::string& model) {
 // The model: a preset when the row names one, else GPT-style blocks from the
 // dimension columns (the CSV README's rule), with the row's architecture
 // columns and sequence length.
-Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_dir) {
+Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_dir,
+                           int64_t* preset_global_batch) {
   ModelSpec spec;
   std::error_code ec;
   const auto preset = [&](const std::string& name) {
@@ -400,6 +452,7 @@ Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_di
   if (preset(name)) {
     ST_ASSIGN_OR_RETURN(ModelPreset p, LoadModel(name, config_dir));
     spec = p.spec;
+    *preset_global_batch = p.global_batch;
   } else if (run.layers > 0 && run.hidden > 0 && run.heads > 0 && run.vocab > 0) {
     ST_ASSIGN_OR_RETURN(
         spec, GptSpecFromDims(run.model, run.layers, run.hidden, run.heads, run.seq, run.vocab));
@@ -548,8 +601,8 @@ Status CompareMeasured(const PublishedRun& run, bool legacy, ValidationRow* row)
   const Prediction& p = row->prediction;
   if (run.step_s > 0) {
     // At the stated batch where the layout ran a nearby one (RunnableGlobalBatch).
-    const double batches =
-        static_cast<double>(run.global_batch) / static_cast<double>(p.layout.global_batch);
+    const int64_t stated = run.global_batch > 0 ? run.global_batch : p.layout.global_batch;
+    const double batches = static_cast<double>(stated) / static_cast<double>(p.layout.global_batch);
     row->metric = "step_s", row->measured = run.step_s, row->predicted = p.step_time_s * batches;
   } else if (run.tokens_per_s > 0) {
     row->metric = "tokens_per_s", row->measured = run.tokens_per_s, row->predicted = p.tokens_per_s;
@@ -622,7 +675,14 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
                                   const std::string& config_dir, const std::string& default_stack) {
   ValidationRow row;
   row.run = run;
-  ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir));
+  int64_t preset_batch = 0;
+  ST_ASSIGN_OR_RETURN(const ModelSpec spec, RunModel(run, config_dir, &preset_batch));
+  // No batch stated or measured: the one the model's preset was trained with.
+  const int64_t global_batch = run.global_batch > 0 ? run.global_batch : preset_batch;
+  if (global_batch <= 0) {
+    return InvalidArgument(run.id + ": global_batch is empty; give it, or measured_step_s with " +
+                           "measured_tokens_per_s, or a model preset that states one");
+  }
   ST_ASSIGN_OR_RETURN(ClusterSpec cluster, RunCluster(run, catalog));
   const double hbm_gib = run.hbm_gib != 0 ? run.hbm_gib : StatedMemoryGib(run.gpu, cluster.gpu);
   auto gpu = GpuVariant(cluster.gpu, {run.power_cap_w, hbm_gib, run.hbm_tbps});
@@ -635,7 +695,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
 
   SearchOptions o;
   o.num_gpus = run.num_gpus;
-  o.global_batch = run.global_batch;
+  o.global_batch = global_batch;
   o.top_k = 1;
   ST_RETURN_IF_ERROR(SetStatedLayout(run, &o));
   SetStatedStack(run, legacy, &o);
@@ -666,7 +726,8 @@ Result<ValidationReport> ValidateFile(const std::string& csv_path, const Hardwar
   double sum = 0;
   int64_t n = 0;
   for (const auto& run : runs) {
-    auto r = ValidateRun(run, catalog, config_dir, default_stack);
+    auto r = run.error.empty() ? ValidateRun(run, catalog, config_dir, default_stack)
+                               : Result<ValidationRow>(InvalidArgument(run.error));
     if (!r.ok()) {
       ValidationRow bad;
       bad.run = run;

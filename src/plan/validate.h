@@ -28,6 +28,9 @@ struct PublishedRun {
   std::string activation, tied_embeddings;
   // Optional GPU-variant columns (0: as catalogued): a power cap (W) and a memory size (GiB).
   double power_cap_w = 0, hbm_gib = 0, hbm_tbps = 0;
+  // Why the row could not be read (a cell that is no number, a required
+  // column left empty); "" for a row read whole. Only `id` is set beside it.
+  std::string error;
   // The optional `zero` column: the ZeRO stage the run used (-1: not stated;
   // FULL_SHARD / ZeRO-n in the notes, or the stack's default, else searched).
   int64_t zero = -1;
@@ -56,7 +59,9 @@ struct PublishedRun {
 // issue lists, in any order; `stack` and the architecture columns
 // (`kv_heads`, `ffn_hidden`, `activation`, `tied_embeddings`) are optional.
 // `ignored`, where given, gets the header's columns that are not read (no
-// column of the format and none of its other names).
+// column of the format and none of its other names). A file that is no CSV
+// of runs (a quote left open, a missing column) is an error; a row that
+// cannot be read is that row's `error`, the others are read.
 Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path,
                                                     std::vector<std::string>* ignored = nullptr);
 

@@ -178,9 +178,18 @@ TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
           "a,\"x, \"\"y\"\"\",gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,,64,,,,9000,"
           "\"FULL_SHARD, more\"\n"
           "b,s,gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,,sixty-four,,,,9000,\n");
-  ASSERT_FALSE(runs.ok());
-  EXPECT_NE(runs.status().message().find("global_batch = 'sixty-four' is not a number"), std::string::npos)
-      << runs.status().message();
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].source, "x, \"y\"");
+  EXPECT_EQ((*runs)[0].notes, "FULL_SHARD, more");
+  EXPECT_TRUE((*runs)[0].error.empty());
+  // The bad row is its own error; the file is read on.
+  EXPECT_EQ((*runs)[1].id, "b");
+  EXPECT_NE((*runs)[1].error.find("global_batch = 'sixty-four' is not a number"), std::string::npos)
+      << (*runs)[1].error;
+  // A quote left open is no CSV at all.
+  auto open = ReadTempCsv("open-quote.csv", kBaseHeader + ",notes\na,\"x,gpt\n");
+  ASSERT_FALSE(open.ok());
 }
 
 // Numbers as tables write them: "~" (approximate), thousands separators,
@@ -197,10 +206,22 @@ TEST(PlanValidate, NumbersAsTablesWriteThem) {
   EXPECT_DOUBLE_EQ((*runs)[1].mfu, 0.41);
   EXPECT_EQ((*runs)[2].tokens_per_s, 9000);
   auto bad = ReadTempCsv("numbers-bad.csv", head + "d" + row + ",,,\"90,00\",\n");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("measured_tokens_per_s = '90,00' is not a number"),
+  ASSERT_TRUE(bad.ok()) << bad.status().message();
+  EXPECT_NE((*bad)[0].error.find("measured_tokens_per_s = '90,00' is not a number"),
             std::string::npos)
-      << bad.status().message();
+      << (*bad)[0].error;
+  // A range is its middle; a value not known is not stated.
+  auto more = ReadTempCsv("numbers-more.csv",
+                          head + "e" + row + ",38-43%,,,\nf" + row + ",n/a,,\"150 to 160\",\ng" +
+                              row + ",-,,1.5e+04,\nh" + row + "140 \xe2\x80\x93 150,,,,\n");
+  ASSERT_TRUE(more.ok()) << more.status().message();
+  ASSERT_EQ(more->size(), 4u);
+  for (const PublishedRun& r : *more) EXPECT_TRUE(r.error.empty()) << r.id << ": " << r.error;
+  EXPECT_DOUBLE_EQ((*more)[0].mfu, 0.405);
+  EXPECT_EQ((*more)[1].mfu, 0.0);
+  EXPECT_DOUBLE_EQ((*more)[1].tokens_per_s, 155);
+  EXPECT_DOUBLE_EQ((*more)[2].tokens_per_s, 15000);
+  EXPECT_DOUBLE_EQ((*more)[3].tflops_per_gpu, 145);
 }
 
 // A file as a spreadsheet saves it: a UTF-8 byte-order mark, CRLF line ends
@@ -514,6 +535,31 @@ TEST(PlanValidate, BatchTheStatedLayoutCannotSplit) {
                 "tp x cp x pp x dp = 4 x 1 x 1 x 16 = 64, not the row's num_gpus 128"),
             std::string::npos)
       << rep->rows[3].error;
+}
+
+// A row without a global batch: tokens/s x step time / sequence where both
+// are measured, else the batch its model preset was trained with, else that
+// row's error.
+TEST(PlanValidate, GlobalBatchLeftOut) {
+  const std::string gpt = ",x,gpt,7.5,36,4096,32,2048,51200,a100-80g,128,4,1,32,,,,1,";
+  auto rep = ValidateTempCsv(
+      "no-batch.csv",
+      kBaseHeader + ",stack,notes\nmeasured" + gpt + ",,,2.0,524288,modern,\nstated" + gpt +
+          "512,,,2.0,,modern,\npreset,x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,,1,,,0.4,,,modern,"
+          "\n"
+          "preset-stated,x,llama3-8b,,,,,8192,,h100-sxm,64,1,1,64,,,,1,512,,0.4,,,modern,\nnone" +
+          gpt + ",,0.4,,,modern,\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 5u);
+  for (size_t i : {0, 1, 2, 3}) ASSERT_TRUE(rep->rows[i].error.empty()) << rep->rows[i].error;
+  // 524,288 tokens/s x 2 s / 2,048 = 512 sequences: compared on step time, as the stated row.
+  EXPECT_EQ(rep->rows[0].prediction.layout.global_batch, 512);
+  EXPECT_EQ(rep->rows[0].metric, "step_s");
+  EXPECT_DOUBLE_EQ(rep->rows[0].predicted, rep->rows[1].predicted);
+  EXPECT_EQ(rep->rows[2].prediction.layout.global_batch, 512);  // llama3-8b's preset
+  EXPECT_DOUBLE_EQ(rep->rows[2].predicted, rep->rows[3].predicted);
+  EXPECT_NE(rep->rows[4].error.find("global_batch is empty; give it"), std::string::npos)
+      << rep->rows[4].error;
 }
 
 // Release names of a preset's model (Hugging Face's -hf, -Base, -v0.1) are
