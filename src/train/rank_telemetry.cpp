@@ -77,7 +77,8 @@ void RankTelemetry::AddStep(const StepRecord& rec, double checkpoint_s, double w
     window_[i] += p[i];
     run_total_[i] += p[i];
   }
-  window_step_compute_.push_back(StepCompute(p));
+  // Kept only where windows end (telemetry.rank_interval > 0), so it never grows past one.
+  if (run_->cfg.telemetry.rank_interval > 0) window_step_compute_.push_back(StepCompute(p));
   ++run_steps_;
 }
 
