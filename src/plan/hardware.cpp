@@ -327,8 +327,8 @@ struct GpuWords {
 };
 
 GpuWords ReadGpuWords(const std::string& given) {
-  static const std::set<std::string> dropped = {"nvidia", "amd",   "instinct", "tesla", "gpu",
-                                                "hbm2",   "hbm2e", "hbm3",     "hbm3e"};
+  static const std::set<std::string> dropped = {"nvidia", "amd",  "instinct", "tesla", "gpu",  "gb",
+                                                "gib",    "hbm2", "hbm2e",    "hbm3",  "hbm3e"};
   GpuWords g;
   for (const std::string& w : LowerWords(given)) {
     if (dropped.count(w)) continue;

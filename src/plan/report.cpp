@@ -374,7 +374,14 @@ std::string ValidationToText(const ValidationReport& r) {
              shown_stack(row).c_str(), LayoutToString(row.prediction.layout).c_str(),
              row.fits ? "" : " (no layout fits; fastest shown)");
   }
-  o += Fmt("MAPE %.1f%% over %zu rows, worst %.1f%%\n", r.mape, r.rows.size(), r.max_abs_error);
+  const auto predicted = std::count_if(r.rows.begin(), r.rows.end(),
+                                       [](const ValidationRow& row) { return row.error.empty(); });
+  o += Fmt("MAPE %.1f%% over %lld rows, worst %.1f%%", r.mape, static_cast<long long>(predicted),
+           r.max_abs_error);
+  const size_t unpredicted = r.rows.size() - static_cast<size_t>(predicted);
+  o += unpredicted == 0
+           ? std::string("\n")
+           : Fmt("; %zu of %zu rows not predicted (errors above)\n", unpredicted, r.rows.size());
   const auto from = [&](const char* where) {
     return std::count_if(r.rows.begin(), r.rows.end(),
                          [&](const ValidationRow& row) { return row.stack_from == where; });

@@ -42,6 +42,7 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
                                                         {"H100-SXM5-80GB", "h100-sxm"},
                                                         {"NVIDIA H100 PCIe", "h100-pcie"},
                                                         {"H200 SXM 141GB", "h200"},
+                                                        {"H100 SXM5 80 GB", "h100-sxm"},
                                                         {"Tesla MI300", "mi300x"}}) {
     const auto gpu = cat.Gpu(given);
     ASSERT_TRUE(gpu.ok()) << given << ": " << gpu.status().message();

@@ -535,6 +535,9 @@ TEST(PlanValidate, BatchTheStatedLayoutCannotSplit) {
                 "tp x cp x pp x dp = 4 x 1 x 1 x 16 = 64, not the row's num_gpus 128"),
             std::string::npos)
       << rep->rows[3].error;
+  const std::string text = ValidationToText(*rep);
+  EXPECT_NE(text.find("over 3 rows, worst"), std::string::npos) << text;
+  EXPECT_NE(text.find("; 1 of 4 rows not predicted (errors above)"), std::string::npos) << text;
 }
 
 // A row without a global batch: tokens/s x step time / sequence where both
