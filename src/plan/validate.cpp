@@ -205,6 +205,35 @@ std::string PrecisionNamedIn(const std::string& given) {
   return "";
 }
 
+// The ZeRO stage a row's notes name: "ZeRO-3", "ZeRO stage 2", "zero1",
+// FSDP's FULL_SHARD / HYBRID_SHARD (HSDP) -> 3 and SHARD_GRAD_OP -> 2,
+// Megatron's distributed optimizer -> 1; the first named wins.
+std::optional<int> ZeroStageNamedIn(const std::string& notes) {
+  const std::string n = Lower(notes);
+  size_t first = std::string::npos;
+  int stage = -1;
+  auto named = [&](size_t at, int s) {
+    if (at != std::string::npos && at < first) first = at, stage = s;
+  };
+  for (size_t at = n.find("zero"); at != std::string::npos; at = n.find("zero", at + 4)) {
+    size_t i = at + 4;
+    if (i < n.size() && (n[i] == '-' || n[i] == '_' || n[i] == ' ')) ++i;
+    if (n.compare(i, 5, "stage") == 0) i += 5;
+    if (i < n.size() && n[i] == ' ') ++i;
+    const bool word_start = at == 0 || !std::isalnum(static_cast<unsigned char>(n[at - 1]));
+    const bool one_digit =
+        i < n.size() && n[i] >= '0' && n[i] <= '3' &&
+        (i + 1 == n.size() || !std::isdigit(static_cast<unsigned char>(n[i + 1])));
+    if (word_start && one_digit) named(at, n[i] - '0');
+  }
+  for (const char* three : {"full_shard", "hybrid_shard", "hsdp"}) named(n.find(three), 3);
+  named(n.find("shard_grad_op"), 2);
+  named(n.find("distributed optimizer"), 1);
+  named(n.find("distributed-optimizer"), 1);
+  if (stage < 0) return std::nullopt;
+  return stage;
+}
+
 // The optional columns (ReadOptionalColumns).
 constexpr const char* kOptionalColumns[] = {"stack",
                                             "cluster",
@@ -289,8 +318,19 @@ Status ReadOptionalColumns(const CsvRecord& r, PublishedRun* run) {
   ST_RETURN_IF_ERROR(OptionalInteger(r, "recompute_layers", 1, kAny, "a layer count",
                                      "give the layers of each chunk that recompute, >= 1 (or leave it empty)",
                                      &run->recompute_layers));
-  ST_RETURN_IF_ERROR(OptionalInteger(r, "zero", 0, 3, "a ZeRO stage",
-                                     "give 0, 1, 2 or 3 (or leave it empty to search)", &run->zero));
+  // The stage as a number or as the notes would name it ("ZeRO-1", "stage 2", "FULL_SHARD").
+  const std::string zero = r.Has("zero") ? Lower(r.Get("zero")) : "";
+  const std::optional<int> named =
+      zero.empty()
+          ? std::nullopt
+          : ZeroStageNamedIn(zero.find("zero") == std::string::npos ? "zero " + zero : zero);
+  if (named) {
+    run->zero = *named;
+  } else {
+    ST_RETURN_IF_ERROR(OptionalInteger(r, "zero", 0, 3, "a ZeRO stage",
+                                       "give 0, 1, 2 or 3 (or leave it empty to search)",
+                                       &run->zero));
+  }
   return Status::Ok();
 }
 
@@ -522,35 +562,6 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
     o->recompute_layers = run.recompute_layers;
   }
   return Status::Ok();
-}
-
-// The ZeRO stage a row's notes name: "ZeRO-3", "ZeRO stage 2", "zero1",
-// FSDP's FULL_SHARD / HYBRID_SHARD (HSDP) -> 3 and SHARD_GRAD_OP -> 2,
-// Megatron's distributed optimizer -> 1; the first named wins.
-std::optional<int> ZeroStageNamedIn(const std::string& notes) {
-  const std::string n = Lower(notes);
-  size_t first = std::string::npos;
-  int stage = -1;
-  auto named = [&](size_t at, int s) {
-    if (at != std::string::npos && at < first) first = at, stage = s;
-  };
-  for (size_t at = n.find("zero"); at != std::string::npos; at = n.find("zero", at + 4)) {
-    size_t i = at + 4;
-    if (i < n.size() && (n[i] == '-' || n[i] == '_' || n[i] == ' ')) ++i;
-    if (n.compare(i, 5, "stage") == 0) i += 5;
-    if (i < n.size() && n[i] == ' ') ++i;
-    const bool word_start = at == 0 || !std::isalnum(static_cast<unsigned char>(n[at - 1]));
-    const bool one_digit =
-        i < n.size() && n[i] >= '0' && n[i] <= '3' &&
-        (i + 1 == n.size() || !std::isdigit(static_cast<unsigned char>(n[i + 1])));
-    if (word_start && one_digit) named(at, n[i] - '0');
-  }
-  for (const char* three : {"full_shard", "hybrid_shard", "hsdp"}) named(n.find(three), 3);
-  named(n.find("shard_grad_op"), 2);
-  named(n.find("distributed optimizer"), 1);
-  named(n.find("distributed-optimizer"), 1);
-  if (stage < 0) return std::nullopt;
-  return stage;
 }
 
 // Precision, gradient reduction and ZeRO stage, from the notes and the

@@ -377,7 +377,7 @@ TEST(PlanValidate, ColumnSynonymsAndColumnsNotRead) {
       kBaseHeader + ",stack,kv_heads,ffn_hidden,zero,notes\nrow" + dims + "pytorch,8,14336,1,\n";
   const std::string other =
       kBaseHeader + ",framework,num_key_value_heads,intermediate_size,zero_stage,url,notes\nrow" +
-      dims + "torchtitan,8,14336,1,https://x,\n";
+      dims + "torchtitan,8,14336,ZeRO-1,https://x,\n";
   auto a = ValidateTempCsv("own-names.csv", own), b = ValidateTempCsv("other-names.csv", other);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
   ASSERT_TRUE(b->rows[0].error.empty()) << b->rows[0].error;
