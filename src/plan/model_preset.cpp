@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "model/param_layout.h"
 #include "plan/hardware.h"
@@ -50,6 +51,7 @@ Result<ModelPreset> LoadModelFile(const std::string& path) {
   if (s.padded_vocab_size == 0) s.padded_vocab_size = s.vocab_size;
   p.published_params = published;
   Status v = ValidateModelSpec(s);
+  if (v.ok()) v = WithinPlannerBounds(s);
   if (!v.ok()) return v.WithContext(path);
   return p;
 }
@@ -91,8 +93,27 @@ Result<ModelSpec> GptSpecFromDims(const std::string& name, int64_t layers, int64
   s.block_size = seq;
   s.vocab_size = vocab;
   s.padded_vocab_size = vocab;
+  ST_RETURN_IF_ERROR(WithinPlannerBounds(s));
   ST_RETURN_IF_ERROR(ValidateModelSpec(s));
   return s;
+}
+
+Status WithinPlannerBounds(const ModelSpec& s) {
+  // Far beyond any model trained, and more than the planner's per-layer
+  // tables could hold: a typo, not a model.
+  for (const auto& [what, value, most] : {std::tuple{"layers", s.n_layer, int64_t{10000}},
+                                          {"hidden", s.n_embd, int64_t{1} << 20},
+                                          {"heads", s.n_head, int64_t{1} << 16},
+                                          {"ffn_hidden", s.ffn_hidden, int64_t{1} << 24},
+                                          {"seq", s.block_size, int64_t{100000000}},
+                                          {"vocab", s.vocab_size, int64_t{100000000}}}) {
+    if (value > most) {
+      return InvalidArgument(std::string("model ") + what + " = " + std::to_string(value) +
+                             " is beyond any model the planner sizes (at most " +
+                             std::to_string(most) + "); check the value");
+    }
+  }
+  return Status::Ok();
 }
 
 int64_t CountParams(const ModelSpec& spec) { return BuildParamLayout(spec, 1).total_numel; }

@@ -30,6 +30,9 @@ std::vector<std::string> ModelPresetNames(const std::string& config_dir);
 // dimensions a published run lists.
 Result<ModelSpec> GptSpecFromDims(const std::string& name, int64_t layers, int64_t hidden, int64_t heads,
                                   int64_t seq, int64_t vocab);
+// Layers, widths, heads, sequence and vocabulary far beyond any model
+// trained (10,000 layers, 2^20 wide, ...) are one error naming the value.
+Status WithinPlannerBounds(const ModelSpec& spec);
 
 // Parameters of the whole model, from the shared parameter layout.
 int64_t CountParams(const ModelSpec& spec);

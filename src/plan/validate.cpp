@@ -502,6 +502,7 @@ Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_di
   }
   if (run.seq > 0) spec.block_size = run.seq;
   ST_RETURN_IF_ERROR(ApplyArchitectureColumns(run, &spec));
+  ST_RETURN_IF_ERROR(WithinPlannerBounds(spec).WithContext(run.id));
   return spec;
 }
 

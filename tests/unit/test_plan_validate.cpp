@@ -540,6 +540,25 @@ TEST(PlanValidate, BatchTheStatedLayoutCannotSplit) {
   EXPECT_NE(text.find("; 1 of 4 rows not predicted (errors above)"), std::string::npos) << text;
 }
 
+// Dimensions far beyond any model (a typo: 1e18 layers, a sequence of 1e12)
+// are the row's error, not an allocation that ends the program.
+TEST(PlanValidate, AbsurdDimensionsAreTheRowsError) {
+  const std::string tail = ",a100-80g,8,1,1,8,,,,4,512,,,,9000,\n";
+  auto rep =
+      ValidateTempCsv("absurd.csv", kBaseHeader + ",notes\nlayers,s,gpt,1,1e18,2048,16,2048,50257" +
+                                        tail + "seq,s,llama3-8b,8,,,,1000000000000," + tail +
+                                        "fine,s,gpt,1,24,2048,16,2048,50257" + tail);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 3u);
+  EXPECT_NE(rep->rows[0].error.find("model layers = 1000000000000000000 is beyond any model"),
+            std::string::npos)
+      << rep->rows[0].error;
+  EXPECT_NE(rep->rows[1].error.find("model seq = 1000000000000 is beyond any model"),
+            std::string::npos)
+      << rep->rows[1].error;
+  EXPECT_TRUE(rep->rows[2].error.empty()) << rep->rows[2].error;
+}
+
 // A row without a global batch: tokens/s x step time / sequence where both
 // are measured, else the batch its model preset was trained with, else that
 // row's error.
