@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -651,8 +652,8 @@ Result<ClusterSpec> RunCluster(const PublishedRun& run, const HardwareCatalog& c
 
 // The global batch nearest the stated one that the stated layout splits
 // evenly: a multiple of dp x micro-batch where the row fixes dp (stated, or
-// the GPUs over stated tp x cp x pp) and of dp alone without a micro-batch;
-// the stated batch where the row fixes no dp.
+// the GPUs over stated tp x cp x pp) and of dp alone without a micro-batch,
+// if within 10% of it; else, or where the row fixes no dp, the stated batch.
 int64_t RunnableGlobalBatch(const SearchOptions& o) {
   int64_t dp = o.dp.value_or(0);
   if (dp == 0 && o.tp && o.pp) {
@@ -662,8 +663,10 @@ int64_t RunnableGlobalBatch(const SearchOptions& o) {
   if (dp <= 0) return o.global_batch;
   const int64_t unit = dp * o.micro_batch.value_or(1);
   const int64_t below = o.global_batch / unit * unit;
-  if (below == 0) return unit;
-  return o.global_batch - below <= below + unit - o.global_batch ? below : below + unit;
+  const int64_t nearest =
+      below > 0 && o.global_batch - below <= below + unit - o.global_batch ? below : below + unit;
+  // A batch more than 10% away is another run, not a rounding.
+  return std::llabs(nearest - o.global_batch) * 10 <= o.global_batch ? nearest : o.global_batch;
 }
 
 // Why no layout holds a row's stated knobs: the error `plan` gives for them
