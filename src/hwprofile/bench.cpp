@@ -27,29 +27,45 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-
 // Median seconds per call of `fn` on this rank: one warm-up call, then calls
 // until `min_seconds` have passed (at least 3).
-double MedianSeconds(const std::function<void()>& fn, double min_seconds) {
-  fn();
-  std::vector<double> times;
+// Runs `phases` in order, over and over (once to warm up, then at least 3
+// times and min_seconds), timing each; the median time of each phase.
+std::vector<double> MedianPhaseSeconds(const std::vector<std::function<void()>>& phases,
+                                       double min_seconds) {
+  for (const auto& phase : phases) phase();
+  std::vector<std::vector<double>> times(phases.size());
   const auto start = Clock::now();
-  while (times.size() < 3 || Since(start) < min_seconds) {
-    const auto t0 = Clock::now();
-    fn();
-    times.push_back(Since(t0));
+  while (times[0].size() < 3 || Since(start) < min_seconds) {
+    for (size_t i = 0; i < phases.size(); ++i) {
+      const auto t0 = Clock::now();
+      phases[i]();
+      times[i].push_back(Since(t0));
+    }
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  std::vector<double> medians;
+  for (std::vector<double>& t : times) {
+    std::sort(t.begin(), t.end());
+    medians.push_back(t[t.size() / 2]);
+  }
+  return medians;
 }
 
 // Every rank measures at once (ranks share cores and memory as in training);
-// the slowest rank's time is kept.
-Result<double> Concurrent(Communicator& world, const std::function<void()>& fn, double min_seconds) {
+// the slowest rank's time of each phase is kept.
+Result<std::vector<double>> Concurrent(Communicator& world,
+                                       const std::vector<std::function<void()>>& phases,
+                                       double min_seconds) {
   ST_RETURN_IF_ERROR(world.Barrier());
-  double t = MedianSeconds(fn, min_seconds);
-  ST_RETURN_IF_ERROR(world.Allreduce(&t, 1, ReduceOp::kMax));
+  std::vector<double> t = MedianPhaseSeconds(phases, min_seconds);
+  ST_RETURN_IF_ERROR(world.Allreduce(t.data(), static_cast<int64_t>(t.size()), ReduceOp::kMax));
   return t;
+}
+
+Result<double> Concurrent(Communicator& world, const std::function<void()>& fn,
+                          double min_seconds) {
+  ST_ASSIGN_OR_RETURN(const std::vector<double> t, Concurrent(world, std::vector{fn}, min_seconds));
+  return t[0];
 }
 
 void FillRandom(float* p, int64_t n) {
@@ -362,18 +378,14 @@ Status MeasureModelStep(Communicator& world, const BenchOptions& opt, const Mode
     tokens[i] = static_cast<int32_t>((i * 7919) % static_cast<size_t>(model.vocab_size));
     targets[i] = static_cast<int32_t>((i * 104729 + 1) % static_cast<size_t>(model.vocab_size));
   }
-  ST_ASSIGN_OR_RETURN(const double fwd, Concurrent(
-                                            world, [&] { gpt->Forward(tokens.data(), targets.data(), B, T); },
-                                            opt.min_seconds));
-  ST_ASSIGN_OR_RETURN(const double both, Concurrent(
-                                             world,
-                                             [&] {
-                                               gpt->Forward(tokens.data(), targets.data(), B, T);
-                                               gpt->Backward(1.0f);
-                                             },
-                                             opt.min_seconds));
-  r->model_step = {B, T, model.n_embd, model.n_head, model.n_layer, model.vocab_size, fwd,
-                   std::max(both - fwd, 0.0)};
+  // Each backward timed on its own after its forward: a difference of two
+  // separately timed medians can come out at or below 0 on a busy machine.
+  ST_ASSIGN_OR_RETURN(const std::vector<double> t,
+                      Concurrent(world,
+                                 {[&] { gpt->Forward(tokens.data(), targets.data(), B, T); },
+                                  [&] { gpt->Backward(1.0f); }},
+                                 opt.min_seconds));
+  r->model_step = {B, T, model.n_embd, model.n_head, model.n_layer, model.vocab_size, t[0], t[1]};
   return Status::Ok();
 }
 
