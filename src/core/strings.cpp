@@ -43,6 +43,20 @@ std::vector<std::string> LowerWords(const std::string& s, const char* also) {
   return words;
 }
 
+bool IsOneOf(const std::string& s, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (s == n) return true;
+  }
+  return false;
+}
+
+bool AnyWordIn(const std::vector<std::string>& words, std::initializer_list<const char*> names) {
+  for (const std::string& w : words) {
+    if (IsOneOf(w, names)) return true;
+  }
+  return false;
+}
+
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -55,12 +69,8 @@ std::string NameKey(std::string s) {
 
 std::optional<bool> YesNo(const std::string& s) {
   const std::string key = Lower(s);
-  for (const char* yes : {"true", "yes", "on", "1"}) {
-    if (key == yes) return true;
-  }
-  for (const char* no : {"false", "no", "off", "0"}) {
-    if (key == no) return false;
-  }
+  if (IsOneOf(key, {"true", "yes", "on", "1"})) return true;
+  if (IsOneOf(key, {"false", "no", "off", "0"})) return false;
   return std::nullopt;
 }
 

@@ -2,6 +2,7 @@
 // that line up numbers in columns; names as lookup keys.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@ std::string Trim(const std::string& s);
 // characters of `also` ("FSDP2 + torch.compile" with also ".-": fsdp2,
 // torch.compile).
 std::vector<std::string> LowerWords(const std::string& s, const char* also = "");
+// Whether `s` is one of `names`.
+bool IsOneOf(const std::string& s, std::initializer_list<const char*> names);
+// Whether any of `words` is one of `names`.
+bool AnyWordIn(const std::vector<std::string>& words, std::initializer_list<const char*> names);
 // `s` in lower case (ASCII).
 std::string Lower(std::string s);
 // A name as a key: lower case, with spaces and underscores as hyphens

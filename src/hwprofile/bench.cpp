@@ -27,10 +27,9 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Median seconds per call of `fn` on this rank: one warm-up call, then calls
-// until `min_seconds` have passed (at least 3).
-// Runs `phases` in order, over and over (once to warm up, then at least 3
-// times and min_seconds), timing each; the median time of each phase.
+// Median seconds of each of `phases` on this rank, run in order over and
+// over: once to warm up, then until `min_seconds` have passed (at least 3
+// rounds).
 std::vector<double> MedianPhaseSeconds(const std::vector<std::function<void()>>& phases,
                                        double min_seconds) {
   for (const auto& phase : phases) phase();

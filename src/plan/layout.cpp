@@ -223,11 +223,8 @@ Software PyTorchStack(const std::string& name, bool compiled) {
 namespace {
 
 bool IsStackName(const std::string& name) {
-  for (const char* n : {"modern", "modern-triton", "legacy", "megatron-deepspeed", "pytorch",
-                        "pytorch-compile", "pytorch-fsdp1", "cpu"}) {
-    if (name == n) return true;
-  }
-  return false;
+  return IsOneOf(name, {"modern", "modern-triton", "legacy", "megatron-deepspeed", "pytorch",
+                        "pytorch-compile", "pytorch-fsdp1", "cpu"});
 }
 
 // Megatron of 2019-2022 as a description dates it ("Megatron-LM 2021", "NeMo
@@ -236,14 +233,10 @@ bool IsStackName(const std::string& name) {
 bool NamesMegatronBefore2023(const std::vector<std::string>& words) {
   for (size_t i = 0; i + 1 < words.size(); ++i) {
     const bool nemo_megatron = words[i] == "nemo" && words[i + 1] == "megatron";
-    const bool megatron =
-        words[i] == "megatron" || words[i] == "megatron-lm" || words[i] == "nemo-megatron";
+    const bool megatron = IsOneOf(words[i], {"megatron", "megatron-lm", "nemo-megatron"});
     if (!megatron && !nemo_megatron) continue;
     const size_t year = nemo_megatron ? i + 2 : i + 1;
-    if (year >= words.size()) continue;
-    for (const char* y : {"2019", "2020", "2021", "2022"}) {
-      if (words[year] == y) return true;
-    }
+    if (year < words.size() && IsOneOf(words[year], {"2019", "2020", "2021", "2022"})) return true;
   }
   return false;
 }
@@ -267,17 +260,10 @@ std::string StackFromWords(const std::string& given, bool prose = false) {
       }
     }
     std::erase_if(words, [](const std::string& w) {
-      return w == "accelerate" || w == "eager" || w == "hf" || w == "torch";
+      return IsOneOf(w, {"accelerate", "eager", "hf", "torch"});
     });
   }
-  auto has = [&](std::initializer_list<const char*> names) {
-    for (const std::string& word : words) {
-      for (const char* n : names) {
-        if (word == n) return true;
-      }
-    }
-    return false;
-  };
+  auto has = [&](std::initializer_list<const char*> names) { return AnyWordIn(words, names); };
   const bool compiled = has({"compile", "compiled", "torch.compile", "inductor"});
   if (has({"deepspeed", "megatron-deepspeed"})) return "megatron-deepspeed";
   if (has({"composer", "llm-foundry", "mosaicml"})) return "modern-triton";

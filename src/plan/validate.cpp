@@ -96,12 +96,8 @@ struct CsvRecord {
     return ParseNumber(name, given, out);
   }
   static bool NotStated(const std::string& given) {
-    const std::string v = Lower(given);
-    for (const char* none : {"n/a", "na", "-", "--", "\xe2\x80\x94", "\xe2\x80\x93", "?", "none",
-                             "unknown", "tbd", "nan"}) {
-      if (v == none) return true;
-    }
-    return false;
+    return IsOneOf(Lower(given), {"n/a", "na", "-", "--", "\xe2\x80\x94", "\xe2\x80\x93", "?",
+                                  "none", "unknown", "tbd", "nan"});
   }
   // "38-43%" -> ("38%", "43%"), "150 to 160" -> ("150", "160"): a "-", an en
   // dash or "to" between two parts (a unit at the end applies to both).
@@ -190,19 +186,11 @@ Status OptionalInteger(const CsvRecord& r, const char* column, int64_t lo, int64
 // none.
 std::string PrecisionNamedIn(const std::string& given) {
   const std::vector<std::string> words = LowerWords(given);
-  auto has = [&](std::initializer_list<const char*> names) {
-    for (const std::string& w : words) {
-      for (const char* n : names) {
-        if (w == n) return true;
-      }
-    }
-    return false;
-  };
-  if (has({"fp8", "float8", "e4m3"})) return "fp8";
-  if (has({"bf16", "bfloat16"})) return "bf16";
-  if (has({"fp16", "float16", "half"})) return "fp16";
-  if (has({"tf32"})) return "tf32";
-  if (has({"fp32", "float32"})) return "fp32";
+  if (AnyWordIn(words, {"fp8", "float8", "e4m3"})) return "fp8";
+  if (AnyWordIn(words, {"bf16", "bfloat16"})) return "bf16";
+  if (AnyWordIn(words, {"fp16", "float16", "half"})) return "fp16";
+  if (AnyWordIn(words, {"tf32"})) return "tf32";
+  if (AnyWordIn(words, {"fp32", "float32"})) return "fp32";
   return "";
 }
 
@@ -252,10 +240,7 @@ constexpr const char* kOptionalColumns[] = {"stack",
                                             "zero"};
 
 bool IsOptionalColumn(const std::string& name) {
-  for (const char* c : kOptionalColumns) {
-    if (name == c) return true;
-  }
-  return false;
+  return std::ranges::find(kOptionalColumns, name) != std::end(kOptionalColumns);
 }
 
 // Other names tables give the optional columns (Hugging Face config names,
@@ -399,9 +384,7 @@ Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path,
   if (ignored != nullptr) {
     ignored->clear();
     for (const auto& [name, i] : col) {
-      const bool known = std::find_if(std::begin(kColumns), std::end(kColumns), [&](const char* c) {
-                           return name == c;
-                         }) != std::end(kColumns);
+      const bool known = std::ranges::find(kColumns, name) != std::end(kColumns);
       if (!known && !IsOptionalColumn(name) && !IsColumnSynonym(name)) ignored->push_back(name);
     }
   }
