@@ -1,4 +1,4 @@
-// Times TrainBpe (src/train/bpe.h) on a text file: the pre-tokenizer, the
+// Times TrainBpe (src/data/bpe.h) on a text file: the pre-tokenizer, the
 // word counts and the merges, not the file read. For each vocab size: the
 // best and median of R runs, the merges learnt, and how many tokens the
 // trained vocabulary encodes the file to. Run by bench/bpe_train.py, which
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "train/bpe.h"
+#include "data/bpe.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {

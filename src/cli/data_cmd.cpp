@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace scaletrain::cli {
 

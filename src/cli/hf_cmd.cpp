@@ -1,10 +1,10 @@
 // `scaletrain export CHECKPOINT --format hf --out DIR` and
 // `scaletrain import DIR --out OUT`: Hugging Face model directories
-// (train/hf_interop.h).
+// (checkpoint/hf_interop.h).
 #include <cstdio>
 
+#include "checkpoint/hf_interop.h"
 #include "cli/commands.h"
-#include "train/hf_interop.h"
 
 namespace scaletrain::cli {
 

@@ -1,9 +1,9 @@
 #include <cstdio>
 
+#include "checkpoint/model_io.h"
 #include "cli/commands.h"
 #include "kernels/cpu/ops.h"
 #include "train/generate.h"
-#include "train/model_io.h"
 
 namespace scaletrain::cli {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "train/data.h"
+#include "data/data.h"
 
 namespace scaletrain::cli {
 

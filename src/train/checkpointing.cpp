@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "train/model_io.h"
+#include "checkpoint/model_io.h"
 
 namespace fs = std::filesystem;
 

@@ -1,5 +1,5 @@
 // Checkpoints of a training run, at any layout (the format is
-// train/checkpoint_format.h). Saving is sharded and asynchronous: each rank
+// checkpoint/checkpoint_format.h). Saving is sharded and asynchronous: each rank
 // copies its part of the state (a snapshot) and a background thread writes
 // it while training goes on; once every rank's file is written the lead
 // writes the manifest, verifies the new checkpoint and only then removes old
@@ -12,10 +12,10 @@
 #include <string>
 #include <thread>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_format.h"
 #include "core/buffer.h"
 #include "core/status.h"
-#include "train/checkpoint_dir.h"
-#include "train/checkpoint_format.h"
 #include "train/run_setup.h"
 
 namespace scaletrain {

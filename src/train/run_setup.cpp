@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/model_io.h"
 #include "comm/flight_recorder.h"
 #include "kernels/cpu/ops.h"
 #include "train/checkpointing.h"
 #include "train/generate.h"
 #include "train/launch_checks.h"
-#include "train/model_io.h"
 
 namespace fs = std::filesystem;
 

@@ -11,6 +11,8 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "data/data.h"
+#include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline.h"
@@ -20,9 +22,7 @@
 #include "telemetry/metrics.h"
 #include "telemetry/prometheus.h"
 #include "telemetry/rank_records.h"
-#include "train/data.h"
 #include "train/optimizer.h"
-#include "train/tokenizer.h"
 #include "train/trainer.h"
 
 namespace scaletrain {

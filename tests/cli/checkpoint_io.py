@@ -2,7 +2,7 @@
 the tests that compare runs: the whole-tensor format (manifest version 1:
 model.safetensors, optimizer.safetensors) and the sharded one (version 2:
 one shard-<rank>.safetensors per rank, pieces listed in the manifest's
-"tensors" table; see src/train/checkpoint_format.h). An independent reading
+"tensors" table; see src/checkpoint/checkpoint_format.h). An independent reading
 of the format, not a copy of the C++ reader."""
 import json
 import os

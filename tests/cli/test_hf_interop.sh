@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `scaletrain export --format hf` and `scaletrain import` (src/train/hf_interop.h)
+# `scaletrain export --format hf` and `scaletrain import` (src/checkpoint/hf_interop.h)
 # from the command line: a checkpoint written by a tp 2 x pp 2 run exports
 # with Hugging Face's names and layout (checked against tests/cli/checkpoint_io.py,
 # an independent reader of our checkpoints); it imports back and samples the

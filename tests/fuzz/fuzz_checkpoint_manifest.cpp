@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_format.h"
+#include "checkpoint/model_io.h"
+#include "checkpoint/safetensors.h"
+#include "data/tokenizer.h"
 #include "fuzz_scratch.h"
-#include "train/checkpoint_dir.h"
-#include "train/checkpoint_format.h"
-#include "train/model_io.h"
-#include "train/safetensors.h"
-#include "train/tokenizer.h"
 
 namespace fuzz = scaletrain::fuzz;
 using scaletrain::DType;

@@ -1,4 +1,4 @@
-// merges.txt of a Hugging Face byte-level BPE (LoadHfBpe, src/train/bpe.h),
+// merges.txt of a Hugging Face byte-level BPE (LoadHfBpe, src/data/bpe.h),
 // beside a fixed vocab.json: the 256 bytes and a few joined tokens. The input
 // is the merges file; after a NUL byte, if any, comes a text to encode.
 //
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "data/bpe.h"
+#include "data/tokenizer.h"
 #include "fuzz_scratch.h"
-#include "train/bpe.h"
-#include "train/tokenizer.h"
 
 namespace fuzz = scaletrain::fuzz;
 using scaletrain::BpeModel;

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string>
 
+#include "checkpoint/safetensors.h"
 #include "core/tensor.h"
 #include "fuzz_scratch.h"
-#include "train/safetensors.h"
 
 using scaletrain::SafetensorsFile;
 namespace fuzz = scaletrain::fuzz;

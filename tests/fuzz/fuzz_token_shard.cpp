@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "data/data.h"
 #include "fuzz_scratch.h"
-#include "train/data.h"
 
 using scaletrain::TokenDataset;
 using scaletrain::TokenShard;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
 #include "fuzz_scratch.h"
-#include "train/tokenizer.h"
 
 using scaletrain::Vocabulary;
 namespace fuzz = scaletrain::fuzz;

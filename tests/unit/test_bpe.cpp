@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "data/bpe.h"
+#include "data/data.h"
+#include "data/tokenizer.h"
 #include "test_files.h"
-#include "train/bpe.h"
-#include "train/data.h"
-#include "train/tokenizer.h"
 
 namespace scaletrain {
 namespace {

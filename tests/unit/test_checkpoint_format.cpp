@@ -1,4 +1,4 @@
-// The sharded checkpoint format (train/checkpoint_format.h) without a
+// The sharded checkpoint format (checkpoint/checkpoint_format.h) without a
 // trainer: for several dp x tp x pp layouts the ranks' pieces cover every
 // element of every tensor exactly once, and a checkpoint written as the
 // ranks of one layout write it reads back, through CheckpointReader, as the
@@ -11,11 +11,11 @@
 #include <fstream>
 #include <map>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_format.h"
+#include "checkpoint/model_io.h"
 #include "model/spec.h"
 #include "parallel/mesh.h"
-#include "train/checkpoint_dir.h"
-#include "train/checkpoint_format.h"
-#include "train/model_io.h"
 
 namespace scaletrain {
 namespace {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/safetensors.h"
 #include "core/sha256.h"
 #include "test_files.h"
-#include "train/checkpoint_dir.h"
-#include "train/safetensors.h"
 
 namespace scaletrain {
 namespace {

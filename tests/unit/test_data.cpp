@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "train/data.h"
-#include "train/tokenizer.h"
+#include "data/data.h"
+#include "data/tokenizer.h"
 #include "test_files.h"
 
 namespace scaletrain {

@@ -1,4 +1,4 @@
-// Hugging Face interop (train/hf_interop.h): our export loads in the
+// Hugging Face interop (checkpoint/hf_interop.h): our export loads in the
 // `transformers` library with the same logits as our model (within 1e-4,
 // max abs); a model transformers itself saved imports with the same logits;
 // export then import gives back the same weights bit for bit; F16/BF16
@@ -16,17 +16,17 @@
 #include <tuple>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/hf_interop.h"
+#include "checkpoint/model_io.h"
+#include "checkpoint/safetensors.h"
 #include "core/file_io.h"
 #include "core/half.h"
 #include "core/rng.h"
+#include "data/bpe.h"
+#include "data/hf_tokenizer.h"
 #include "model/gpt.h"
 #include "test_files.h"
-#include "train/bpe.h"
-#include "train/checkpoint_dir.h"
-#include "train/hf_interop.h"
-#include "train/hf_tokenizer.h"
-#include "train/model_io.h"
-#include "train/safetensors.h"
 
 namespace scaletrain {
 namespace {

@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/model_io.h"
+#include "checkpoint/safetensors.h"
 #include "core/rng.h"
 #include "model/gpt.h"
 #include "model/param_layout.h"
 #include "model/spec.h"
-#include "train/model_io.h"
-#include "train/safetensors.h"
 
 namespace scaletrain {
 namespace {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;

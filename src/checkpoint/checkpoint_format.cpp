@@ -1,15 +1,15 @@
-#include "train/checkpoint_format.h"
+#include "checkpoint/checkpoint_format.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/model_io.h"
 #include "core/sha256.h"
 #include "parallel/data_parallel.h"
 #include "parallel/dp_layout.h"
-#include "train/checkpoint_dir.h"
-#include "train/model_io.h"
 
 namespace fs = std::filesystem;
 

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.h"
+#include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "model/param_layout.h"
 #include "model/spec.h"
-#include "train/safetensors.h"
-#include "train/tokenizer.h"
 
 namespace scaletrain {
 

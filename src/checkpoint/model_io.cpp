@@ -1,10 +1,10 @@
-#include "train/model_io.h"
+#include "checkpoint/model_io.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "train/checkpoint_dir.h"
-#include "train/checkpoint_format.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_format.h"
 
 namespace scaletrain {
 

@@ -1,4 +1,4 @@
-#include "train/data.h"
+#include "data/data.h"
 
 #include <fcntl.h>
 #include <glob.h>

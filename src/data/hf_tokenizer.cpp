@@ -1,10 +1,10 @@
-#include "train/hf_tokenizer.h"
+#include "data/hf_tokenizer.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
-#include "train/bpe.h"
+#include "data/bpe.h"
 
 namespace fs = std::filesystem;
 
@@ -79,7 +79,7 @@ Status WriteByteTokenizer(const Vocabulary& vocab, int64_t max_length, const std
                              vocab, max_length, dir);
 }
 
-// A byte-level BPE (train/bpe.h): Hugging Face's own pair, vocab.json and
+// A byte-level BPE (data/bpe.h): Hugging Face's own pair, vocab.json and
 // merges.txt (GPT2TokenizerFast reads these), and tokenizer.json with the
 // same model behind GPT-2's byte-level pre-tokenizer (its regex, no prefix
 // space) and decoder, which PreTrainedTokenizerFast reads.

@@ -5,7 +5,7 @@
 // with no gathering: the parameters and both AdamW moments of the parts of
 // its flat buffers it writes (ShardPieces), each part as its own tensor
 // named "<tensor>[begin:end]" (moments prefixed "exp_avg." / "exp_avg_sq.").
-// The lead writes manifest.json last (train/checkpoint_dir.h: its presence
+// The lead writes manifest.json last (checkpoint/checkpoint_dir.h: its presence
 // marks the checkpoint complete) with every file's size and SHA-256 and the
 // "tensors" table: for each tensor, its shape as the writing run held it,
 // how tensor parallelism split it, and where each piece is:
@@ -25,13 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/safetensors.h"
 #include "core/config.h"
 #include "core/status.h"
 #include "model/param_layout.h"
 #include "model/spec.h"
 #include "parallel/mesh.h"
-#include "train/checkpoint_dir.h"
-#include "train/safetensors.h"
 
 namespace scaletrain {
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 
 #include <fcntl.h>
 #include <stdio.h>  // renameat2

@@ -1,4 +1,4 @@
-#include "train/hf_interop.h"
+#include "checkpoint/hf_interop.h"
 
 #include <unistd.h>
 
@@ -10,12 +10,12 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/model_io.h"
+#include "checkpoint/safetensors.h"
 #include "core/file_io.h"
 #include "core/half.h"
-#include "train/checkpoint_dir.h"
-#include "train/hf_tokenizer.h"
-#include "train/model_io.h"
-#include "train/safetensors.h"
+#include "data/hf_tokenizer.h"
 
 namespace fs = std::filesystem;
 

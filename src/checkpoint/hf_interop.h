@@ -20,8 +20,8 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "data/tokenizer.h"
 #include "model/spec.h"
-#include "train/tokenizer.h"
 
 namespace scaletrain {
 

@@ -1,4 +1,4 @@
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include <unordered_map>
 
 #include "core/file_io.h"
-#include "train/data.h"
+#include "data/data.h"
 
 namespace scaletrain {
 

@@ -2,7 +2,7 @@
 //  - "char": one id per distinct UTF-8 character of the input, sorted by code
 //    point (nanoGPT's shakespeare_char order: 65 ids for Tiny Shakespeare).
 //  - "byte": ids 0..255 are the bytes themselves.
-//  - "bpe": a GPT-2-style byte-level BPE (train/bpe.h), trained by `data
+//  - "bpe": a GPT-2-style byte-level BPE (data/bpe.h), trained by `data
 //    prepare --tokenizer bpe` or loaded from a Hugging Face vocab.json +
 //    merges.txt (`--tokenizer hf`).
 // Stored beside the data as vocab.json:
@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-#include "train/bpe.h"
+#include "data/bpe.h"
 
 namespace scaletrain {
 

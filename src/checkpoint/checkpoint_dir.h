@@ -6,7 +6,7 @@
 // Two formats use these directories: whole tensors (model.safetensors with
 // the parameters by the parameter-layout names, optimizer.safetensors with
 // the AdamW moments; WriteCheckpoint), and the trainer's sharded one
-// (train/checkpoint_format.h: one file per rank).
+// (checkpoint/checkpoint_format.h: one file per rank).
 //
 // A checkpoint is first written whole under a temporary name in the same
 // directory (".tmp-step_<N>-<tag>") and then renamed, so a crash never
@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.h"
 #include "core/status.h"
-#include "train/safetensors.h"
 
 namespace scaletrain {
 

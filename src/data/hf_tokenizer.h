@@ -10,9 +10,9 @@
 //    model with no merges over the 256 stand-ins: id = byte value, as ours.
 // Both also write tokenizer_config.json (PreTrainedTokenizerFast, so
 // transformers.AutoTokenizer loads it) and scaletrain_vocab.json, our own
-// vocab.json (train/tokenizer.h), which import reads to restore the exact
+// vocab.json (data/tokenizer.h), which import reads to restore the exact
 // vocabulary.
-//  - "bpe": a byte-level BPE (train/bpe.h): Hugging Face's vocab.json and
+//  - "bpe": a byte-level BPE (data/bpe.h): Hugging Face's vocab.json and
 //    merges.txt, and tokenizer.json with the same merges behind GPT-2's
 //    byte-level pre-tokenizer (its regex, no prefix space) and decoder.
 #pragma once
@@ -23,7 +23,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace scaletrain {
 

@@ -1,4 +1,4 @@
-#include "train/bpe.h"
+#include "data/bpe.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
