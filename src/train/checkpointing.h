@@ -11,12 +11,16 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_format.h"
 #include "core/buffer.h"
 #include "core/status.h"
-#include "train/run_setup.h"
+#include "data/tokenizer.h"
+#include "parallel/mesh.h"
+#include "parallel/parallel_model.h"
+#include "train/trainer.h"
 
 namespace scaletrain {
 
@@ -25,24 +29,40 @@ namespace scaletrain {
 // newest intact checkpoint in the run directory if it has any (else a fresh
 // start). The lead decides (verifying checksums; a damaged newer checkpoint
 // is skipped with a warning naming it) and tells the others. Collective.
-Result<std::string> ChooseCheckpoint(TrainingRun& run, const TrainOptions& opts);
+Result<std::string> ChooseCheckpoint(Communicator& world, const TrainOptions& opts);
 
 // Loads checkpoint `dir` into this rank's shard of the parameters and its
-// part of the optimizer state; sets run.start_step. Refuses a checkpoint of
-// another model, or one already at training.steps unless `finished_ok` (the
-// run is then done: --resume auto run again after the last step, as a
-// requeued job is, has nothing left to do) or beyond it.
-Status RestoreCheckpoint(TrainingRun& run, const std::string& dir, bool finished_ok = false);
+// part of the optimizer state (before ParallelModel::CommitWeights), and
+// returns the step it was written at. `spec` is the model as checkpoints
+// store it. Refuses a checkpoint of another model, or one already at
+// `training_steps` unless `finished_ok` (the run is then done: --resume auto
+// run again after the last step, as a requeued job is, has nothing left to
+// do) or beyond it. The lead says where it resumes.
+Result<int64_t> RestoreCheckpoint(ParallelModel& model, const ModelSpec& spec,
+                                  const std::string& dir, int64_t training_steps,
+                                  bool finished_ok, bool lead);
 
 // training.init_from: this rank's shard of the parameters of the checkpoint
 // at `path` (a checkpoint or run directory, written by any layout or by
 // `scaletrain import`); the optimizer starts fresh at step 0. Refuses a
 // checkpoint of another model or vocabulary. Collective.
-Status InitFromCheckpoint(TrainingRun& run, const std::string& path);
+Status InitFromCheckpoint(Communicator& world, ParallelModel& model, const ModelSpec& spec,
+                          const std::optional<Vocabulary>& vocab, const std::string& path);
+
+// What a run's checkpoints save beside its state, and who writes them.
+struct CheckpointContext {
+  Communicator* world = nullptr;  // the lead (rank 0) writes the manifest
+  std::string run_dir;            // checkpoints go to RUN_DIR/checkpoints
+  const RunConfig* cfg = nullptr;
+  ModelSpec spec;                    // as checkpoints store it
+  const Vocabulary* vocab = nullptr;  // null: the data has none
+  const ParallelModel* model = nullptr;  // its shard and training state
+  MeshCoord coord;                       // this rank's place in the layout
+};
 
 class CheckpointWriter {
  public:
-  explicit CheckpointWriter(TrainingRun* run);
+  explicit CheckpointWriter(CheckpointContext ctx);
   ~CheckpointWriter();  // waits for a write in flight (its checkpoint stays incomplete)
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -62,10 +82,20 @@ class CheckpointWriter {
   bool in_flight() const { return in_flight_; }
 
  private:
+  // What each rank's background write produced.
+  struct RankWrite {
+    bool ok = false;
+    FileDigest file;  // its name, size and SHA-256
+  };
   void Snapshot();
+  std::vector<RankWrite> GatherWrites();
+  Status CommitOnLead(const std::vector<RankWrite>& writes, const std::string& root,
+                      const std::string& dir);
   nlohmann::json Manifest(int64_t step, double lr) const;
 
-  TrainingRun* run_;
+  bool lead() const { return ctx_.world->rank() == 0; }
+
+  CheckpointContext ctx_;
   ShardSnapshot snapshot_;
   bool in_flight_ = false;
   int64_t step_ = 0;

@@ -8,14 +8,14 @@
 
 #include "core/stats.h"
 #include "telemetry/metrics.h"
+#include "train/run_setup.h"
 
 namespace scaletrain {
 
 // The bytes and calls this rank's groups moved since the last call, and
 // the time blocked on them; with pipeline parallelism, one rank's of every
 // stage (collective).
-void TakeStepTraffic(TrainingRun& run, StepRecord& rec) {
-  ProcessGroups& g = *run.groups;
+void TakeStepTraffic(ProcessGroups& g, StepRecord& rec) {
   CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(), g.pp->TakeStats()};
   // The hierarchical DP reduction's traffic is the DP group's.
   for (Communicator* sub : {g.dp_host.get(), g.dp_cross.get()}) {
@@ -38,9 +38,9 @@ void TakeStepTraffic(TrainingRun& run, StepRecord& rec) {
   rec.exposed_comm_s = stats[static_cast<int>(CommGroup::kDp)].wait_s;
   if (sizes[static_cast<int>(CommGroup::kTp)] > 1)
     rec.tp_comm_wait_s = stats[static_cast<int>(CommGroup::kTp)].wait_s;
-  if (run.cfg.parallel.pp > 1) {
+  if (g.pp->size() > 1) {
     rec.traffic_by_stage.clear();
-    for (const std::vector<int64_t>& s : GatherByStage(run, mine)) {
+    for (const std::vector<int64_t>& s : GatherByStage(g, mine)) {
       StepTraffic t{};
       for (int i = 0; i < kNumCommGroups; ++i) t[i] = {s[2 * i], s[2 * i + 1]};
       rec.traffic_by_stage.push_back(t);
@@ -48,16 +48,13 @@ void TakeStepTraffic(TrainingRun& run, StepRecord& rec) {
   }
 }
 
-RankTelemetry::RankTelemetry(TrainingRun* run)
-    : run_(run),
-      detector_({run->cfg.telemetry.straggler_threshold, run->cfg.telemetry.straggler_windows,
-                 run->cfg.telemetry.straggler_min_ms * 1e-3}) {
-  Communicator& world = *run->groups->world;
-  hosts_ = run->hosts;  // gathered at start-up (run_setup.cpp)
-  const MemoryRecord m = RankMemory(*run);
-  const int64_t total = m.params_bytes + m.grads_bytes + m.optimizer_bytes + m.activations_bytes;
+RankTelemetry::RankTelemetry(RankTelemetryContext ctx)
+    : ctx_(std::move(ctx)),
+      detector_({ctx_.config.straggler_threshold, ctx_.config.straggler_windows,
+                 ctx_.config.straggler_min_ms * 1e-3}) {
+  Communicator& world = *ctx_.world;
   memory_bytes_.assign(static_cast<size_t>(world.size()), 0);
-  run->AbortIfFailed(world.Allgather(&total, memory_bytes_.data(), 1));
+  AbortIfFailed(world, world.Allgather(&ctx_.memory_bytes, memory_bytes_.data(), 1));
   last_step_s_.assign(static_cast<size_t>(world.size()), 0.0);
 }
 
@@ -78,15 +75,15 @@ void RankTelemetry::AddStep(const StepRecord& rec, double checkpoint_s, double w
     run_total_[i] += p[i];
   }
   // Kept only where windows end (telemetry.rank_interval > 0), so it never grows past one.
-  if (run_->cfg.telemetry.rank_interval > 0) window_step_compute_.push_back(StepCompute(p));
+  if (ctx_.config.rank_interval > 0) window_step_compute_.push_back(StepCompute(p));
   ++run_steps_;
 }
 
 Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
-  const int64_t interval = run_->cfg.telemetry.rank_interval;
+  const int64_t interval = ctx_.config.rank_interval;
   if (interval <= 0 || step % interval != 0 || window_step_compute_.empty())
     return std::vector<Straggler>();
-  Communicator& world = *run_->groups->world;
+  Communicator& world = *ctx_.world;
   // One record per rank: its window's sums, its step count, and the median
   // and lower quartile of its compute per step.
   constexpr int64_t kRecord = kNumRankPhases + 3;
@@ -95,7 +92,7 @@ Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
   mine.push_back(static_cast<double>(window_step_compute_.size()));
   mine.push_back(Median(window_step_compute_));
   mine.push_back(Quantile(window_step_compute_, 0.25));
-  run_->AbortIfFailed(world.Allgather(mine.data(), all.data(), kRecord));
+  AbortIfFailed(world, world.Allgather(mine.data(), all.data(), kRecord));
   window_ = {};
   window_step_compute_.clear();
   std::vector<RankWindow> windows;
@@ -103,8 +100,8 @@ Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
     const double* rec = all.data() + r * kRecord;
     RankWindow w;
     w.rank = r;
-    w.host = hosts_[static_cast<size_t>(r)];
-    w.stage = run_->groups->mesh.Coord(r).pp;
+    w.host = ctx_.hosts[static_cast<size_t>(r)];
+    w.stage = ctx_.mesh->Coord(r).pp;
     w.step = step;
     w.steps = static_cast<int64_t>(rec[kNumRankPhases]);
     for (int i = 0; i < kNumRankPhases; ++i) w.mean[i] = rec[i] / static_cast<double>(w.steps);
@@ -115,8 +112,8 @@ Result<std::vector<Straggler>> RankTelemetry::EndOfWindow(int64_t step) {
   window_compute_.clear();
   for (const RankWindow& w : windows) window_compute_.push_back(RankCompute(w));
   last_window_step_ = step;
-  if (!run_->lead()) return std::vector<Straggler>();
-  if (run_->rank_log) ST_RETURN_IF_ERROR(run_->rank_log->Append(windows));
+  if (!lead()) return std::vector<Straggler>();
+  if (ctx_.rank_log) ST_RETURN_IF_ERROR(ctx_.rank_log->Append(windows));
   for (const RankWindow& w : windows) {
     last_step_s_[static_cast<size_t>(w.rank)] = w.mean[static_cast<int>(RankPhase::kStep)];
   }
@@ -136,18 +133,18 @@ PrometheusSnapshot RankTelemetry::Snapshot(const StepRecord& rec) const {
   s.dp_exposed_s = rec.exposed_comm_s;
   s.tp_exposed_s = rec.tp_comm_wait_s.value_or(0);
   s.pp_exposed_s = rec.pipeline_wait_s.value_or(0);
-  const double peak = run_->cfg.telemetry.peak_tflops;
+  const double peak = ctx_.config.peak_tflops;
   if (peak > 0) s.mfu = ModelTflopsPerRank(rec.tokens_per_s) / peak;
-  for (size_t r = 0; r < hosts_.size(); ++r) {
+  for (size_t r = 0; r < ctx_.hosts.size(); ++r) {
     const bool slow = std::find(flagged_.begin(), flagged_.end(), static_cast<int64_t>(r)) != flagged_.end();
-    s.ranks.push_back({static_cast<int64_t>(r), hosts_[r], last_step_s_[r], memory_bytes_[r], slow});
+    s.ranks.push_back({static_cast<int64_t>(r), ctx_.hosts[r], last_step_s_[r], memory_bytes_[r], slow});
   }
   return s;
 }
 
 double RankTelemetry::ModelTflopsPerRank(double tokens_per_s) const {
-  const double flops_per_token = ModelFlopsPerSequence(run_->spec) / static_cast<double>(run_->spec.block_size);
-  return tokens_per_s * flops_per_token / static_cast<double>(hosts_.size()) / 1e12;
+  const double flops_per_token = ModelFlopsPerSequence(ctx_.spec) / static_cast<double>(ctx_.spec.block_size);
+  return tokens_per_s * flops_per_token / static_cast<double>(ctx_.hosts.size()) / 1e12;
 }
 
 std::string RankTelemetry::Summary(double tokens_per_s) const {
@@ -174,7 +171,7 @@ std::string RankTelemetry::Summary(double tokens_per_s) const {
   }
   std::snprintf(buf, sizeof buf, "\nsummary: %.0f tokens/s", tokens_per_s);
   out += buf;
-  const double peak = run_->cfg.telemetry.peak_tflops, tflops = ModelTflopsPerRank(tokens_per_s);
+  const double peak = ctx_.config.peak_tflops, tflops = ModelTflopsPerRank(tokens_per_s);
   std::snprintf(buf, sizeof buf, ", %.3f model TFLOP/s per rank", tflops);
   out += buf;
   if (peak > 0) {
@@ -183,14 +180,14 @@ std::string RankTelemetry::Summary(double tokens_per_s) const {
   }
   out += "\nsummary: stragglers: ";
   if (detector_.history().empty()) {
-    out += run_->cfg.telemetry.rank_interval > 0 ? "none"
+    out += ctx_.config.rank_interval > 0 ? "none"
                                                  : "not watched (telemetry.rank_interval = 0)";
   } else {
     first = true;
     for (const auto& [rank, windows] : detector_.history()) {
       std::snprintf(buf, sizeof buf, "%srank %lld on %s (flagged in %lld window%s)",
                     first ? "" : ", ", static_cast<long long>(rank),
-                    hosts_[static_cast<size_t>(rank)].c_str(), static_cast<long long>(windows),
+                    ctx_.hosts[static_cast<size_t>(rank)].c_str(), static_cast<long long>(windows),
                     windows == 1 ? "" : "s");
       out += buf;
       first = false;

@@ -12,19 +12,34 @@
 #include "telemetry/metrics.h"
 #include "telemetry/prometheus.h"
 #include "telemetry/rank_records.h"
-#include "train/run_setup.h"
+#include "comm/communicator.h"
+#include "core/config.h"
+#include "model/spec.h"
+#include "parallel/mesh.h"
+#include "parallel/process_groups.h"
 
 namespace scaletrain {
 
 // The bytes and calls this rank's groups moved since the last call, and the
 // time blocked on them, into `rec`; with pipeline parallelism one rank's of
 // every stage (collective).
-void TakeStepTraffic(TrainingRun& run, StepRecord& rec);
+void TakeStepTraffic(ProcessGroups& groups, StepRecord& rec);
+
+// What per-rank telemetry reads of the run.
+struct RankTelemetryContext {
+  Communicator* world = nullptr;  // the lead (rank 0) writes ranks.jsonl
+  const Mesh* mesh = nullptr;     // each rank's pipeline stage
+  TelemetryConfig config;
+  ModelSpec spec;                  // for model FLOPs
+  std::vector<std::string> hosts;  // by world rank
+  int64_t memory_bytes = 0;        // this rank's (RankMemory's sum)
+  RankLog* rank_log = nullptr;     // the lead's ranks.jsonl; null: none
+};
 
 class RankTelemetry {
  public:
-  // Collective (the ranks' host names are gathered once).
-  explicit RankTelemetry(TrainingRun* run);
+  // Collective (every rank's memory is gathered once).
+  explicit RankTelemetry(RankTelemetryContext ctx);
 
   // This rank's phases of step `rec`, with the time it spent on checkpoints
   // and waiting at the step boundary since the last call.
@@ -39,7 +54,7 @@ class RankTelemetry {
   std::string Summary(double tokens_per_s) const;
   // What rank 0's Prometheus endpoint serves after step `rec` (lead).
   PrometheusSnapshot Snapshot(const StepRecord& rec) const;
-  const std::vector<std::string>& hosts() const { return hosts_; }
+  const std::vector<std::string>& hosts() const { return ctx_.hosts; }
   // Every rank: each rank's compute per step (RankCompute) in the last
   // window, by world rank, and the step that window ended at (0: none yet).
   const std::vector<double>& window_compute() const { return window_compute_; }
@@ -49,8 +64,9 @@ class RankTelemetry {
   // Model FLOPs (no recompute) per second per rank at this throughput, in TFLOP/s.
   double ModelTflopsPerRank(double tokens_per_s) const;
 
-  TrainingRun* run_;
-  std::vector<std::string> hosts_;  // by world rank
+  bool lead() const { return ctx_.world->rank() == 0; }
+
+  RankTelemetryContext ctx_;
   std::vector<int64_t> memory_bytes_;        // by world rank
   std::vector<double> last_step_s_;          // by world rank: mean step time of the last window
   std::vector<int64_t> flagged_;             // ranks the last window flagged

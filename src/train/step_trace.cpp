@@ -39,7 +39,7 @@ void StepTrace::OnLayer(const PipeAction& a, int64_t layer, Clock::time_point st
                   TraceTrack::kCompute, start, end, {{"step", step_}, {"micro", a.micro_batch}});
 }
 
-void StepTrace::RecordGradReductions(const DataParallel& dp) {
+void StepTrace::OnGradReductions(const DataParallel& dp) {
   const char* op = zero_ == 0 ? "allreduce" : "reduce_scatter";
   for (const auto& c : dp.step_collectives()) {
     const GradBucket& b = dp.buckets()[c.bucket];
@@ -55,12 +55,12 @@ void StepTrace::RecordGradReductions(const DataParallel& dp) {
   }
 }
 
-void StepTrace::RecordGradWait(Clock::time_point start, Clock::time_point end) {
+void StepTrace::OnGradWait(Clock::time_point start, Clock::time_point end) {
   trace_.Complete("wait for gradients", "comm_wait", TraceTrack::kCompute, start, end,
                   {{"step", step_}});
 }
 
-void StepTrace::RecordOptimizer(Clock::time_point start, Clock::time_point end) {
+void StepTrace::OnOptimizer(Clock::time_point start, Clock::time_point end) {
   trace_.Complete("optimizer", "optimizer", TraceTrack::kOptimizer, start, end, {{"step", step_}});
 }
 

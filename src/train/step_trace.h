@@ -10,12 +10,13 @@
 #include <string>
 
 #include "parallel/data_parallel.h"
+#include "parallel/parallel_model.h"
 #include "parallel/pipeline.h"
 #include "telemetry/trace.h"
 
 namespace scaletrain {
 
-class StepTrace : public PipelineObserver {
+class StepTrace : public StepObserver {
  public:
   // `path`: "%r" is replaced by the rank; without it, a world of more than
   // one rank appends ".rank<r>".
@@ -26,9 +27,9 @@ class StepTrace : public PipelineObserver {
   void OnLayer(const PipeAction& action, int64_t layer, Clock::time_point start,
                Clock::time_point end) override;
   // The step's gradient reductions, bucket by bucket.
-  void RecordGradReductions(const DataParallel& dp);
-  void RecordGradWait(Clock::time_point start, Clock::time_point end);
-  void RecordOptimizer(Clock::time_point start, Clock::time_point end);
+  void OnGradReductions(const DataParallel& dp) override;
+  void OnGradWait(Clock::time_point start, Clock::time_point end) override;
+  void OnOptimizer(Clock::time_point start, Clock::time_point end) override;
 
   const std::string& path() const { return path_; }
   Status Write() const { return trace_.Write(path_); }

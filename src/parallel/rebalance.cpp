@@ -1,4 +1,4 @@
-#include "train/rebalance.h"
+#include "parallel/rebalance.h"
 
 #include <algorithm>
 #include <numeric>
