@@ -1,10 +1,10 @@
-// Rebalancing's arithmetic (train/rebalance.h): shares follow speed, sum to
+// Rebalancing's arithmetic (parallel/rebalance.h): shares follow speed, sum to
 // the step's micro-batches, keep one each, and do not move on noise.
 #include <gtest/gtest.h>
 
 #include <numeric>
 
-#include "train/rebalance.h"
+#include "parallel/rebalance.h"
 
 namespace scaletrain {
 namespace {
