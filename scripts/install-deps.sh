@@ -9,6 +9,8 @@ pkgs=(
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev libcpp-httplib-dev
   # byte-level BPE: GPT-2's pre-tokenizer pattern (Unicode classes) runs in PCRE2
   libpcre2-dev
+  # TensorBoard event files: Event/Summary protobufs
+  libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
   # the Slurm requeue test runs a real one-node cluster (scripts/slurm/local-cluster.sh),
@@ -39,6 +41,13 @@ if ! python3 -c "import tokenizers" 2>/dev/null; then
   python3 -m pip install -q tokenizers==0.23.3 2>/dev/null ||
     python3 -m pip install -q --break-system-packages tokenizers==0.23.3 ||
     echo "warning: could not install tokenizers from PyPI; the BPE comparison will skip" >&2
+fi
+# The TensorBoard test (tests/cli/test_tensorboard.sh) reads the event files back with
+# the tensorboard package's own reader, into Debian's python3.
+if ! /usr/bin/python3 -c "import tensorboard" 2>/dev/null; then
+  /usr/bin/python3 -m pip install -q tensorboard 2>/dev/null ||
+    /usr/bin/python3 -m pip install -q --break-system-packages tensorboard ||
+    echo "warning: could not install tensorboard from PyPI; its test will skip" >&2
 fi
 # The Hugging Face interop tests (tests/unit/test_hf_interop.cpp, tests/cli/test_hf_interop.sh):
 # transformers, pinned to a release that runs on Debian's torch 1.13, into Debian's python3

@@ -71,6 +71,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("telemetry", "metrics_port", c.telemetry.metrics_port);
   f("telemetry", "metrics_address", c.telemetry.metrics_address);
   f("telemetry", "flight_records", c.telemetry.flight_records);
+  f("telemetry", "tensorboard", c.telemetry.tensorboard);
   f("faults", "slow_rank", c.faults.slow_rank);
   f("faults", "slow_ms", c.faults.slow_ms);
 }

@@ -118,6 +118,8 @@ struct TelemetryConfig {
   // RUN_DIR/flight/rank-R.json when the watchdog fires, on a fatal signal or
   // on SIGTERM; 0: off.
   int64_t flight_records = 256;
+  // The lead writes RUN_DIR/tb/events.out.tfevents.* (TensorBoard) beside metrics.jsonl.
+  bool tensorboard = true;
 };
 
 // Fault injection, for tests and benchmarks of the failure handling.

@@ -142,6 +142,13 @@ PrometheusSnapshot RankTelemetry::Snapshot(const StepRecord& rec) const {
   return s;
 }
 
+std::vector<std::pair<std::string, double>> RankTelemetry::ThroughputScalars(double tokens_per_s) const {
+  const double tflops = ModelTflopsPerRank(tokens_per_s);
+  std::vector<std::pair<std::string, double>> s = {{"perf/model_tflops_per_rank", tflops}};
+  if (ctx_.config.peak_tflops > 0) s.emplace_back("perf/mfu", tflops / ctx_.config.peak_tflops);
+  return s;
+}
+
 double RankTelemetry::ModelTflopsPerRank(double tokens_per_s) const {
   const double flops_per_token = ModelFlopsPerSequence(ctx_.spec) / static_cast<double>(ctx_.spec.block_size);
   return tokens_per_s * flops_per_token / static_cast<double>(ctx_.hosts.size()) / 1e12;

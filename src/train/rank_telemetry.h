@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "telemetry/metrics.h"
@@ -52,6 +53,9 @@ class RankTelemetry {
   // The end-of-run summary (lead): mean time split of a step, tokens/s, MFU
   // when telemetry.peak_tflops is given, the stragglers seen.
   std::string Summary(double tokens_per_s) const;
+  // Model TFLOP/s per rank at this throughput, and MFU where
+  // telemetry.peak_tflops is given, as TensorBoard scalars.
+  std::vector<std::pair<std::string, double>> ThroughputScalars(double tokens_per_s) const;
   // What rank 0's Prometheus endpoint serves after step `rec` (lead).
   PrometheusSnapshot Snapshot(const StepRecord& rec) const;
   const std::vector<std::string>& hosts() const { return ctx_.hosts; }

@@ -221,7 +221,8 @@ std::vector<MemoryRecord> MemoryByStage(ProcessGroups& groups, const MemoryRecor
 }
 
 // The lead's files: config.resolved.toml, memory.json, metrics.jsonl,
-// ranks.jsonl, and the /metrics endpoint. `start_step`: a continued run drops
+// ranks.jsonl, the TensorBoard events (with the memory at the start step),
+// and the /metrics endpoint. `start_step`: a continued run drops
 // the records of steps after its checkpoint (it runs them again).
 Status OpenRunFiles(RunDirectory& dir, const RunConfig& cfg, const MemoryRecord& mine,
                     const std::vector<MemoryRecord>& by_stage, int64_t start_step) {
@@ -242,6 +243,14 @@ Status OpenRunFiles(RunDirectory& dir, const RunConfig& cfg, const MemoryRecord&
     dir.rank_log.emplace(std::move(ranks));
   }
   const TelemetryConfig& t = cfg.telemetry;
+  if (t.tensorboard) {
+    ST_ASSIGN_OR_RETURN(TensorBoardWriter tb, TensorBoardWriter::Open(dir.path));
+    ST_RETURN_IF_ERROR(tb.AddScalars(start_step, {{"memory/params_bytes", mine.params_bytes},
+                                                  {"memory/grads_bytes", mine.grads_bytes},
+                                                  {"memory/optimizer_bytes", mine.optimizer_bytes},
+                                                  {"memory/activations_bytes", mine.activations_bytes}}));
+    dir.tensorboard.emplace(std::move(tb));
+  }
   if (t.metrics_port > 0) {
     ST_ASSIGN_OR_RETURN(dir.metrics_server, MetricsServer::Start(t.metrics_address, t.metrics_port));
   }

@@ -23,6 +23,7 @@
 #include "telemetry/metrics.h"
 #include "telemetry/prometheus.h"
 #include "telemetry/rank_records.h"
+#include "telemetry/tensorboard.h"
 #include "train/trainer.h"
 
 namespace scaletrain {
@@ -50,6 +51,7 @@ struct RunDirectory {
   std::optional<MetricsLog> metrics;  // the lead's metrics.jsonl
   std::optional<RankLog> rank_log;    // the lead's ranks.jsonl (telemetry.rank_interval > 0)
   std::unique_ptr<MetricsServer> metrics_server;  // the lead's /metrics (telemetry.metrics_port > 0)
+  std::optional<TensorBoardWriter> tensorboard;   // the lead's tb/ (telemetry.tensorboard)
 };
 
 // Everything one rank trains with.

@@ -128,12 +128,21 @@ class Trainer {
       rec.val_loss = summary_.final_val_loss = Evaluate();
       if (!quiet_) std::printf("%s\n", ValidationLine(rec).c_str());
     }
-    const Status written = run_.dir.metrics ? run_.dir.metrics->Append(rec) : Status::Ok();
+    const Status written = AppendRecord(rec);
     if (!quiet_) std::fflush(stdout);
     if (Due(run_.cfg.checkpoint.interval, done)) ST_RETURN_IF_ERROR(StartCheckpoint(done, rec.lr));
     summary_.final_loss = rec.loss;
     summary_.steps_run++;
     return written;
+  }
+
+  // The step's record into metrics.jsonl and TensorBoard's events (lead).
+  Status AppendRecord(const StepRecord& rec) {
+    if (run_.dir.metrics) ST_RETURN_IF_ERROR(run_.dir.metrics->Append(rec));
+    if (!run_.dir.tensorboard) return Status::Ok();
+    std::vector<std::pair<std::string, double>> scalars = StepScalars(rec);
+    for (const auto& s : ranks_.ThroughputScalars(rec.tokens_per_s)) scalars.push_back(s);
+    return run_.dir.tensorboard->AddScalars(rec.step, scalars);
   }
 
   // Every `interval` steps (0: never) and after the last.
@@ -149,7 +158,7 @@ class Trainer {
     TakeStepTraffic(*run_.groups, rec);
     clock_.Add(rec.step, rec.step_time_s);
     if (!std::isfinite(rec.loss)) {
-      if (run_.dir.metrics) (void)run_.dir.metrics->Append(rec);
+      (void)AppendRecord(rec);
       return Internal(
           "loss became " + std::to_string(rec.loss) + " at step " + std::to_string(done) +
           "; lower training.lr or set training.grad_clip (the last checkpoint is intact)");
