@@ -31,18 +31,24 @@ timeout 120 mpirun -np 1 "$bin" "${args[@]}" --run-dir "$work/cfg" : \
   -np 1 "$bin" "${args[@]}" --set training.lr=0.00390625 --run-dir "$work/cfg" >"$work/cfg.out" 2>&1
 check cfg "rank 1 (host $host) has a different config than rank 0 (host $host): 'training.lr = 0.00390625' against 'training.lr = 0.002'" $? $((SECONDS - start))
 
-# Another build: the same binary with its version string replaced (same length).
+# Another build: the same binary with its version replaced (same length) behind
+# the marker core/version.cpp keeps it behind; the copy must then say so.
 version=$("$bin" --version | awk '{print $2}')
 cp "$bin" "$work/other"
 $py - "$work/other" "$version" <<'PY'
 import sys
 path, v = sys.argv[1], sys.argv[2].encode()
 data = open(path, "rb").read()
-old = b"\0" + v + b"\0"
+old = b"scaletrain-build-version=" + v + b"\0"
 assert data.count(old) == 1, data.count(old)
-new = b"\0" + (b"Z" * len(v)) + b"\0"
+new = b"scaletrain-build-version=" + (b"Z" * len(v)) + b"\0"
 open(path, "wb").write(data.replace(old, new))
 PY
+if "$work/other" --version | grep -q "scaletrain ZZZ"; then
+  pass=$((pass + 1))
+else
+  fail "the patched copy still says $("$work/other" --version)"
+fi
 start=$SECONDS
 timeout 120 mpirun -np 1 "$bin" "${args[@]}" --run-dir "$work/ver" : \
   -np 1 "$work/other" "${args[@]}" --run-dir "$work/ver" >"$work/ver.out" 2>&1
