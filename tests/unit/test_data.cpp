@@ -567,6 +567,38 @@ TEST_F(DataTest, VocabularyLoadErrors) {
   }
 }
 
+// Each kind's own check, and the fields every kind shares, name what is
+// wrong: a byte vocabulary must spell the 256 bytes in order, a char one
+// must hold pieces, a kind must be known.
+TEST(VocabularyTest, FromJsonNamesWhatIsWrong) {
+  nlohmann::json byte = Vocabulary::Bytes().ToJson();
+  ASSERT_TRUE(Vocabulary::FromJson(byte, "v").ok());
+  byte["pieces"][65] = byte["pieces"][66];
+  nlohmann::json char_vocab = Vocabulary::CharsOf("ab")->ToJson();
+  ASSERT_TRUE(Vocabulary::FromJson(char_vocab, "v").ok());
+  nlohmann::json no_pieces = char_vocab, unknown = char_vocab, not_string = char_vocab,
+                 size_not_int = char_vocab;
+  no_pieces["pieces"] = nlohmann::json::array();
+  no_pieces.erase("vocab_size");
+  unknown["kind"] = "word";
+  not_string["pieces"][1] = 98;
+  size_not_int["vocab_size"] = "2";
+  const std::vector<std::pair<nlohmann::json, std::string>> bad = {
+      {byte, "byte piece 65 does not stand for byte 65"},
+      {no_pieces, "no pieces"},
+      {unknown, "unknown kind 'word' (expected \"char\", \"byte\" or \"bpe\")"},
+      {not_string, "piece 1 is not a string"},
+      {size_not_int, "\"vocab_size\" is not an integer"},
+  };
+  for (const auto& [j, message] : bad) {
+    auto v = Vocabulary::FromJson(j, "vocab.json");
+    ASSERT_FALSE(v.ok()) << message;
+    EXPECT_EQ(v.status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(v.status().message(), "vocab.json is invalid: " + message +
+                                        "; re-run `scaletrain data prepare` to regenerate it");
+  }
+}
+
 // ---------------------------------------------------------------- prepare
 
 TEST_F(DataTest, PrepareWritesShardsAndVocab) {
