@@ -195,6 +195,34 @@ TEST_F(DataTest, UnknownVersionIsDataLoss) {
   EXPECT_NE(shard.status().message().find("version"), std::string::npos);
 }
 
+// The checks after the magic and version: a negative count, a uint32 token
+// no int32 id can hold (the scan over the tokens), and a path that is not a
+// file at all.
+TEST_F(DataTest, NegativeCountTooLargeIdAndDirectoryAreErrors) {
+  const std::string negative = Path("negative.bin");
+  WriteBytes(negative, LlmcShardBytes(kShardMagic, 1, -2, {}, 2));
+  auto n = TokenShard::Open(negative);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(n.status().message().find("negative token count -2"), std::string::npos)
+      << n.status().message();
+
+  const std::string large = Path("large.bin");
+  WriteBytes(large, LlmcShardBytes(kShardMagic, 2, 3, {7, 8, 0x80000000u}, 4));
+  auto l = TokenShard::Open(large);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(l.status().message().find("token id 2147483648 at index 2"), std::string::npos)
+      << l.status().message();
+
+  fs::create_directories(Path("dir.bin"));
+  auto d = TokenShard::Open(Path("dir.bin"));
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("is not a regular file"), std::string::npos)
+      << d.status().message();
+}
+
 TEST_F(DataTest, MissingShardIsNotFound) {
   auto shard = TokenShard::Open(Path("absent.bin"));
   ASSERT_FALSE(shard.ok());
