@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/model_io.h"
@@ -211,66 +212,112 @@ Status CheckpointReader::ReadWholeTensorFormat(const std::string& prefix, const 
   return Status::Ok();
 }
 
-Status CheckpointReader::ReadShardedFormat(const std::string& prefix, const ParamEntry& entry,
-                                           float* dst) {
-  const std::string where = "checkpoint " + dir_ + ": tensor '" + prefix + entry.name + "'";
-  const nlohmann::json& tensors = manifest_.at("tensors");
-  if (!tensors.contains(entry.name)) {
+namespace {
+
+// The manifest's table entry of a tensor, with its list of pieces.
+Result<const nlohmann::json*> ManifestTensor(const nlohmann::json& tensors, const std::string& name,
+                                             const std::string& where) {
+  if (!tensors.contains(name)) {
     return FailedPrecondition(
         where +
         " is not in the manifest: the checkpoint is of a different model; use the "
         "config it was trained with");
   }
-  const nlohmann::json& t = tensors.at(entry.name);
+  const nlohmann::json& t = tensors.at(name);
   if (!t.is_object() || !t.contains("pieces") || !t["pieces"].is_array()) {
     return DataLoss(where +
                     " has no list of pieces in the manifest; the checkpoint is corrupt; use an "
                     "older checkpoint");
   }
-  ST_ASSIGN_OR_RETURN(ParamEntry whole_entry, ShardEntry(entry.name, t, 0));
-  const Shape& run_shape = whole_entry.full_shape;
-  // The writing run may have padded the vocabulary further (for its tp).
-  if (run_shape.size() != entry.shape.size() ||
-      !std::equal(run_shape.begin() + 1, run_shape.end(), entry.shape.begin() + 1) ||
-      run_shape[0] < entry.shape[0] || run_shape[0] > entry.shape[0] + (int64_t{1} << 20)) {
+  return &t;
+}
+
+// The writing run's whole shape against this model's: the same but for the
+// vocabulary rows, which the writing run may have padded further (for its tp).
+Status CheckWrittenShape(const Shape& run_shape, const Shape& shape, const std::string& where) {
+  if (run_shape.size() != shape.size() ||
+      !std::equal(run_shape.begin() + 1, run_shape.end(), shape.begin() + 1) ||
+      run_shape[0] < shape[0] || run_shape[0] > shape[0] + (int64_t{1} << 20)) {
     return FailedPrecondition(where + " is " + ShapeToString(run_shape) + ", this model expects " +
-                              ShapeToString(entry.shape) +
+                              ShapeToString(shape) +
                               "; use the config the checkpoint was trained with");
   }
+  return Status::Ok();
+}
+
+// A manifest piece and the shard file it is in.
+struct ManifestPiece {
+  CheckpointPiece piece;
+  std::string file;
+};
+
+// The piece `pj` lists if it is of TP rank r (nullopt if of another), its
+// range checked against the rank's shard of shard_numel elements.
+Result<std::optional<ManifestPiece>> PieceOfTpRank(const nlohmann::json& pj,
+                                                   const std::string& name, int64_t r,
+                                                   int64_t shard_numel, const std::string& where) {
+  ManifestPiece mp;
+  CheckpointPiece& p = mp.piece;
+  try {
+    if (pj.at("tp_rank").get<int64_t>() != r) return std::optional<ManifestPiece>();
+    mp.file = pj.at("file").get<std::string>();
+    p = {name, r, pj.at("begin").get<int64_t>(), pj.at("end").get<int64_t>()};
+  } catch (const nlohmann::json::exception& ex) {
+    return DataLoss(where + ": a piece in the manifest is malformed: " + ex.what());
+  }
+  if (p.begin < 0 || p.end > shard_numel || p.begin >= p.end) {
+    return DataLoss(where + ": a piece's range [" + std::to_string(p.begin) + ", " +
+                    std::to_string(p.end) + ") lies outside the tensor; the checkpoint is corrupt");
+  }
+  return std::optional<ManifestPiece>(std::move(mp));
+}
+
+}  // namespace
+
+Status CheckpointReader::ReadPiece(const std::string& prefix, const std::string& file_name,
+                                   const CheckpointPiece& p) {
+  ST_ASSIGN_OR_RETURN(const SafetensorsFile* file, File(file_name));
+  const NamedTensor* piece = file->Find(PieceTensorName(prefix, p));
+  if (piece == nullptr || piece->dtype != DType::kF32 || NumElements(piece->shape) != p.size()) {
+    return DataLoss(file->path() + " lacks tensor " + PieceTensorName(prefix, p) + " (F32, " +
+                    std::to_string(p.size()) +
+                    " elements) that the manifest lists; the "
+                    "checkpoint is corrupt; use an older checkpoint");
+  }
+  std::memcpy(shard_.data() + p.begin, piece->data, static_cast<size_t>(p.size()) * sizeof(float));
+  return Status::Ok();
+}
+
+Result<int64_t> CheckpointReader::ReadTpShard(const std::string& prefix, const std::string& name,
+                                              const nlohmann::json& t, int64_t r,
+                                              const std::string& where) {
+  ST_ASSIGN_OR_RETURN(ParamEntry shard_entry, ShardEntry(name, t, r));
+  shard_.assign(static_cast<size_t>(shard_entry.numel), 0.0f);
+  int64_t covered = 0;
+  for (const nlohmann::json& pj : t.at("pieces")) {
+    ST_ASSIGN_OR_RETURN(const std::optional<ManifestPiece> mp,
+                        PieceOfTpRank(pj, name, r, shard_entry.numel, where));
+    if (!mp) continue;
+    ST_RETURN_IF_ERROR(ReadPiece(prefix, mp->file, mp->piece));
+    covered += mp->piece.size();
+  }
+  InsertShard(shard_entry, shard_.data(), whole_.data());
+  return covered;
+}
+
+Status CheckpointReader::ReadShardedFormat(const std::string& prefix, const ParamEntry& entry,
+                                           float* dst) {
+  const std::string where = "checkpoint " + dir_ + ": tensor '" + prefix + entry.name + "'";
+  ST_ASSIGN_OR_RETURN(const nlohmann::json* t,
+                      ManifestTensor(manifest_.at("tensors"), entry.name, where));
+  ST_ASSIGN_OR_RETURN(ParamEntry whole_entry, ShardEntry(entry.name, *t, 0));
+  const Shape& run_shape = whole_entry.full_shape;
+  ST_RETURN_IF_ERROR(CheckWrittenShape(run_shape, entry.shape, where));
   whole_.assign(static_cast<size_t>(NumElements(run_shape)), 0.0f);
   int64_t covered = 0;
   for (int64_t r = 0; r < whole_entry.tp; ++r) {
-    ST_ASSIGN_OR_RETURN(ParamEntry shard_entry, ShardEntry(entry.name, t, r));
-    shard_.assign(static_cast<size_t>(shard_entry.numel), 0.0f);
-    for (const nlohmann::json& pj : t.at("pieces")) {
-      CheckpointPiece p;
-      std::string file_name;
-      try {
-        if (pj.at("tp_rank").get<int64_t>() != r) continue;
-        file_name = pj.at("file").get<std::string>();
-        p = {entry.name, r, pj.at("begin").get<int64_t>(), pj.at("end").get<int64_t>()};
-      } catch (const nlohmann::json::exception& ex) {
-        return DataLoss(where + ": a piece in the manifest is malformed: " + ex.what());
-      }
-      if (p.begin < 0 || p.end > shard_entry.numel || p.begin >= p.end) {
-        return DataLoss(where + ": a piece's range [" + std::to_string(p.begin) + ", " +
-                        std::to_string(p.end) +
-                        ") lies outside the tensor; the checkpoint is corrupt");
-      }
-      ST_ASSIGN_OR_RETURN(const SafetensorsFile* file, File(file_name));
-      const NamedTensor* piece = file->Find(PieceTensorName(prefix, p));
-      if (piece == nullptr || piece->dtype != DType::kF32 ||
-          NumElements(piece->shape) != p.size()) {
-        return DataLoss(file->path() + " lacks tensor " + PieceTensorName(prefix, p) + " (F32, " +
-                        std::to_string(p.size()) +
-                        " elements) that the manifest lists; the "
-                        "checkpoint is corrupt; use an older checkpoint");
-      }
-      std::memcpy(shard_.data() + p.begin, piece->data,
-                  static_cast<size_t>(p.size()) * sizeof(float));
-      covered += p.size();
-    }
-    InsertShard(shard_entry, shard_.data(), whole_.data());
+    ST_ASSIGN_OR_RETURN(const int64_t of_rank, ReadTpShard(prefix, entry.name, *t, r, where));
+    covered += of_rank;
   }
   if (covered != NumElements(run_shape)) {
     return DataLoss(where + ": its pieces hold " + std::to_string(covered) + " of its " +

@@ -98,6 +98,13 @@ class CheckpointReader {
   Result<const SafetensorsFile*> File(const std::string& name);
   Status ReadWholeTensorFormat(const std::string& prefix, const ParamEntry& entry, float* dst);
   Status ReadShardedFormat(const std::string& prefix, const ParamEntry& entry, float* dst);
+  // Version 2: TP rank r's pieces of manifest tensor entry `t` (each one
+  // ReadPiece, into shard_), inserted into whole_; returns the elements they
+  // held, which the caller sums to find a tensor the pieces do not cover.
+  Result<int64_t> ReadTpShard(const std::string& prefix, const std::string& name,
+                              const nlohmann::json& t, int64_t r, const std::string& where);
+  Status ReadPiece(const std::string& prefix, const std::string& file_name,
+                   const CheckpointPiece& p);
 
   std::string dir_;
   nlohmann::json manifest_;

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "core/strings.h"
+
 namespace scaletrain {
 namespace {
 
@@ -364,7 +366,8 @@ Status ValidateDeviceAndPrecision(const TrainingConfig& t) {
   return Status::Ok();
 }
 
-Status ValidateParallelSection(const ParallelConfig& p) {
+// The layout's sizes, its ZeRO stage and its pipeline schedule.
+Status ValidateParallelLayout(const ParallelConfig& p) {
   ST_RETURN_IF_ERROR(RequirePositive("parallel.dp", p.dp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.tp", p.tp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.pp", p.pp));
@@ -376,17 +379,17 @@ Status ValidateParallelSection(const ParallelConfig& p) {
         "interleaved schedule (parallel.vpp = " +
         std::to_string(p.vpp) + "); use parallel.zero = 2 with it, or parallel.vpp = 1");
   }
-  if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved") {
+  if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved"})) {
     return InvalidArgument("parallel.schedule = '" + p.schedule +
                            "' is unknown; use \"gpipe\", \"1f1b\" or \"interleaved\"");
   }
-  if (!(p.bucket_mb > 0)) {
-    return InvalidArgument("parallel.bucket_mb must be positive (25 is PyTorch DDP's default)");
-  }
-  if (!(p.comm_timeout_s > 0)) {
-    return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
-  }
-  if (p.dp_reduce != "auto" && p.dp_reduce != "flat" && p.dp_reduce != "hierarchical") {
+  return Status::Ok();
+}
+
+// How the data-parallel gradients travel: the reduction's shape and wire
+// format, each of which applies to ZeRO-0's all-reduce only.
+Status ValidateDpReduction(const ParallelConfig& p) {
+  if (!IsOneOf(p.dp_reduce, {"auto", "flat", "hierarchical"})) {
     return InvalidArgument("parallel.dp_reduce = '" + p.dp_reduce +
                            "' is unknown; use \"auto\", \"flat\" or \"hierarchical\"");
   }
@@ -394,8 +397,7 @@ Status ValidateParallelSection(const ParallelConfig& p) {
     return InvalidArgument("parallel.dp_reduce = \"hierarchical\" reduces ZeRO-0's all-reduce; with parallel.zero = " +
                            std::to_string(p.zero) + " use \"flat\" or \"auto\"");
   }
-  if (p.dp_compress != "none" && p.dp_compress != "bf16" && p.dp_compress != "fp16" &&
-      p.dp_compress != "sign") {
+  if (!IsOneOf(p.dp_compress, {"none", "bf16", "fp16", "sign"})) {
     return InvalidArgument("parallel.dp_compress = '" + p.dp_compress +
                            "' is unknown; use \"none\", \"bf16\", \"fp16\" or \"sign\"");
   }
@@ -403,6 +405,18 @@ Status ValidateParallelSection(const ParallelConfig& p) {
     return InvalidArgument("parallel.dp_compress compresses ZeRO-0's all-reduce; with parallel.zero = " +
                            std::to_string(p.zero) + " set parallel.zero = 0 or parallel.dp_compress = \"none\"");
   }
+  return Status::Ok();
+}
+
+Status ValidateParallelSection(const ParallelConfig& p) {
+  ST_RETURN_IF_ERROR(ValidateParallelLayout(p));
+  if (!(p.bucket_mb > 0)) {
+    return InvalidArgument("parallel.bucket_mb must be positive (25 is PyTorch DDP's default)");
+  }
+  if (!(p.comm_timeout_s > 0)) {
+    return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
+  }
+  ST_RETURN_IF_ERROR(ValidateDpReduction(p));
   if (p.rebalance && (p.pp > 1 || p.zero > 1)) {
     return InvalidArgument("parallel.rebalance needs parallel.pp = 1 and parallel.zero <= 1 (a pipeline's "
                            "activation slots and ZeRO-2's per-micro-batch reductions assume every DP rank "

@@ -231,12 +231,13 @@ struct Candidate {
   bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
-}  // namespace
-
-Status BpeModel::EncodeWord(std::string_view word, size_t offset, std::vector<int32_t>* out) const {
+// The word as one symbol per byte, linked in order; an error names a byte
+// the vocabulary has no token for.
+Result<std::vector<Symbol>> ByteSymbols(std::string_view word, size_t offset,
+                                        const int32_t* byte_id) {
   std::vector<Symbol> sym(word.size());
   for (size_t i = 0; i < word.size(); ++i) {
-    const int32_t id = byte_id_[static_cast<uint8_t>(word[i])];
+    const int32_t id = byte_id[static_cast<uint8_t>(word[i])];
     if (id < 0) {
       return InvalidArgument("byte " + HexByte(static_cast<uint8_t>(word[i])) + " at byte offset " +
                              std::to_string(offset + i) +
@@ -246,21 +247,28 @@ Status BpeModel::EncodeWord(std::string_view word, size_t offset, std::vector<in
     sym[i] = {id, static_cast<int32_t>(i) - 1,
               i + 1 < word.size() ? static_cast<int32_t>(i + 1) : -1};
   }
+  return sym;
+}
+
+// Merges the word's symbols, lowest merge rank first, until no pair left
+// has a merge. find_merge(left, right) is the merge of a pair (null: none).
+template <typename FindMerge>
+void MergeSymbols(std::vector<Symbol>& sym, FindMerge find_merge) {
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
   auto consider = [&](int32_t pos) {
     if (pos < 0 || sym[pos].next < 0) return;
-    if (const MergeTarget* t = FindMerge(sym[pos].id, sym[sym[pos].next].id)) {
+    if (const auto* t = find_merge(sym[pos].id, sym[sym[pos].next].id)) {
       queue.push({t->rank, pos, t->id});
     }
   };
-  for (size_t i = 0; i + 1 < word.size(); ++i) consider(static_cast<int32_t>(i));
+  for (size_t i = 0; i + 1 < sym.size(); ++i) consider(static_cast<int32_t>(i));
   while (!queue.empty()) {
     const Candidate c = queue.top();
     queue.pop();
     Symbol& s = sym[c.pos];
     if (s.id < 0 || s.next < 0) continue;
     // A stale entry: the pair at pos no longer makes this id.
-    const MergeTarget* now = FindMerge(s.id, sym[s.next].id);
+    const auto* now = find_merge(s.id, sym[s.next].id);
     if (now == nullptr || now->id != c.id) continue;
     Symbol& right = sym[s.next];
     s.id = c.id;
@@ -270,6 +278,13 @@ Status BpeModel::EncodeWord(std::string_view word, size_t offset, std::vector<in
     consider(s.prev);
     consider(c.pos);
   }
+}
+
+}  // namespace
+
+Status BpeModel::EncodeWord(std::string_view word, size_t offset, std::vector<int32_t>* out) const {
+  ST_ASSIGN_OR_RETURN(std::vector<Symbol> sym, ByteSymbols(word, offset, byte_id_));
+  MergeSymbols(sym, [this](int32_t left, int32_t right) { return FindMerge(left, right); });
   for (int32_t i = word.empty() ? -1 : 0; i >= 0; i = sym[i].next) out->push_back(sym[i].id);
   return Status::Ok();
 }

@@ -84,23 +84,29 @@ TokenShard::~TokenShard() {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
 }
 
-Result<std::unique_ptr<TokenShard>> TokenShard::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return NotFound("token shard " + path +
-                      " not found; run `scaletrain data prepare` to create it, or check the "
-                      "data path");
-    }
-    return IoError("cannot open token shard " + path + ": " + ErrnoText(err));
-  }
-  // Closes fd on every return path; the mapping stays valid without it.
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+namespace {
 
+// Closes the descriptor on every return path; a mapping stays valid without it.
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+
+Result<int> OpenShardFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) return fd;
+  const int err = errno;
+  if (err == ENOENT) {
+    return NotFound("token shard " + path +
+                    " not found; run `scaletrain data prepare` to create it, or check the "
+                    "data path");
+  }
+  return IoError("cannot open token shard " + path + ": " + ErrnoText(err));
+}
+
+// The file's size, once it is known to be a regular file with room for a
+// header.
+Result<int64_t> ShardFileBytes(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0)
     return IoError("cannot stat token shard " + path + ": " + ErrnoText(errno));
@@ -113,7 +119,17 @@ Result<std::unique_ptr<TokenShard>> TokenShard::Open(const std::string& path) {
                     " bytes, shorter than the " + std::to_string(kHeaderBytes) + "-byte header; " +
                     kPrepareHint);
   }
+  return actual_bytes;
+}
 
+struct ShardHeader {
+  int32_t version = 1;
+  int64_t count = 0;  // tokens
+};
+
+// The header's magic, version and token count, and the file's size against
+// that count.
+Result<ShardHeader> ReadShardHeader(int fd, const std::string& path, int64_t actual_bytes) {
   int32_t header[kShardHeaderInts];
   ssize_t got = ::pread(fd, header, sizeof(header), 0);
   if (got != static_cast<ssize_t>(sizeof(header))) {
@@ -125,26 +141,53 @@ Result<std::unique_ptr<TokenShard>> TokenShard::Open(const std::string& path) {
                     " (expected " + std::to_string(kShardMagic) +
                     "): not an llm.c .bin shard, or corrupt; " + kPrepareHint);
   }
-  const int32_t version = header[1];
-  if (version != 1 && version != 2) {
-    return DataLoss("token shard " + path + " has unsupported version " + std::to_string(version) +
+  const ShardHeader h{header[1], header[2]};
+  if (h.version != 1 && h.version != 2) {
+    return DataLoss("token shard " + path + " has unsupported version " +
+                    std::to_string(h.version) +
                     " (expected 1 for uint16 tokens or 2 for uint32 tokens); " + kPrepareHint);
   }
-  const int64_t count = header[2];
-  if (count < 0) {
+  if (h.count < 0) {
     return DataLoss("token shard " + path + " announces a negative token count " +
-                    std::to_string(count) + "; " + kPrepareHint);
+                    std::to_string(h.count) + "; " + kPrepareHint);
   }
-  const int64_t bytes_per_token = version == 1 ? 2 : 4;
-  const int64_t expected_bytes = kHeaderBytes + count * bytes_per_token;
+  const int64_t bytes_per_token = h.version == 1 ? 2 : 4;
+  const int64_t expected_bytes = kHeaderBytes + h.count * bytes_per_token;
   if (actual_bytes != expected_bytes) {
     return DataLoss("token shard " + path + " is " +
                     (actual_bytes < expected_bytes ? "truncated" : "longer than its header says") +
-                    ": its header announces " + std::to_string(count) + " tokens, so " +
+                    ": its header announces " + std::to_string(h.count) + " tokens, so " +
                     std::to_string(expected_bytes) + " bytes are expected, but the file has " +
                     std::to_string(actual_bytes) + " bytes; " + kPrepareHint);
   }
+  return h;
+}
 
+// One pass over the tokens: their largest id (the trainer checks it against
+// the vocabulary) and, in a uint32 shard, none read as negative.
+Result<int32_t> LargestTokenId(const TokenShard& shard) {
+  int32_t max_token = 0;
+  for (int64_t i = 0; i < shard.num_tokens(); ++i) {
+    const int32_t t = shard.token(i);
+    if (t < 0) {
+      return DataLoss(
+          "token shard " + shard.path() + " holds token id " +
+          std::to_string(static_cast<uint32_t>(t)) + " at index " + std::to_string(i) +
+          ", above the largest id a shard may hold (2147483647): the file is corrupt; " +
+          kPrepareHint);
+    }
+    max_token = std::max(max_token, t);
+  }
+  return max_token;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TokenShard>> TokenShard::Open(const std::string& path) {
+  ST_ASSIGN_OR_RETURN(const int fd, OpenShardFile(path));
+  const FdCloser closer{fd};
+  ST_ASSIGN_OR_RETURN(const int64_t actual_bytes, ShardFileBytes(fd, path));
+  ST_ASSIGN_OR_RETURN(const ShardHeader header, ReadShardHeader(fd, path, actual_bytes));
   void* map = ::mmap(nullptr, static_cast<size_t>(actual_bytes), PROT_READ, MAP_PRIVATE, fd, 0);
   if (map == MAP_FAILED)
     return IoError("cannot mmap token shard " + path + ": " + ErrnoText(errno));
@@ -154,22 +197,9 @@ Result<std::unique_ptr<TokenShard>> TokenShard::Open(const std::string& path) {
   shard->map_ = map;
   shard->map_bytes_ = static_cast<size_t>(actual_bytes);
   shard->tokens_ = static_cast<const char*>(map) + kHeaderBytes;
-  shard->num_tokens_ = count;
-  shard->version_ = version;
-  // One pass over the tokens: their largest id (the trainer checks it
-  // against the vocabulary) and, in a uint32 shard, none read as negative.
-  int32_t max_token = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    const int32_t t = shard->token(i);
-    if (t < 0) {
-      return DataLoss("token shard " + path + " holds token id " +
-                      std::to_string(static_cast<uint32_t>(t)) + " at index " + std::to_string(i) +
-                      ", above the largest id a shard may hold (2147483647): the file is corrupt; " +
-                      kPrepareHint);
-    }
-    max_token = std::max(max_token, t);
-  }
-  shard->max_token_ = max_token;
+  shard->num_tokens_ = header.count;
+  shard->version_ = header.version;
+  ST_ASSIGN_OR_RETURN(shard->max_token_, LargestTokenId(*shard));
   return shard;
 }
 

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "core/file_io.h"
+#include "core/strings.h"
 #include "data/data.h"
 
 namespace scaletrain {
@@ -129,6 +130,12 @@ Result<std::string> ReadWholeFile(const std::string& path, const std::string& wh
   ss << in.rdbuf();
   if (in.bad()) return IoError("cannot read " + what + " " + path);
   return ss.str();
+}
+
+constexpr const char* kRegenerate = "; re-run `scaletrain data prepare` to regenerate it";
+
+Status CorruptVocabulary(const std::string& source, const std::string& why) {
+  return DataLoss(source + " is invalid: " + why + kRegenerate);
 }
 
 }  // namespace
@@ -273,51 +280,77 @@ Result<Vocabulary> Vocabulary::Load(const std::string& path) {
   }
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return DataLoss("vocabulary file " + path +
-                    " is invalid: not valid JSON; re-run `scaletrain data prepare` to regenerate it");
+    return CorruptVocabulary("vocabulary file " + path, "not valid JSON");
   }
   return FromJson(j, "vocabulary file " + path);
 }
 
-Result<Vocabulary> Vocabulary::FromJson(const nlohmann::json& j, const std::string& source) {
-  const std::string fix = "; re-run `scaletrain data prepare` to regenerate it";
-  auto corrupt = [&](const std::string& why) {
-    return DataLoss(source + " is invalid: " + why + fix);
-  };
-  if (!j.is_object()) return corrupt("expected a JSON object");
-  if (!j.contains("kind") || !j["kind"].is_string()) return corrupt("missing string \"kind\"");
-  if (!j.contains("pieces") || !j["pieces"].is_array()) return corrupt("missing array \"pieces\"");
-  const std::string kind = j["kind"].get<std::string>();
+namespace {
+
+// What every kind of vocabulary file holds: a kind, its pieces as strings,
+// and, if it states one, a vocab_size that counts them.
+Status CheckVocabularyFields(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) return CorruptVocabulary(source, "expected a JSON object");
+  if (!j.contains("kind") || !j["kind"].is_string()) {
+    return CorruptVocabulary(source, "missing string \"kind\"");
+  }
+  if (!j.contains("pieces") || !j["pieces"].is_array()) {
+    return CorruptVocabulary(source, "missing array \"pieces\"");
+  }
   const nlohmann::json& pieces = j["pieces"];
   if (j.contains("vocab_size")) {
-    if (!j["vocab_size"].is_number_integer()) return corrupt("\"vocab_size\" is not an integer");
+    if (!j["vocab_size"].is_number_integer()) {
+      return CorruptVocabulary(source, "\"vocab_size\" is not an integer");
+    }
     const int64_t declared = j["vocab_size"].get<int64_t>();
     if (declared != static_cast<int64_t>(pieces.size())) {
-      return corrupt("\"vocab_size\" is " + std::to_string(declared) + " but there are " +
-                     std::to_string(pieces.size()) + " pieces");
+      return CorruptVocabulary(source, "\"vocab_size\" is " + std::to_string(declared) +
+                                           " but there are " + std::to_string(pieces.size()) +
+                                           " pieces");
     }
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
-    if (!pieces[i].is_string()) return corrupt("piece " + std::to_string(i) + " is not a string");
+    if (!pieces[i].is_string()) {
+      return CorruptVocabulary(source, "piece " + std::to_string(i) + " is not a string");
+    }
   }
+  return Status::Ok();
+}
 
+// A byte vocabulary's file must spell the 256 bytes in order, as Save does.
+Status CheckBytePieces(const nlohmann::json& pieces, const std::string& source) {
+  if (pieces.size() != 256) {
+    return CorruptVocabulary(
+        source, "a byte vocabulary has 256 pieces, found " + std::to_string(pieces.size()));
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (pieces[static_cast<size_t>(b)].get<std::string>() != BytePieceForJson(b)) {
+      return CorruptVocabulary(source, "byte piece " + std::to_string(b) +
+                                           " does not stand for byte " + std::to_string(b));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Vocabulary> Vocabulary::FromJson(const nlohmann::json& j, const std::string& source) {
+  ST_RETURN_IF_ERROR(CheckVocabularyFields(j, source));
+  const std::string kind = j["kind"].get<std::string>();
   if (kind == "byte") {
-    if (pieces.size() != 256) {
-      return corrupt("a byte vocabulary has 256 pieces, found " + std::to_string(pieces.size()));
-    }
-    for (int b = 0; b < 256; ++b) {
-      if (pieces[static_cast<size_t>(b)].get<std::string>() != BytePieceForJson(b)) {
-        return corrupt("byte piece " + std::to_string(b) + " does not stand for byte " +
-                       std::to_string(b));
-      }
-    }
+    ST_RETURN_IF_ERROR(CheckBytePieces(j["pieces"], source));
     return Bytes();
   }
   if (kind == "bpe") return BpeFromJson(j, source);
   if (kind != "char") {
-    return corrupt("unknown kind '" + kind + "' (expected \"char\", \"byte\" or \"bpe\")");
+    return CorruptVocabulary(
+        source, "unknown kind '" + kind + "' (expected \"char\", \"byte\" or \"bpe\")");
   }
+  return CharsFromJson(j["pieces"], source);
+}
 
+Result<Vocabulary> Vocabulary::CharsFromJson(const nlohmann::json& pieces,
+                                             const std::string& source) {
   Vocabulary v;
   v.kind_ = "char";
   int64_t prev = -1;
@@ -327,26 +360,25 @@ Result<Vocabulary> Vocabulary::FromJson(const nlohmann::json& j, const std::stri
     Result<char32_t> cp =
         piece.empty() ? Result<char32_t>(InvalidArgument("empty")) : NextCodePoint(piece, &pos);
     if (!cp.ok() || pos != piece.size()) {
-      return corrupt("piece " + std::to_string(i) + " is not exactly one character");
+      return CorruptVocabulary(source,
+                               "piece " + std::to_string(i) + " is not exactly one character");
     }
     // Ids follow code point order; a file out of order or with duplicates
     // would map text to different ids than the data was prepared with.
     if (static_cast<int64_t>(*cp) <= prev) {
-      return corrupt("pieces are not in strictly increasing code point order at piece " +
-                     std::to_string(i));
+      return CorruptVocabulary(
+          source,
+          "pieces are not in strictly increasing code point order at piece " + std::to_string(i));
     }
     prev = static_cast<int64_t>(*cp);
     v.pieces_.push_back(std::move(piece));
   }
-  if (v.pieces_.empty()) return corrupt("no pieces");
+  if (v.pieces_.empty()) return CorruptVocabulary(source, "no pieces");
   return v;
 }
 
 Result<Vocabulary> Vocabulary::BpeFromJson(const nlohmann::json& j, const std::string& source) {
-  const std::string fix = "; re-run `scaletrain data prepare` to regenerate it";
-  auto corrupt = [&](const std::string& why) {
-    return DataLoss(source + " is invalid: " + why + fix);
-  };
+  auto corrupt = [&](const std::string& why) { return CorruptVocabulary(source, why); };
   if (!j.contains("pre_tokenizer") || j["pre_tokenizer"] != "gpt2") {
     return corrupt("a bpe vocabulary needs \"pre_tokenizer\": \"gpt2\" (the only one there is)");
   }
@@ -363,7 +395,7 @@ Result<Vocabulary> Vocabulary::BpeFromJson(const nlohmann::json& j, const std::s
   Result<BpeModel> model = BpeFromSpelled(spelled, merges, source, [&](size_t i) {
     return source + " merge " + std::to_string(i);
   });
-  if (!model.ok()) return DataLoss(model.status().message() + fix);
+  if (!model.ok()) return DataLoss(model.status().message() + kRegenerate);
   return Bpe(std::move(*model));
 }
 
@@ -371,11 +403,10 @@ namespace {
 
 const char* const kTokenizers = "char, byte, bpe or hf";
 
-Status CheckTokenizerOptions(const PrepareOptions& opts) {
+// --vocab-size: required by BPE (the bytes, then its merges), meaningless
+// for the other kinds.
+Status CheckVocabSizeOption(const PrepareOptions& opts) {
   const std::string& t = opts.tokenizer;
-  if (t != "char" && t != "byte" && t != "bpe" && t != "hf") {
-    return InvalidArgument("data prepare: unknown tokenizer '" + t + "'; use " + kTokenizers);
-  }
   if (t == "bpe" && opts.vocab_size == 0) {
     return InvalidArgument("data prepare: --tokenizer bpe needs --vocab-size N (N >= 256: the "
                            "256 bytes, then one token per merge learnt)");
@@ -388,6 +419,12 @@ Status CheckTokenizerOptions(const PrepareOptions& opts) {
     return InvalidArgument("data prepare: --vocab-size applies to --tokenizer bpe only (the " + t +
                            " vocabulary's size follows from its kind or files)");
   }
+  return Status::Ok();
+}
+
+// --vocab and --merges: the Hugging Face pair, both or neither.
+Status CheckHfFileOptions(const PrepareOptions& opts) {
+  const std::string& t = opts.tokenizer;
   if (t == "hf" && (opts.hf_vocab.empty() || opts.hf_merges.empty())) {
     return InvalidArgument(std::string("data prepare: --tokenizer hf needs both --vocab FILE ") +
                            "(vocab.json) and --merges FILE (merges.txt); missing " +
@@ -397,6 +434,15 @@ Status CheckTokenizerOptions(const PrepareOptions& opts) {
     return InvalidArgument("data prepare: --merges applies to --tokenizer hf only");
   }
   return Status::Ok();
+}
+
+Status CheckTokenizerOptions(const PrepareOptions& opts) {
+  if (!IsOneOf(opts.tokenizer, {"char", "byte", "bpe", "hf"})) {
+    return InvalidArgument("data prepare: unknown tokenizer '" + opts.tokenizer + "'; use " +
+                           kTokenizers);
+  }
+  ST_RETURN_IF_ERROR(CheckVocabSizeOption(opts));
+  return CheckHfFileOptions(opts);
 }
 
 Status CheckPrepareOptions(const PrepareOptions& opts) {

@@ -49,6 +49,7 @@ class Vocabulary {
   std::string Decode(const std::vector<int32_t>& ids) const;
 
  private:
+  static Result<Vocabulary> CharsFromJson(const nlohmann::json& pieces, const std::string& source);
   static Result<Vocabulary> BpeFromJson(const nlohmann::json& j, const std::string& source);
 
   std::string kind_;

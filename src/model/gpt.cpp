@@ -98,18 +98,10 @@ Status CheckTrainable(const ModelSpec& spec) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const ModelShard& shard_in,
-                                              Communicator* tp_comm, int64_t max_batch,
-                                              int64_t flat_multiple, std::vector<int64_t> slots,
-                                              ActivationRecompute recompute) {
-  ST_RETURN_IF_ERROR(ValidateModelSpec(spec));
-  ST_RETURN_IF_ERROR(CheckTrainable(spec));
-  const bool llama = spec.arch == Arch::kLlama;
-  if (max_batch <= 0) return InvalidArgument("micro-batch size must be positive");
-  ModelShard shard = shard_in;
-  shard.sp = shard.sp && shard.tp > 1;  // one rank holds every row anyway
+// The layout this rank runs, against the model and the micro-batch: checked
+// before anything is allocated.
+Status CheckShardLayout(const ModelSpec& spec, const ModelShard& shard, const Communicator* tp_comm,
+                        int64_t max_batch) {
   ST_RETURN_IF_ERROR(CheckModelShard(spec, shard));
   if (shard.tp > 1 && (tp_comm == nullptr || tp_comm->size() != shard.tp)) {
     return InvalidArgument("tensor parallelism needs the TP group's communicator (of size tp)");
@@ -120,60 +112,96 @@ Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const Model
                            " token rows over tp = " + std::to_string(shard.tp) +
                            "; make micro_batch_size x block_size a multiple of tp");
   }
+  return Status::Ok();
+}
+
+// Where `name` starts in the flat buffer; -1 when the layout has no such
+// tensor (another architecture's, or another stage's).
+int64_t OffsetOf(const ParamLayout& lay, const std::string& name) {
+  const ParamEntry* e = lay.Find(name);
+  return e ? e->offset : int64_t{-1};
+}
+
+// Calls a layer hook where one was given.
+void Notify(const std::function<void(int64_t)>& hook, int64_t layer) {
+  if (hook) hook(layer);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const ModelShard& shard_in,
+                                              Communicator* tp_comm, int64_t max_batch,
+                                              int64_t flat_multiple, std::vector<int64_t> slots,
+                                              ActivationRecompute recompute) {
+  ST_RETURN_IF_ERROR(ValidateModelSpec(spec));
+  ST_RETURN_IF_ERROR(CheckTrainable(spec));
+  if (max_batch <= 0) return InvalidArgument("micro-batch size must be positive");
+  ModelShard shard = shard_in;
+  shard.sp = shard.sp && shard.tp > 1;  // one rank holds every row anyway
+  ST_RETURN_IF_ERROR(CheckShardLayout(spec, shard, tp_comm, max_batch));
   std::unique_ptr<GPT> m(new GPT(spec, shard, tp_comm, max_batch, recompute));
-  const ParamLayout& lay = m->layout_;
-  auto off = [&](const std::string& name) {
-    const ParamEntry* e = lay.Find(name);
-    return e ? e->offset : int64_t{-1};
-  };
-  m->wte_ = off(llama ? "tok_embeddings.weight" : "transformer.wte.weight");
-  m->wpe_ = off("transformer.wpe.weight");
-  m->lnfw_ = off(llama ? "norm.weight" : "transformer.ln_f.weight");
-  m->lnfb_ = off("transformer.ln_f.bias");
-  m->head_w_ = spec.tied_embeddings() ? m->wte_ : off(llama ? "output.weight" : "lm_head.weight");
-  const int64_t tp = shard.tp, hs = spec.head_dim(), Fl = spec.ffn_hidden / tp;
-  m->kv_replicated_ = KvHeadsReplicated(spec, tp);
-  m->kv_heads_local_ = llama ? LocalKvHeads(spec, tp) : spec.n_head / tp;
-  m->q_head0_ = m->kv_replicated_ ? shard.tp_rank * (spec.n_head / tp) : 0;
-  m->qkv_width_ = spec.n_embd / tp + 2 * m->kv_heads_local_ * hs;
-  m->fc_out_width_ = Fl;
-  m->fc_width_ = llama ? 2 * Fl : Fl;
-  m->layer_off_.resize(spec.n_layer);
-  const int64_t V = spec.n_layer;
-  const int64_t virtual_stages = shard.pp * shard.vpp;
-  m->chunks_.resize(shard.vpp);
-  const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec, shard.pp, shard.vpp);
-  for (int64_t c = 0; c < shard.vpp; ++c) {
-    const int64_t v = c * shard.pp + shard.stage;
-    Chunk& ch = m->chunks_[c];
+  m->LocateEmbeddingAndHead();
+  m->SetTensorParallelWidths();
+  m->AssignChunks(slots);
+  m->AllocateBuffers(flat_multiple);
+  return m;
+}
+
+void GPT::LocateEmbeddingAndHead() {
+  wte_ = OffsetOf(layout_, llama() ? "tok_embeddings.weight" : "transformer.wte.weight");
+  wpe_ = OffsetOf(layout_, "transformer.wpe.weight");
+  lnfw_ = OffsetOf(layout_, llama() ? "norm.weight" : "transformer.ln_f.weight");
+  lnfb_ = OffsetOf(layout_, "transformer.ln_f.bias");
+  head_w_ = spec_.tied_embeddings()
+                ? wte_
+                : OffsetOf(layout_, llama() ? "output.weight" : "lm_head.weight");
+}
+
+void GPT::SetTensorParallelWidths() {
+  const int64_t tp = shard_.tp, hs = spec_.head_dim(), Fl = spec_.ffn_hidden / tp;
+  kv_replicated_ = KvHeadsReplicated(spec_, tp);
+  kv_heads_local_ = llama() ? LocalKvHeads(spec_, tp) : spec_.n_head / tp;
+  q_head0_ = kv_replicated_ ? shard_.tp_rank * (spec_.n_head / tp) : 0;
+  qkv_width_ = spec_.n_embd / tp + 2 * kv_heads_local_ * hs;
+  fc_out_width_ = Fl;
+  fc_width_ = llama() ? 2 * Fl : Fl;
+}
+
+void GPT::AssignChunks(const std::vector<int64_t>& slots) {
+  layer_off_.resize(spec_.n_layer);
+  const int64_t virtual_stages = shard_.pp * shard_.vpp;
+  chunks_.resize(shard_.vpp);
+  const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec_, shard_.pp, shard_.vpp);
+  for (int64_t c = 0; c < shard_.vpp; ++c) {
+    const int64_t v = c * shard_.pp + shard_.stage;
+    Chunk& ch = chunks_[c];
     ch.embedding = v == 0;
     ch.head = v == virtual_stages - 1;
-    for (int64_t l = 0; l < V; ++l) {
+    for (int64_t l = 0; l < spec_.n_layer; ++l) {
       if (stage_of[l] != v) continue;
       ch.layers.push_back(l);
-      m->layer_off_[l] = OffsetsOf(lay, spec, l);
+      layer_off_[l] = OffsetsOf(layout_, spec_, l);
     }
     const int64_t n = c < static_cast<int64_t>(slots.size()) ? std::max<int64_t>(1, slots[c]) : 1;
     ch.slots.resize(n);
   }
-  m->flat_numel_ = RoundUp(lay.total_numel, std::max<int64_t>(1, flat_multiple));
-  const size_t pbytes = static_cast<size_t>(m->flat_numel_) * sizeof(float);
-  m->params_ = Buffer(pbytes);
-  m->grads_ = Buffer(pbytes);
-  m->scratch_ = std::make_unique<Scratch>();
+}
+
+void GPT::AllocateBuffers(int64_t flat_multiple) {
+  flat_numel_ = RoundUp(layout_.total_numel, std::max<int64_t>(1, flat_multiple));
+  const size_t pbytes = static_cast<size_t>(flat_numel_) * sizeof(float);
+  params_ = Buffer(pbytes);
+  grads_ = Buffer(pbytes);
+  scratch_ = std::make_unique<Scratch>();
   // A dry run with no base counts the floats; then the real layout.
-  m->acts_ = Buffer(m->LayOutActivations(nullptr) * sizeof(float));
-  m->LayOutActivations(m->acts_.f32());
-  m->replicated_grads_ = std::make_unique<ReplicatedGrads>(&m->tp_, m->scratch_->replicated,
-                                                           kReplicatedPerBlock, spec.n_embd);
-  return m;
+  acts_ = Buffer(LayOutActivations(nullptr) * sizeof(float));
+  LayOutActivations(acts_.f32());
+  replicated_grads_ = std::make_unique<ReplicatedGrads>(&tp_, scratch_->replicated,
+                                                        kReplicatedPerBlock, spec_.n_embd);
 }
 
 GPT::LayerOffsets GPT::OffsetsOf(const ParamLayout& lay, const ModelSpec& spec, int64_t l) {
-  auto off = [&](const std::string& name) {
-    const ParamEntry* e = lay.Find(name);
-    return e ? e->offset : int64_t{-1};
-  };
+  auto off = [&](const std::string& name) { return OffsetOf(lay, name); };
   if (spec.arch == Arch::kLlama) {
     // wq, wk, wv adjacent (one fused [q | k | v] matmul from wq's offset);
     // w1, w3 adjacent ([gate | up] from w1's). No biases.
@@ -476,12 +504,7 @@ Status GPT::HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t 
   return rg.Reduce();
 }
 
-Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* tokens,
-                                const int32_t* targets, const float* input, int64_t B, int64_t T,
-                                const std::function<void(int64_t)>& on_layer_done) {
-  auto done = [&](int64_t layer) {
-    if (on_layer_done) on_layer_done(layer);
-  };
+Status GPT::CheckChunkCall(int64_t chunk, int64_t slot, int64_t B, int64_t T) const {
   if (chunk < 0 || chunk >= num_chunks() || slot < 0 || slot >= num_slots(chunk)) {
     return InvalidArgument("no chunk " + std::to_string(chunk) + " slot " + std::to_string(slot) +
                            " on this rank");
@@ -494,21 +517,35 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
   if (tp_.sp() && (B * T) % shard_.tp != 0) {
     return InvalidArgument("sequence parallelism needs B x T divisible by tp");
   }
+  return Status::Ok();
+}
+
+Status GPT::ForwardChunkInput(const Chunk& ch, SlotActs& s, const int32_t* tokens,
+                              const float* input,
+                              const std::function<void(int64_t)>& on_layer_done) {
+  if (!ch.embedding) {
+    std::memcpy(s.input, input,
+                static_cast<size_t>(residual_rows(s.B, s.T) * spec_.n_embd) * sizeof(float));
+    return Status::Ok();
+  }
+  s.tokens.assign(tokens, tokens + s.B * s.T);
+  ST_RETURN_IF_ERROR(Use(kEmbeddingLayer, false));
+  ST_RETURN_IF_ERROR(EmbeddingForward(s, s.B, s.T));
+  Notify(on_layer_done, kEmbeddingLayer);
+  return Status::Ok();
+}
+
+Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* tokens,
+                                const int32_t* targets, const float* input, int64_t B, int64_t T,
+                                const std::function<void(int64_t)>& on_layer_done) {
+  ST_RETURN_IF_ERROR(CheckChunkCall(chunk, slot, B, T));
   Chunk& ch = chunks_[chunk];
   SlotActs& s = ch.slots[slot];
-  const int64_t N = B * T;
   s.B = B;
   s.T = T;
-  if (ch.embedding) {
-    s.tokens.assign(tokens, tokens + N);
-    ST_RETURN_IF_ERROR(Use(kEmbeddingLayer, false));
-    ST_RETURN_IF_ERROR(EmbeddingForward(s, B, T));
-    done(kEmbeddingLayer);
-  } else {
-    std::memcpy(s.input, input, static_cast<size_t>(residual_rows(B, T) * spec_.n_embd) * sizeof(float));
-  }
+  ST_RETURN_IF_ERROR(ForwardChunkInput(ch, s, tokens, input, on_layer_done));
   if (ch.head && targets != nullptr) {
-    s.targets.assign(targets, targets + N);
+    s.targets.assign(targets, targets + B * T);
   } else {
     s.targets.clear();
   }
@@ -518,13 +555,13 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
     ST_RETURN_IF_ERROR(Use(ch.layers[i], false));
     ST_RETURN_IF_ERROR(LayerForward(ch.layers[i], L, x, B, T));
     x = s.layers[i].res3;
-    done(ch.layers[i]);
+    Notify(on_layer_done, ch.layers[i]);
   }
   float loss = 0.0f;
   if (ch.head) {
     ST_RETURN_IF_ERROR(Use(HeadLayer(spec_.n_layer), false));
     ST_ASSIGN_OR_RETURN(loss, HeadForward(s, x, B, T));
-    done(HeadLayer(spec_.n_layer));
+    Notify(on_layer_done, HeadLayer(spec_.n_layer));
   }
   ST_RETURN_IF_ERROR(Unuse());
   return loss;
@@ -544,9 +581,6 @@ const float* GPT::ChunkOutput(int64_t chunk, int64_t slot) const {
 
 Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float loss_scale,
                           const std::function<void(int64_t)>& on_grads_ready) {
-  auto ready = [&](int64_t layer) {
-    if (on_grads_ready) on_grads_ready(layer);
-  };
   Chunk& ch = chunks_[chunk];
   SlotActs& s = ch.slots[slot];
   const int64_t B = s.B, T = s.T;
@@ -557,7 +591,7 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
     }
     ST_RETURN_IF_ERROR(Use(HeadLayer(spec_.n_layer), true));
     ST_RETURN_IF_ERROR(HeadBackward(s, ChunkOutput(chunk, slot), loss_scale, B, T));
-    ready(HeadLayer(spec_.n_layer));
+    Notify(on_grads_ready, HeadLayer(spec_.n_layer));
   } else {
     std::memcpy(S.dres, dout, static_cast<size_t>(residual_rows(B, T) * spec_.n_embd) * sizeof(float));
   }
@@ -573,11 +607,11 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
       ST_RETURN_IF_ERROR(LayerForward(ch.layers[i], *L, x, B, T));
     }
     ST_RETURN_IF_ERROR(LayerBackward(ch.layers[i], *L, x, B, T));
-    ready(ch.layers[i]);
+    Notify(on_grads_ready, ch.layers[i]);
   }
   if (ch.embedding) {  // (reads no parameters: nothing to acquire)
     ST_RETURN_IF_ERROR(EmbeddingBackward(s, B, T));
-    ready(kEmbeddingLayer);
+    Notify(on_grads_ready, kEmbeddingLayer);
   }
   return Unuse();
 }

@@ -208,6 +208,12 @@ class GPT {
   Status QkvBackward(const LayerOffsets& o, const LayerActs& L, int64_t N);
   GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch,
       ActivationRecompute recompute);
+  // CreateShard's steps, in this order: the activation buffer is sized from
+  // the widths and the chunks' slots.
+  void LocateEmbeddingAndHead();
+  void SetTensorParallelWidths();
+  void AssignChunks(const std::vector<int64_t>& slots);
+  void AllocateBuffers(int64_t flat_multiple);
   // Points every activation slice into `base` (null: a dry run); returns
   // the floats used.
   size_t LayOutActivations(float* base);
@@ -220,6 +226,12 @@ class GPT {
   // kept in the slot.
   LayerActs ForwardActs(SlotActs& s, size_t i);
 
+  // ForwardChunk's arguments against this rank's chunks and the model's
+  // batch; then the chunk's input: the embedding of the tokens, or a copy of
+  // the previous chunk's output.
+  Status CheckChunkCall(int64_t chunk, int64_t slot, int64_t B, int64_t T) const;
+  Status ForwardChunkInput(const Chunk& ch, SlotActs& s, const int32_t* tokens, const float* input,
+                           const std::function<void(int64_t)>& on_layer_done);
   Status LayerForward(int64_t layer, LayerActs& L, const float* x, int64_t B, int64_t T);
   Status LayerBackward(int64_t layer, LayerActs& L, const float* x, int64_t B, int64_t T);
   Status EmbeddingForward(SlotActs& s, int64_t B, int64_t T);

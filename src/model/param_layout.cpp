@@ -263,60 +263,82 @@ int64_t LocalKvHeads(const ModelSpec& spec, int64_t tp) {
 }
 
 namespace {
+
 bool IsKvWeight(const std::string& name) {
   return name.find("attention.wk.") != std::string::npos || name.find("attention.wv.") != std::string::npos;
 }
+
+// How a tensor is split over TP at this layout: as in the whole model's
+// layout, except that Llama's key/value weights are held whole when tp does
+// not divide n_kv_head.
+TpSplit RankTpSplit(const ModelSpec& spec, int64_t tp, const ParamEntry& g) {
+  return KvHeadsReplicated(spec, tp) && IsKvWeight(g.name) ? TpSplit::kReplicated : g.tp_split;
+}
+
+// e's shard geometry for its split: the dimension cut, the parts cut
+// separately (the fused q, k, v), and the shard's shape. A replicated
+// tensor's copies past tp rank 0 are not unique.
+void ShapeAsTpShard(ParamEntry& e, const ModelShard& sh) {
+  switch (e.tp_split) {
+    case TpSplit::kReplicated:
+      e.shard_dim = -1;
+      e.unique = e.unique && sh.tp_rank == 0;
+      break;
+    case TpSplit::kColumn:
+    case TpSplit::kVocab:
+      e.shard_dim = 0;
+      break;
+    case TpSplit::kRow:
+      e.shard_dim = 1;
+      break;
+  }
+  if (e.name.find("c_attn") != std::string::npos) e.shard_parts = 3;  // q, k, v
+  if (e.shard_dim >= 0) e.shape[static_cast<size_t>(e.shard_dim)] /= sh.tp;
+}
+
+// The entry of the whole model's tensor `g` as this rank holds it, appended
+// to its flat buffer.
+void AddRankEntry(ParamLayout& out, const ParamEntry& g, int64_t layer, bool tied_copy,
+                  const ModelSpec& spec, const ModelShard& sh) {
+  ParamEntry e = g;
+  e.full_shape = g.shape;
+  e.layer = layer;
+  e.pp_stage = sh.stage;
+  e.tp = sh.tp;
+  e.tp_rank = sh.tp_rank;
+  e.tied_copy = tied_copy;
+  e.unique = !tied_copy;
+  e.tp_split = RankTpSplit(spec, sh.tp, g);
+  ShapeAsTpShard(e, sh);
+  e.numel = NumElements(e.shape);
+  e.offset = out.total_numel;
+  out.total_numel += e.numel;
+  out.entries.push_back(std::move(e));
+}
+
+// Whether this rank's stage runs the layer `g` belongs to: the embedding on
+// the first stage, the head on the last, a block on the stage of its chunk.
+bool StageRuns(const ParamEntry& g, const std::vector<int64_t>& stage_of, const ModelShard& sh,
+               int64_t n_layer) {
+  if (g.layer == kEmbeddingLayer) return sh.stage == 0;
+  if (g.layer == HeadLayer(n_layer)) return sh.stage == sh.pp - 1;
+  return stage_of[g.layer] % sh.pp == sh.stage;
+}
+
 }  // namespace
 
 ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
   const ParamLayout global = BuildParamLayout(spec, 1);
-  const int64_t L = spec.n_layer;
-  const bool first = sh.stage == 0;
-  const bool last = sh.stage == sh.pp - 1;
-  ParamLayout out;
-  auto add = [&](const ParamEntry& g, int64_t layer, bool tied_copy) {
-    ParamEntry e = g;
-    e.full_shape = g.shape;
-    e.layer = layer;
-    e.pp_stage = sh.stage;
-    e.tp = sh.tp;
-    e.tp_rank = sh.tp_rank;
-    e.tied_copy = tied_copy;
-    e.unique = !tied_copy;
-    const TpSplit split =
-        KvHeadsReplicated(spec, sh.tp) && IsKvWeight(g.name) ? TpSplit::kReplicated : g.tp_split;
-    e.tp_split = split;
-    switch (split) {
-      case TpSplit::kReplicated:
-        e.shard_dim = -1;
-        e.unique = e.unique && sh.tp_rank == 0;
-        break;
-      case TpSplit::kColumn:
-      case TpSplit::kVocab:
-        e.shard_dim = 0;
-        break;
-      case TpSplit::kRow:
-        e.shard_dim = 1;
-        break;
-    }
-    if (g.name.find("c_attn") != std::string::npos) e.shard_parts = 3;  // q, k, v
-    if (e.shard_dim >= 0) e.shape[static_cast<size_t>(e.shard_dim)] /= sh.tp;
-    e.numel = NumElements(e.shape);
-    e.offset = out.total_numel;
-    out.total_numel += e.numel;
-    out.entries.push_back(std::move(e));
-  };
   const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec, sh.pp, sh.vpp);
-  const ParamEntry& wte = global.entries[0];
-  if (sh.pp > 1 && last && spec.tied_embeddings()) add(wte, kEmbeddingLayer, true);
+  ParamLayout out;
+  // The last stage's copy of a tied embedding (its head's weight) leads its
+  // buffer, as the embedding leads the first stage's (DpTiedFrontNumel).
+  const bool last = sh.stage == sh.pp - 1;
+  if (sh.pp > 1 && last && spec.tied_embeddings()) {
+    AddRankEntry(out, global.entries[0], kEmbeddingLayer, true, spec, sh);
+  }
   for (const ParamEntry& g : global.entries) {
-    if (g.layer == kEmbeddingLayer) {
-      if (first) add(g, kEmbeddingLayer, false);
-    } else if (g.layer == HeadLayer(L)) {
-      if (last) add(g, HeadLayer(L), false);
-    } else if (stage_of[g.layer] % sh.pp == sh.stage) {
-      add(g, g.layer, false);
-    }
+    if (StageRuns(g, stage_of, sh, spec.n_layer)) AddRankEntry(out, g, g.layer, false, spec, sh);
   }
   // Chunk order: a stage's chunks run layers c*pp+stage; entries above are in
   // layer order, which is chunk order as virtual stages ascend with layers.

@@ -102,42 +102,92 @@ std::string PipeActionToString(const PipeAction& a) {
   return s + (sends ? " -> s" : " <- s") + Str(a.peer_stage) + " c" + Str(a.peer_chunk);
 }
 
-Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
-                                               int32_t m) {
+namespace {
+
+Status CheckInterleavedShape(int32_t pp, int32_t vpp, int32_t m) {
+  if (vpp < 2) {
+    return InvalidArgument("the interleaved schedule needs vpp >= 2 model chunks per stage (got " +
+                           Str(vpp) + "); with one chunk per stage use 1f1b");
+  }
+  // With one stage there is no bubble for interleaving to shrink, and its
+  // chunks would only hand tensors to themselves.
+  if (pp < 2) return InvalidArgument("the interleaved schedule needs pp >= 2; use 1f1b");
+  if (m % pp != 0) {
+    const int32_t lo = m / pp * pp;
+    return InvalidArgument("the interleaved schedule needs micro-batches (" + Str(m) +
+                           ") to be a multiple of pp (" + Str(pp) +
+                           "), as Megatron-LM requires; use " + (lo > 0 ? Str(lo) + " or " : "") +
+                           Str(lo + pp) + " micro-batches");
+  }
+  // Virtual stages and action counts are int32 (one step of a real run
+  // has thousands, not billions).
+  if (static_cast<int64_t>(m) * vpp * pp > std::numeric_limits<int32_t>::max() / 8) {
+    return InvalidArgument("pipeline schedule too large: pp x vpp x micro-batches = " +
+                           Str(static_cast<int64_t>(m) * vpp * pp));
+  }
+  return Status::Ok();
+}
+
+Status CheckScheduleShape(ScheduleKind kind, int32_t pp, int32_t vpp, int32_t m) {
   if (pp < 1 || vpp < 1 || m < 1) {
     return InvalidArgument("a pipeline schedule needs pp, vpp and micro-batches >= 1 (got pp=" +
                            Str(pp) + ", vpp=" + Str(vpp) + ", micro-batches=" + Str(m) + ")");
   }
-  const std::string name = ScheduleKindName(kind);
-  if (kind != ScheduleKind::kInterleaved && vpp != 1) {
-    return InvalidArgument("the " + name +
+  if (kind == ScheduleKind::kInterleaved) return CheckInterleavedShape(pp, vpp, m);
+  if (vpp != 1) {
+    return InvalidArgument("the " + std::string(ScheduleKindName(kind)) +
                            " schedule runs one model chunk per stage (vpp = 1, got " + Str(vpp) +
                            "); use vpp = 1 or the interleaved schedule");
   }
-  if (kind == ScheduleKind::kInterleaved) {
-    if (vpp < 2) {
-      return InvalidArgument(
-          "the interleaved schedule needs vpp >= 2 model chunks per stage (got " + Str(vpp) +
-          "); with one chunk per stage use 1f1b");
-    }
-    // With one stage there is no bubble for interleaving to shrink, and its
-    // chunks would only hand tensors to themselves.
-    if (pp < 2) return InvalidArgument("the interleaved schedule needs pp >= 2; use 1f1b");
-    if (m % pp != 0) {
-      const int32_t lo = m / pp * pp;
-      return InvalidArgument("the interleaved schedule needs micro-batches (" + Str(m) +
-                             ") to be a multiple of pp (" + Str(pp) +
-                             "), as Megatron-LM requires; use " + (lo > 0 ? Str(lo) + " or " : "") +
-                             Str(lo + pp) + " micro-batches");
-    }
-    // Virtual stages and action counts are int32 (one step of a real run
-    // has thousands, not billions).
-    if (static_cast<int64_t>(m) * vpp * pp > std::numeric_limits<int32_t>::max() / 8) {
-      return InvalidArgument("pipeline schedule too large: pp x vpp x micro-batches = " +
-                             Str(static_cast<int64_t>(m) * vpp * pp));
-    }
-  }
+  return Status::Ok();
+}
 
+// The forwards a stage runs before its first backward.
+int32_t WarmUpForwards(ScheduleKind kind, int32_t pp, int32_t vpp, int32_t m, int32_t stage) {
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+      return m;
+    case ScheduleKind::k1F1B:
+      // Enough forwards in flight that the first backward, coming back
+      // from the last stage, arrives just as the warm-up ends.
+      return std::min(pp - stage - 1, m);
+    case ScheduleKind::kInterleaved:
+      // Megatron-Core's warm-up count: two forwards per later stage (a
+      // round trip through each) plus one group of pp for every chunk
+      // before the last.
+      return std::min((pp - stage - 1) * 2 + (vpp - 1) * pp, m * vpp);
+  }
+  return m;
+}
+
+// A stage's list, every schedule's shape: the warm-up's forwards, then a
+// forward and a backward in turn, then the backwards left (GPipe's warm-up
+// is every forward, so it never alternates). The k-th forward
+// or backward is of the (micro-batch, chunk) step(k, forward) names.
+template <typename Step>
+void AppendStageActions(StageListBuilder& b, int32_t warm, int32_t total, Step step) {
+  const auto forward = [&](int32_t k) {
+    const auto [mb, chunk] = step(k, true);
+    b.Forward(mb, chunk);
+  };
+  const auto backward = [&](int32_t k) {
+    const auto [mb, chunk] = step(k, false);
+    b.Backward(mb, chunk);
+  };
+  int32_t f = 0, bw = 0;
+  for (; f < warm; ++f) forward(f);
+  for (; f < total; ++f, ++bw) {
+    forward(f);
+    backward(bw);
+  }
+  for (; bw < total; ++bw) backward(bw);
+}
+
+}  // namespace
+
+Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
+                                               int32_t m) {
+  ST_RETURN_IF_ERROR(CheckScheduleShape(kind, pp, vpp, m));
   PipelineSchedule s;
   s.kind = kind;
   s.pp = pp;
@@ -149,47 +199,15 @@ Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, in
     // one receive and one send.
     s.stages[st].reserve(static_cast<size_t>(6) * m * vpp);
     StageListBuilder b(s, st, &s.stages[st]);
-    switch (kind) {
-      case ScheduleKind::kGPipe:
-        for (int32_t i = 0; i < m; ++i) b.Forward(i, 0);
-        for (int32_t i = 0; i < m; ++i) b.Backward(i, 0);
-        break;
-      case ScheduleKind::k1F1B: {
-        // Enough forwards in flight that the first backward, coming back
-        // from the last stage, arrives just as the warm-up ends.
-        const int32_t warm = std::min(pp - st - 1, m);
-        int32_t f = 0, bw = 0;
-        for (; f < warm; ++f) b.Forward(f, 0);
-        for (; f < m; ++f, ++bw) {
-          b.Forward(f, 0);
-          b.Backward(bw, 0);
-        }
-        for (; bw < m; ++bw) b.Backward(bw, 0);
-        break;
-      }
-      case ScheduleKind::kInterleaved: {
-        // Megatron-Core's warm-up count: two forwards per later stage (a
-        // round trip through each) plus one group of pp for every chunk
-        // before the last.
-        const int32_t total = m * vpp;
-        const int32_t warm = std::min((pp - st - 1) * 2 + (vpp - 1) * pp, total);
-        auto fwd = [&](int32_t k) {
-          auto [mb, c] = InterleavedStep(k, pp, vpp, true);
-          b.Forward(mb, c);
-        };
-        auto bwd = [&](int32_t k) {
-          auto [mb, c] = InterleavedStep(k, pp, vpp, false);
-          b.Backward(mb, c);
-        };
-        int32_t f = 0, bw = 0;
-        for (; f < warm; ++f) fwd(f);
-        for (; f < total; ++f, ++bw) {
-          fwd(f);
-          bwd(bw);
-        }
-        for (; bw < total; ++bw) bwd(bw);
-        break;
-      }
+    const int32_t warm = WarmUpForwards(kind, pp, vpp, m, st);
+    if (kind == ScheduleKind::kInterleaved) {
+      AppendStageActions(b, warm, m * vpp, [&](int32_t k, bool forward) {
+        return InterleavedStep(k, pp, vpp, forward);
+      });
+    } else {
+      AppendStageActions(b, warm, m, [](int32_t k, bool) {
+        return std::pair<int32_t, int32_t>{k, 0};
+      });
     }
   }
   return s;

@@ -7,8 +7,30 @@
 namespace scaletrain {
 
 namespace {
+
 constexpr int64_t kScalarBytes = static_cast<int64_t>(sizeof(double));
 constexpr int64_t kCeStatBytes = 4;  // fp32 cross-entropy statistics
+
+// A step's collectives in the order they are listed.
+class StepCollectiveList {
+ public:
+  // `calls` of `bytes_each`; none listed when there are no calls.
+  void Add(const char* what, CollectiveKind kind, int64_t calls, int64_t bytes_each,
+           StepPhase phase) {
+    if (calls > 0) out_.push_back({what, kind, calls, calls * bytes_each, phase});
+  }
+  // `calls` moving `total_bytes` between them (a sum of state that is per
+  // step, not per call).
+  void AddTotal(const char* what, CollectiveKind kind, int64_t calls, int64_t total_bytes,
+                StepPhase phase) {
+    out_.push_back({what, kind, calls, total_bytes, phase});
+  }
+  std::vector<StepCollective> Take() { return std::move(out_); }
+
+ private:
+  std::vector<StepCollective> out_;
+};
+
 }  // namespace
 
 RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_layout) {
@@ -44,70 +66,89 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
   return r;
 }
 
+namespace {
+
+using K = CollectiveKind;
+
+// The blocks whose forward reruns in backward: all under full recompute, or
+// the first recompute_layers of each of the rank's vpp chunks (all of a
+// chunk when it has fewer); none without it.
+int64_t RecomputedBlocks(const ModelShard& shard, const RankParams& rank,
+                         const TpPpStepOptions& o) {
+  if (!o.recompute_full) return 0;
+  const int64_t n = rank.layers, chunks = std::max<int64_t>(1, shard.vpp);
+  return o.recompute_layers > 0 ? std::min(n, chunks * o.recompute_layers) : n;
+}
+
+// The blocks' collectives: one all-reduce per block half each way, or its SP
+// pair; with SP the norms' and biases' partial gradients summed per block.
+void AddBlockCollectives(const RankParams& rank, const TpPpStepOptions& o, bool sp, int64_t act,
+                         int64_t rc, StepCollectiveList& list) {
+  const int64_t m = o.micro_batches, n = rank.layers;
+  if (!sp) {
+    list.Add("block all-reduce (forward)", K::kAllreduce, 2 * n * m, act, StepPhase::kForward);
+    list.Add("block all-reduce (recomputed forward)", K::kAllreduce, rc * 2 * m, act,
+             StepPhase::kBackward);
+    list.Add("block all-reduce (backward)", K::kAllreduce, 2 * n * m, act, StepPhase::kBackward);
+    return;
+  }
+  list.Add("block all-gather (forward)", K::kAllgather, 2 * n * m, act, StepPhase::kForward);
+  list.Add("block reduce-scatter (forward)", K::kReduceScatter, 2 * n * m, act,
+           StepPhase::kForward);
+  list.Add("block all-gather (recomputed forward)", K::kAllgather, rc * 2 * m, act,
+           StepPhase::kBackward);
+  list.Add("block reduce-scatter (recomputed forward)", K::kReduceScatter, rc * 2 * m, act,
+           StepPhase::kBackward);
+  list.Add("block all-gather (backward)", K::kAllgather, 2 * n * m, act, StepPhase::kBackward);
+  list.Add("block reduce-scatter (backward)", K::kReduceScatter, 2 * n * m, act,
+           StepPhase::kBackward);
+  if (n > 0) {
+    list.AddTotal("block norm/bias gradient all-reduce", K::kAllreduce, n * m,
+                  m * rank.block_replicated_numel * o.elem_bytes, StepPhase::kBackward);
+  }
+}
+
+// The vocab-parallel embedding (virtual stage 0) and the head with its
+// cross-entropy (the last), where this rank runs them.
+void AddEmbeddingAndHeadCollectives(const RankParams& rank, const TpPpStepOptions& o, bool sp,
+                                    int64_t act, int64_t rows, StepCollectiveList& list) {
+  const int64_t m = o.micro_batches;
+  if (rank.embedding) {
+    list.Add(sp ? "embedding reduce-scatter" : "embedding all-reduce",
+             sp ? K::kReduceScatter : K::kAllreduce, m, act, StepPhase::kForward);
+    if (sp) list.Add("embedding gradient all-gather", K::kAllgather, m, act, StepPhase::kBackward);
+  }
+  if (!rank.head) return;
+  if (sp) list.Add("final norm all-gather", K::kAllgather, m, act, StepPhase::kForward);
+  list.Add("cross-entropy row max", K::kAllreduce, m, rows * kCeStatBytes, StepPhase::kForward);
+  list.Add("cross-entropy sums", K::kAllreduce, m, 2 * rows * kCeStatBytes, StepPhase::kForward);
+  list.Add(sp ? "head input-gradient reduce-scatter" : "head input-gradient all-reduce",
+           sp ? K::kReduceScatter : K::kAllreduce, m, act, StepPhase::kBackward);
+  if (sp) {
+    list.Add("final norm gradient all-reduce", K::kAllreduce, m,
+             rank.head_replicated_numel * o.elem_bytes, StepPhase::kBackward);
+  }
+}
+
+}  // namespace
+
 std::vector<StepCollective> TensorParallelStepCollectives(const ModelSpec& spec,
                                                           const ModelShard& shard,
                                                           const RankParams& rank,
                                                           const TpPpStepOptions& o) {
   if (shard.tp <= 1) return {};
-  using K = CollectiveKind;
   const int64_t m = o.micro_batches, n = rank.layers, rows = o.micro_batch * spec.block_size;
   const int64_t act = rows * spec.n_embd * o.elem_bytes;  // one full activation
-  const bool sp = shard.sp;
-  std::vector<StepCollective> out;
-  auto add = [&](const char* what, K kind, int64_t calls, int64_t bytes_each, StepPhase phase) {
-    if (calls > 0) out.push_back({what, kind, calls, calls * bytes_each, phase});
-  };
-  // Blocks: one all-reduce per block half each way, or its SP pair.
-  // The blocks whose forward reruns: all, or the first recompute_layers of
-  // each of the rank's vpp chunks (all of a chunk when it has fewer).
-  int64_t rc = 0;
-  if (o.recompute_full) {
-    const int64_t chunks = std::max<int64_t>(1, shard.vpp);
-    rc = o.recompute_layers > 0 ? std::min(n, chunks * o.recompute_layers) : n;
-  }
-  if (sp) {
-    add("block all-gather (forward)", K::kAllgather, 2 * n * m, act, StepPhase::kForward);
-    add("block reduce-scatter (forward)", K::kReduceScatter, 2 * n * m, act, StepPhase::kForward);
-    add("block all-gather (recomputed forward)", K::kAllgather, rc * 2 * m, act,
-        StepPhase::kBackward);
-    add("block reduce-scatter (recomputed forward)", K::kReduceScatter, rc * 2 * m, act,
-        StepPhase::kBackward);
-    add("block all-gather (backward)", K::kAllgather, 2 * n * m, act, StepPhase::kBackward);
-    add("block reduce-scatter (backward)", K::kReduceScatter, 2 * n * m, act, StepPhase::kBackward);
-    if (n > 0) {
-      // One all-reduce per block of its partial norm and bias gradients.
-      out.push_back({"block norm/bias gradient all-reduce", K::kAllreduce, n * m,
-                     m * rank.block_replicated_numel * o.elem_bytes, StepPhase::kBackward});
-    }
-  } else {
-    add("block all-reduce (forward)", K::kAllreduce, 2 * n * m, act, StepPhase::kForward);
-    add("block all-reduce (recomputed forward)", K::kAllreduce, rc * 2 * m, act,
-        StepPhase::kBackward);
-    add("block all-reduce (backward)", K::kAllreduce, 2 * n * m, act, StepPhase::kBackward);
-  }
+  StepCollectiveList list;
+  AddBlockCollectives(rank, o, shard.sp, act, RecomputedBlocks(shard, rank, o), list);
   if (n > 0 && rank.block_kv_replicated_numel > 0) {
     // Replicated key/value weights: one all-reduce per block backward.
-    out.push_back({"block key/value gradient all-reduce", K::kAllreduce, n * m,
-                   m * rank.block_kv_replicated_numel * o.elem_bytes, StepPhase::kBackward});
+    list.AddTotal("block key/value gradient all-reduce", K::kAllreduce, n * m,
+                  m * rank.block_kv_replicated_numel * o.elem_bytes, StepPhase::kBackward);
   }
-  if (rank.embedding) {
-    add(sp ? "embedding reduce-scatter" : "embedding all-reduce",
-        sp ? K::kReduceScatter : K::kAllreduce, m, act, StepPhase::kForward);
-    if (sp) add("embedding gradient all-gather", K::kAllgather, m, act, StepPhase::kBackward);
-  }
-  if (rank.head) {
-    if (sp) add("final norm all-gather", K::kAllgather, m, act, StepPhase::kForward);
-    add("cross-entropy row max", K::kAllreduce, m, rows * kCeStatBytes, StepPhase::kForward);
-    add("cross-entropy sums", K::kAllreduce, m, 2 * rows * kCeStatBytes, StepPhase::kForward);
-    add(sp ? "head input-gradient reduce-scatter" : "head input-gradient all-reduce",
-        sp ? K::kReduceScatter : K::kAllreduce, m, act, StepPhase::kBackward);
-    if (sp) {
-      add("final norm gradient all-reduce", K::kAllreduce, m,
-          rank.head_replicated_numel * o.elem_bytes, StepPhase::kBackward);
-    }
-  }
-  add("gradient-norm sum", K::kAllreduce, 1, kScalarBytes, StepPhase::kStep);
-  return out;
+  AddEmbeddingAndHeadCollectives(rank, o, shard.sp, act, rows, list);
+  list.Add("gradient-norm sum", K::kAllreduce, 1, kScalarBytes, StepPhase::kStep);
+  return list.Take();
 }
 
 int64_t PipelineMessageNumel(const ModelSpec& spec, const ModelShard& shard, int64_t micro_batch,
@@ -124,7 +165,6 @@ std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const
                                                     const PipelineSchedule& schedule,
                                                     const TpPpStepOptions& o) {
   if (shard.pp <= 1) return {};
-  using K = CollectiveKind;
   // The stage's actions counted by kind (kRecvGradient is the last PipeOp).
   std::array<int64_t, static_cast<size_t>(PipeOp::kRecvGradient) + 1> ops{};
   for (const PipeAction& a : schedule.stages.at(static_cast<size_t>(shard.stage))) {
@@ -135,24 +175,21 @@ std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const
   const int64_t recv_act = count(PipeOp::kRecvActivation), recv_grad = count(PipeOp::kRecvGradient);
   const int64_t msg =
       PipelineMessageNumel(spec, shard, o.micro_batch, o.pp_scatter_gather) * o.elem_bytes;
-  std::vector<StepCollective> out;
-  auto add = [&](const char* what, K kind, int64_t calls, int64_t bytes_each, StepPhase phase) {
-    if (calls > 0) out.push_back({what, kind, calls, calls * bytes_each, phase});
-  };
-  add("activation send", K::kSend, send_act, msg, StepPhase::kForward);
-  add("activation receive", K::kRecv, recv_act, msg, StepPhase::kForward);
-  add("gradient send", K::kSend, send_grad, msg, StepPhase::kBackward);
-  add("gradient receive", K::kRecv, recv_grad, msg, StepPhase::kBackward);
+  StepCollectiveList list;
+  list.Add("activation send", K::kSend, send_act, msg, StepPhase::kForward);
+  list.Add("activation receive", K::kRecv, recv_act, msg, StepPhase::kForward);
+  list.Add("gradient send", K::kSend, send_grad, msg, StepPhase::kBackward);
+  list.Add("gradient receive", K::kRecv, recv_grad, msg, StepPhase::kBackward);
   const bool ends = shard.stage == 0 || shard.stage == shard.pp - 1;
   if (ends && spec.tied_embeddings()) {
-    add("tied embedding gradient send", K::kSend, 1, rank.vocab_numel * o.elem_bytes,
-        StepPhase::kStep);
-    add("tied embedding gradient receive", K::kRecv, 1, rank.vocab_numel * o.elem_bytes,
-        StepPhase::kStep);
+    list.Add("tied embedding gradient send", K::kSend, 1, rank.vocab_numel * o.elem_bytes,
+             StepPhase::kStep);
+    list.Add("tied embedding gradient receive", K::kRecv, 1, rank.vocab_numel * o.elem_bytes,
+             StepPhase::kStep);
   }
-  add("loss sum", K::kAllreduce, 1, kScalarBytes, StepPhase::kStep);
-  add("gradient-norm sum", K::kAllreduce, 1, kScalarBytes, StepPhase::kStep);
-  return out;
+  list.Add("loss sum", K::kAllreduce, 1, kScalarBytes, StepPhase::kStep);
+  list.Add("gradient-norm sum", K::kAllreduce, 1, kScalarBytes, StepPhase::kStep);
+  return list.Take();
 }
 
 }  // namespace scaletrain

@@ -46,45 +46,74 @@ std::pair<double, double> Range(double lo, double hi, bool from_zero) {
   return {lo, hi + (hi - lo) * 0.05};
 }
 
-}  // namespace
+// A chart without data says so, where its plot would be.
+std::string NoDataYet(Svg& svg, const Frame& f) {
+  svg.Text(f.x0 + f.w / 2, f.y0 - f.h / 2, "no data yet", 13, "middle", "#777");
+  return svg.Finish();
+}
 
-std::string LineChart(const std::string& title, const std::string& x_label, const std::string& y_label,
-                      const std::vector<Series>& series) {
-  Svg svg(kWidth, kHeight);
-  const Frame f = DrawFrame(svg, title, x_label, y_label);
+// Horizontal grid lines at the y axis' ticks, labelled on the left; y maps a
+// value to its height in the frame.
+template <typename ToY>
+void YGrid(Svg& svg, const Frame& f, double lo, double hi, ToY y) {
+  for (double t : NiceTicks(lo, hi, 5)) {
+    svg.Line(f.x0, y(t), f.x0 + f.w, y(t), "#eee");
+    svg.Text(f.x0 - 6, y(t) + 4, TickLabel(t), 11, "end");
+  }
+}
+
+// The spans of a line chart's axes over its finite points: x as far as they
+// reach (a single x widened by 1 each way), y with Range's room. xlo stays
+// infinite when no point is finite.
+struct Axes {
   double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
+};
+
+Axes AxesOf(const std::vector<Series>& series) {
+  Axes a;
   for (const Series& s : series) {
     for (const auto& [x, y] : s.points) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      xlo = std::min(xlo, x), xhi = std::max(xhi, x), ylo = std::min(ylo, y), yhi = std::max(yhi, y);
+      a.xlo = std::min(a.xlo, x), a.xhi = std::max(a.xhi, x);
+      a.ylo = std::min(a.ylo, y), a.yhi = std::max(a.yhi, y);
     }
   }
-  if (!std::isfinite(xlo)) {
-    svg.Text(f.x0 + f.w / 2, f.y0 - f.h / 2, "no data yet", 13, "middle", "#777");
-    return svg.Finish();
+  if (!std::isfinite(a.xlo)) return a;
+  if (!(a.xhi > a.xlo)) a.xlo -= 1, a.xhi += 1;
+  std::tie(a.ylo, a.yhi) = Range(a.ylo, a.yhi, false);
+  return a;
+}
+
+// One series as a line (markers where asked, or for a lone point) and its
+// legend entry, the `shown`-th; a series without a finite point is skipped.
+template <typename ToX, typename ToY>
+void DrawSeries(Svg& svg, const Frame& f, const Series& s, ToX to_x, ToY to_y, size_t* shown) {
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& [x, y] : s.points) {
+    if (std::isfinite(x) && std::isfinite(y)) pts.emplace_back(to_x(x), to_y(y));
   }
-  if (!(xhi > xlo)) xlo -= 1, xhi += 1;
-  std::tie(ylo, yhi) = Range(ylo, yhi, false);
-  auto X = [&](double x) { return f.x0 + (x - xlo) / (xhi - xlo) * f.w; };
-  auto Y = [&](double y) { return f.y0 - (y - ylo) / (yhi - ylo) * f.h; };
-  for (double t : NiceTicks(ylo, yhi, 5)) {
-    svg.Line(f.x0, Y(t), f.x0 + f.w, Y(t), "#eee");
-    svg.Text(f.x0 - 6, Y(t) + 4, TickLabel(t), 11, "end");
+  if (pts.empty()) return;
+  svg.Polyline(pts, s.color, 1.8, s.dashed ? "6,4" : "");
+  if (s.markers || pts.size() == 1) {
+    for (const auto& [x, y] : pts) svg.Circle(x, y, 3, s.color);
   }
-  for (double t : NiceTicks(xlo, xhi, 8)) svg.Text(X(t), f.y0 + 16, TickLabel(t), 11, "middle");
+  Legend(svg, f, (*shown)++, s.name, s.color);
+}
+
+}  // namespace
+
+std::string LineChart(const std::string& title, const std::string& x_label,
+                      const std::string& y_label, const std::vector<Series>& series) {
+  Svg svg(kWidth, kHeight);
+  const Frame f = DrawFrame(svg, title, x_label, y_label);
+  const Axes a = AxesOf(series);
+  if (!std::isfinite(a.xlo)) return NoDataYet(svg, f);
+  auto X = [&](double x) { return f.x0 + (x - a.xlo) / (a.xhi - a.xlo) * f.w; };
+  auto Y = [&](double y) { return f.y0 - (y - a.ylo) / (a.yhi - a.ylo) * f.h; };
+  YGrid(svg, f, a.ylo, a.yhi, Y);
+  for (double t : NiceTicks(a.xlo, a.xhi, 8)) svg.Text(X(t), f.y0 + 16, TickLabel(t), 11, "middle");
   size_t shown = 0;
-  for (const Series& s : series) {
-    std::vector<std::pair<double, double>> pts;
-    for (const auto& [x, y] : s.points) {
-      if (std::isfinite(x) && std::isfinite(y)) pts.emplace_back(X(x), Y(y));
-    }
-    if (pts.empty()) continue;
-    svg.Polyline(pts, s.color, 1.8, s.dashed ? "6,4" : "");
-    if (s.markers || pts.size() == 1) {
-      for (const auto& [x, y] : pts) svg.Circle(x, y, 3, s.color);
-    }
-    Legend(svg, f, shown++, s.name, s.color);
-  }
+  for (const Series& s : series) DrawSeries(svg, f, s, X, Y, &shown);
   return svg.Finish();
 }
 
@@ -93,10 +122,7 @@ std::string StackedBars(const std::string& title, const std::string& x_label, co
   Svg svg(kWidth, kHeight);
   const Frame f = DrawFrame(svg, title, x_label, y_label);
   const size_t n = bar_labels.size();
-  if (n == 0 || stacks.empty()) {
-    svg.Text(f.x0 + f.w / 2, f.y0 - f.h / 2, "no data yet", 13, "middle", "#777");
-    return svg.Finish();
-  }
+  if (n == 0 || stacks.empty()) return NoDataYet(svg, f);
   double top = 0;
   for (size_t i = 0; i < n; ++i) {
     double sum = 0;
@@ -105,10 +131,7 @@ std::string StackedBars(const std::string& title, const std::string& x_label, co
   }
   top = Range(0, top, true).second;
   auto Y = [&](double v) { return f.y0 - v / top * f.h; };
-  for (double t : NiceTicks(0, top, 5)) {
-    svg.Line(f.x0, Y(t), f.x0 + f.w, Y(t), "#eee");
-    svg.Text(f.x0 - 6, Y(t) + 4, TickLabel(t), 11, "end");
-  }
+  YGrid(svg, f, 0, top, Y);
   const double slot = f.w / static_cast<double>(n), gap = n > 40 ? 0 : slot * 0.2;
   const size_t label_every = std::max<size_t>(1, n / 10);
   for (size_t i = 0; i < n; ++i) {
@@ -135,10 +158,7 @@ std::string Heatmap(const std::string& title, const std::string& x_label, const 
   for (const auto& row : values) {
     for (double v : row) lo = std::min(lo, v), hi = std::max(hi, v);
   }
-  if (row_labels.empty() || col_labels.empty() || !std::isfinite(lo)) {
-    svg.Text(f.x0 + f.w / 2, f.y0 - f.h / 2, "no data yet", 13, "middle", "#777");
-    return svg.Finish();
-  }
+  if (row_labels.empty() || col_labels.empty() || !std::isfinite(lo)) return NoDataYet(svg, f);
   auto Color = [&](double v) {
     const double t = hi > lo ? (v - lo) / (hi - lo) : 0.0;  // 0: white, 1: dark red
     const int r = static_cast<int>(255 - t * 75), g = static_cast<int>(255 - t * 235), b = static_cast<int>(255 - t * 225);

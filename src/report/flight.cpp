@@ -69,12 +69,9 @@ std::string MemberLine(const FlightFile* mf, int64_t m, const FlightOp& stuck,
          ", its newest of all " + Describe(newest) + " (" + newest.state + "); stopped by " + mf->reason;
 }
 
-}  // namespace
-
-HangDiagnosis DiagnoseHang(const std::vector<FlightFile>& files) {
-  HangDiagnosis d;
-  if (files.empty()) return d;
-  // A fatal signal names its rank directly.
+// Each rank that died of a fatal signal, named as a culprit with its last
+// operation.
+void AddFatalSignals(const std::vector<FlightFile>& files, HangDiagnosis& d) {
   for (const FlightFile& f : files) {
     if (!StartsWith(f.reason, "fatal signal")) continue;
     d.hang = true;
@@ -83,38 +80,74 @@ HangDiagnosis DiagnoseHang(const std::vector<FlightFile>& files) {
     if (!f.ops.empty()) line += "; its last operation: " + Describe(f.ops.back()) + " (" + f.ops.back().state + ")";
     d.details.push_back(line);
   }
-  // The earliest operation a watchdog fired in.
-  const FlightFile* first = nullptr;
-  const FlightOp* stuck = nullptr;
+}
+
+// The earliest operation a watchdog fired in, and the record it is in; null
+// when no watchdog fired.
+struct StuckOp {
+  const FlightFile* file = nullptr;
+  const FlightOp* op = nullptr;
+};
+
+StuckOp EarliestStuck(const std::vector<FlightFile>& files) {
+  StuckOp earliest;
   for (const FlightFile& f : files) {
     if (!StartsWith(f.reason, "watchdog")) continue;
     const FlightOp* op = Stuck(f);
-    if (op != nullptr && (stuck == nullptr || op->issued_ns < stuck->issued_ns)) first = &f, stuck = op;
-  }
-  if (stuck == nullptr) {
-    if (d.hang) {
-      d.summary = d.details.front();
-    } else {
-      d.summary = "flight records from a stop (" + files.front().reason + "); no rank reported a hang";
+    if (op != nullptr && (earliest.op == nullptr || op->issued_ns < earliest.op->issued_ns)) {
+      earliest = {&f, op};
     }
-    return d;
   }
-  d.hang = true;
-  const auto g = first->groups.find(stuck->group);
-  const std::vector<int64_t> members = g != first->groups.end() ? g->second : std::vector<int64_t>{first->rank};
+  return earliest;
+}
+
+// The stuck operation's group as the rank that recorded it knew it (itself
+// alone if its record lacks the group).
+std::vector<int64_t> MembersOf(const StuckOp& stuck) {
+  const auto g = stuck.file->groups.find(stuck.op->group);
+  return g != stuck.file->groups.end() ? g->second : std::vector<int64_t>{stuck.file->rank};
+}
+
+// A line per member of the stuck group; returns those that never entered it.
+std::vector<int64_t> DescribeMembers(const std::vector<FlightFile>& files, const StuckOp& stuck,
+                                     const std::vector<int64_t>& members, HangDiagnosis& d) {
   std::map<int64_t, const FlightFile*> by_rank;
   for (const FlightFile& f : files) by_rank[f.rank] = &f;
   std::vector<int64_t> never;
   for (int64_t m : members) {
     auto it = by_rank.find(m);
     bool missing = false;
-    d.details.push_back(MemberLine(it == by_rank.end() ? nullptr : it->second, m, *stuck, members, &missing));
+    d.details.push_back(
+        MemberLine(it == by_rank.end() ? nullptr : it->second, m, *stuck.op, members, &missing));
     if (missing) never.push_back(m);
   }
+  return never;
+}
+
+}  // namespace
+
+HangDiagnosis DiagnoseHang(const std::vector<FlightFile>& files) {
+  HangDiagnosis d;
+  if (files.empty()) return d;
+  // A fatal signal names its rank directly.
+  AddFatalSignals(files, d);
+  const StuckOp stuck = EarliestStuck(files);
+  if (stuck.op == nullptr) {
+    if (d.hang) {
+      d.summary = d.details.front();
+    } else {
+      d.summary =
+          "flight records from a stop (" + files.front().reason + "); no rank reported a hang";
+    }
+    return d;
+  }
+  d.hang = true;
+  const std::vector<int64_t> members = MembersOf(stuck);
+  const std::vector<int64_t> never = DescribeMembers(files, stuck, members, d);
   for (int64_t m : never) {
     if (std::find(d.culprits.begin(), d.culprits.end(), m) == d.culprits.end()) d.culprits.push_back(m);
   }
-  d.summary = "the job stuck in " + Describe(*stuck) + " (ranks " + RankList(members) + "): ";
+  d.summary = "the job stuck in " + Describe(*stuck.op) + " (ranks " + RankList(members) + "): ";
   d.summary += never.empty() ? "every member entered it (a lost message or a network fault?)"
                              : (never.size() == 1 ? "rank " : "ranks ") + RankList(never) + " never entered it";
   return d;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "checkpoint/checkpoint_dir.h"
@@ -216,6 +217,48 @@ TEST(ShardedCheckpoint, CheckpointWithoutItsManifestIsNeverLoaded) {
   EXPECT_NE(reader.status().message().find("no manifest.json"), std::string::npos)
       << reader.status().message();
   EXPECT_FALSE(ResolveCheckpoint(run.path().string()).ok());
+}
+
+// The manifest's table of pieces is what the reader trusts to assemble a
+// tensor: one that does not add up to its shard files is one error naming
+// the tensor, never a tensor read in part.
+TEST(ShardedCheckpoint, PiecesThatDoNotMatchTheShardsAreOneErrorNamingTheTensor) {
+  const ParamLayout ckpt_layout = BuildParamLayout(CheckpointSpec());
+  const ParamEntry& e = *ckpt_layout.Find("transformer.h.0.attn.c_attn.weight");
+  struct Edit {
+    const char* what;
+    std::function<void(nlohmann::json& tensors)> apply;
+    const char* message;
+  };
+  const std::vector<Edit> edits = {
+      {"tensor left out", [&](nlohmann::json& t) { t.erase(e.name); }, "is not in the manifest"},
+      {"pieces left out", [&](nlohmann::json& t) { t[e.name].erase("pieces"); },
+       "has no list of pieces"},
+      {"piece without its file", [&](nlohmann::json& t) { t[e.name]["pieces"][1].erase("file"); },
+       "a piece in the manifest is malformed"},
+      {"piece past its shard", [&](nlohmann::json& t) { t[e.name]["pieces"][1]["end"] = 1 << 30; },
+       "lies outside the tensor"},
+      {"piece dropped", [&](nlohmann::json& t) { t[e.name]["pieces"].erase(1); },
+       "elements; the checkpoint is corrupt"},
+  };
+  for (const Edit& edit : edits) {
+    TempRun run;
+    const std::string dir = WriteAsRanks(run.path(), {1, 2, 1, 1, 25}, 4);
+    const fs::path manifest_path = fs::path(dir) / "manifest.json";
+    nlohmann::json manifest;
+    std::ifstream(manifest_path) >> manifest;
+    ASSERT_EQ(manifest["tensors"][e.name]["pieces"].size(), 2u) << "one piece per TP rank";
+    edit.apply(manifest["tensors"]);
+    std::ofstream(manifest_path) << manifest.dump();
+    auto reader = CheckpointReader::Open(dir);
+    ASSERT_TRUE(reader.ok()) << edit.what << ": " << reader.status().message();
+    std::vector<float> got(static_cast<size_t>(e.numel));
+    const Status st = (*reader)->ReadWhole("", e, got.data());
+    ASSERT_FALSE(st.ok()) << edit.what;
+    EXPECT_NE(st.message().find("tensor '" + e.name + "'"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(edit.message), std::string::npos)
+        << edit.what << ": " << st.message();
+  }
 }
 
 }  // namespace

@@ -195,6 +195,34 @@ TEST_F(DataTest, UnknownVersionIsDataLoss) {
   EXPECT_NE(shard.status().message().find("version"), std::string::npos);
 }
 
+// The checks after the magic and version: a negative count, a uint32 token
+// no int32 id can hold (the scan over the tokens), and a path that is not a
+// file at all.
+TEST_F(DataTest, NegativeCountTooLargeIdAndDirectoryAreErrors) {
+  const std::string negative = Path("negative.bin");
+  WriteBytes(negative, LlmcShardBytes(kShardMagic, 1, -2, {}, 2));
+  auto n = TokenShard::Open(negative);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(n.status().message().find("negative token count -2"), std::string::npos)
+      << n.status().message();
+
+  const std::string large = Path("large.bin");
+  WriteBytes(large, LlmcShardBytes(kShardMagic, 2, 3, {7, 8, 0x80000000u}, 4));
+  auto l = TokenShard::Open(large);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(l.status().message().find("token id 2147483648 at index 2"), std::string::npos)
+      << l.status().message();
+
+  fs::create_directories(Path("dir.bin"));
+  auto d = TokenShard::Open(Path("dir.bin"));
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("is not a regular file"), std::string::npos)
+      << d.status().message();
+}
+
 TEST_F(DataTest, MissingShardIsNotFound) {
   auto shard = TokenShard::Open(Path("absent.bin"));
   ASSERT_FALSE(shard.ok());
@@ -564,6 +592,38 @@ TEST_F(DataTest, VocabularyLoadErrors) {
     ASSERT_FALSE(v.ok()) << content;
     EXPECT_EQ(v.status().code(), StatusCode::kDataLoss) << content;
     EXPECT_NE(v.status().message().find("vocab.json"), std::string::npos);
+  }
+}
+
+// Each kind's own check, and the fields every kind shares, name what is
+// wrong: a byte vocabulary must spell the 256 bytes in order, a char one
+// must hold pieces, a kind must be known.
+TEST(VocabularyTest, FromJsonNamesWhatIsWrong) {
+  nlohmann::json byte = Vocabulary::Bytes().ToJson();
+  ASSERT_TRUE(Vocabulary::FromJson(byte, "v").ok());
+  byte["pieces"][65] = byte["pieces"][66];
+  nlohmann::json char_vocab = Vocabulary::CharsOf("ab")->ToJson();
+  ASSERT_TRUE(Vocabulary::FromJson(char_vocab, "v").ok());
+  nlohmann::json no_pieces = char_vocab, unknown = char_vocab, not_string = char_vocab,
+                 size_not_int = char_vocab;
+  no_pieces["pieces"] = nlohmann::json::array();
+  no_pieces.erase("vocab_size");
+  unknown["kind"] = "word";
+  not_string["pieces"][1] = 98;
+  size_not_int["vocab_size"] = "2";
+  const std::vector<std::pair<nlohmann::json, std::string>> bad = {
+      {byte, "byte piece 65 does not stand for byte 65"},
+      {no_pieces, "no pieces"},
+      {unknown, "unknown kind 'word' (expected \"char\", \"byte\" or \"bpe\")"},
+      {not_string, "piece 1 is not a string"},
+      {size_not_int, "\"vocab_size\" is not an integer"},
+  };
+  for (const auto& [j, message] : bad) {
+    auto v = Vocabulary::FromJson(j, "vocab.json");
+    ASSERT_FALSE(v.ok()) << message;
+    EXPECT_EQ(v.status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(v.status().message(), "vocab.json is invalid: " + message +
+                                        "; re-run `scaletrain data prepare` to regenerate it");
   }
 }
 

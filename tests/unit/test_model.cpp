@@ -158,6 +158,36 @@ TEST(Gpt, RejectsPlannerOnlyBlocksForTraining) {
   EXPECT_FALSE(GPT::Create(untied, 2).ok());
 }
 
+// A chunk call outside the rank's chunks and slots, or beyond the batch the
+// activations were allocated for, is an error naming it, not a write past
+// a buffer; so is a TP shard without its group.
+TEST(Gpt, ChunkCallsOutsideTheAllocationAreErrors) {
+  const ModelSpec s = Gpt2(2, 2, 16, 8, 11, 16);
+  auto m = GPT::Create(s, 2);
+  ASSERT_TRUE(m.ok());
+  std::vector<int32_t> tok(3 * 8, 1);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, const char*>> bad = {
+      {1, 0, 2, 8, "no chunk 1 slot 0 on this rank"},
+      {0, 1, 2, 8, "no chunk 0 slot 1 on this rank"},
+      {0, 0, 3, 8, "batch 3 x 8 exceeds the model's 2 x 8"},
+      {0, 0, 2, 9, "batch 2 x 9 exceeds the model's 2 x 8"},
+      {0, 0, 0, 8, "batch 0 x 8 exceeds"},
+  };
+  for (const auto& [chunk, slot, B, T, message] : bad) {
+    auto r = (*m)->ForwardChunk(chunk, slot, tok.data(), tok.data(), nullptr, B, T);
+    ASSERT_FALSE(r.ok()) << message;
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
+  }
+  EXPECT_TRUE((*m)->ForwardChunk(0, 0, tok.data(), tok.data(), nullptr, 2, 8).ok());
+  ModelShard tp2;
+  tp2.tp = 2;
+  auto no_group = GPT::CreateShard(s, tp2, nullptr, 2, 1);
+  ASSERT_FALSE(no_group.ok());
+  EXPECT_NE(no_group.status().message().find("needs the TP group's communicator"),
+            std::string::npos)
+      << no_group.status().message();
+}
+
 // Two micro-batches of 4 with loss scale 1/2 give the gradient of one batch
 // of 8: the accumulation the trainer relies on.
 void ExpectMicroBatchAccumulationEqualsFullBatch(const ModelSpec& s) {

@@ -3,10 +3,12 @@
 // from flight records.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "core/svg.h"
+#include "report/charts.h"
 #include "report/flight.h"
 #include "report/page.h"
 #include "report/run_data.h"
@@ -28,6 +30,24 @@ TEST(Svg, EscapesTextAndPicksRoundTicks) {
   EXPECT_EQ(doc.rfind("<svg ", 0), 0u);
   EXPECT_NE(doc.find("&lt;x&gt;"), std::string::npos);
   EXPECT_EQ(doc.substr(doc.size() - 7), "</svg>\n");
+}
+
+// A chart without a point to draw says so instead of an empty frame (a run
+// that has not logged a step yet); a series without a finite point has no
+// legend entry, and a lone point is drawn as a dot.
+TEST(Charts, WithoutDataEachChartSaysSo) {
+  const double nan = std::nan("");
+  const std::string no_line = LineChart("t", "x", "y", {{"loss", "#000", {{1, nan}, {nan, 2}}}});
+  EXPECT_NE(no_line.find("no data yet"), std::string::npos);
+  EXPECT_NE(StackedBars("t", "x", "y", {}, {{"f", "#000", {}}}).find("no data yet"),
+            std::string::npos);
+  EXPECT_NE(Heatmap("t", "x", "y", {}, {}, {}, "s").find("no data yet"), std::string::npos);
+  const std::string one_point =
+      LineChart("t", "x", "y", {{"empty", "#111", {{nan, 1}}}, {"loss", "#222", {{5, 3}}}});
+  EXPECT_EQ(one_point.find("no data yet"), std::string::npos);
+  EXPECT_EQ(one_point.find(">empty<"), std::string::npos) << one_point;
+  EXPECT_NE(one_point.find(">loss<"), std::string::npos) << one_point;
+  EXPECT_NE(one_point.find("<circle"), std::string::npos) << one_point;
 }
 
 FlightOp Op(int64_t id, const std::string& group, int64_t seq, const std::string& state, int64_t issued = 0) {

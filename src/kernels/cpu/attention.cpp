@@ -13,7 +13,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/vec_exp.h"
+#include "kernels/cpu/softmax.h"
 
 namespace scaletrain::cpu {
 
@@ -40,20 +40,7 @@ int64_t PaddedLength(int64_t valid, int64_t limit) {
 // max and the sum without a separate masked loop.
 void CausalSoftmaxRow(float* row, int64_t valid, int64_t len, int64_t T) {
   std::fill(row + valid, row + len, -std::numeric_limits<float>::infinity());
-  float mx = row[0];
-#pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < len; ++j) mx = std::max(mx, row[j]);
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < len; ++j) {
-    const float e = VecExp(row[j] - mx);
-    row[j] = e;
-    sum += e;
-  }
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) row[j] *= inv;
-  std::fill(row + len, row + T, 0.0f);
+  SoftmaxRow(row, row, len, T);
 }
 
 // One (batch, query head): rows of q, k, v and out with strides ld, ld, ld

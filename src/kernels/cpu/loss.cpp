@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/softmax.h"
 #include "kernels/cpu/vec_exp.h"
 
 namespace scaletrain::cpu {
@@ -14,24 +15,10 @@ void CrossEntropyForward(float* losses, float* probs, const float* logits, const
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float* x = logits + i * Vp;
-    float* p = probs + i * Vp;
-    float mx = x[0];
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, x[j]);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < V; ++j) {
-      const float e = VecExp(x[j] - mx);
-      p[j] = e;
-      sum += e;
-    }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int64_t j = 0; j < V; ++j) p[j] *= inv;
-    std::fill(p + V, p + Vp, 0.0f);
+    const SoftmaxRowStats row = SoftmaxRow(probs + i * Vp, x, V, Vp);
     // From the logits, not log(p[target]): a target probability that
     // underflows to 0 would give an infinite loss.
-    losses[i] = std::log(sum) - (x[targets[i]] - mx);
+    losses[i] = std::log(row.sum_exp) - (x[targets[i]] - row.max);
   }
 }
 
