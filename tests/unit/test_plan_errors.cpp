@@ -137,7 +137,8 @@ TEST(PlanErrors, SustainedClockRatioOutOfRangeNamesTheField) {
   const Status st = LoadOneGpu("hot", "sustained_clock_ratio = 1.2\n");
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(Has(st, "[gpu.hot]")) << st.message();
-  EXPECT_TRUE(Has(st, "sustained_clock_ratio = 1.2 is not a fraction; give a value in (0, 1]")) << st.message();
+  EXPECT_TRUE(Has(st, "sustained_clock_ratio = 1.2 must be in (0, 1] (a fraction: an achieved share of the peak)"))
+      << st.message();
 }
 
 TEST(PlanErrors, SpeedSpreadOutOfRangeNamesTheField) {
