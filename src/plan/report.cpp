@@ -222,6 +222,7 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
       e["error_pct"] = row.error_pct;
       e["stack"] = row.stack;
       e["stack_from"] = row.stack_from;
+      if (!row.stack_hint.empty()) e["stack_hint"] = row.stack_hint;
       e["fits"] = row.fits;
       e["layout"] = LayoutJson(row.prediction.layout);
       e["step_time_s"] = row.prediction.step_time_s;
@@ -353,11 +354,35 @@ std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& p
   return o;
 }
 
+namespace {
+
+// What the table's stack marks mean, for the rows without a stack of their
+// own, and each such row's hint (the software its notes mention).
+std::string StackLegend(const ValidationReport& r) {
+  const auto from = [&](const char* where) {
+    return std::count_if(r.rows.begin(), r.rows.end(),
+                         [&](const ValidationRow& row) { return row.stack_from == where; });
+  };
+  if (from("--stack") + from("default") == 0) return "";
+  std::string o = Fmt(
+      "stack: * from --stack (%lld rows), ? not stated, so modern (%lld rows); a row's stack column "
+      "chooses, its notes never do\n",
+      static_cast<long long>(from("--stack")), static_cast<long long>(from("default")));
+  for (const ValidationRow& row : r.rows) {
+    if (row.stack_hint.empty()) continue;
+    o += "hint: " + row.run.id + ": its source or notes mention " + row.stack_hint +
+         "; if it ran on that, fill its stack column (or pass --stack)\n";
+  }
+  return o;
+}
+
+}  // namespace
+
 std::string ValidationToText(const ValidationReport& r) {
-  // A stack read from the row's notes is marked '*', modern taken for want of
-  // any named '?' (ValidationRow::stack_from).
+  // A stack taken from --stack is marked '*', modern taken for want of any
+  // '?' (ValidationRow::stack_from).
   auto shown_stack = [](const ValidationRow& row) {
-    return row.stack + (row.stack_from == "notes" ? "*" : row.stack_from == "default" ? "?" : "");
+    return row.stack + (row.stack_from == "--stack" ? "*" : row.stack_from == "default" ? "?" : "");
   };
   int stack_width = 7;
   for (const auto& row : r.rows)
@@ -382,23 +407,12 @@ std::string ValidationToText(const ValidationReport& r) {
   o += unpredicted == 0
            ? std::string("\n")
            : Fmt("; %zu of %zu rows not predicted (errors above)\n", unpredicted, r.rows.size());
-  const auto from = [&](const char* where) {
-    return std::count_if(r.rows.begin(), r.rows.end(),
-                         [&](const ValidationRow& row) { return row.stack_from == where; });
-  };
   if (!r.ignored_columns.empty()) {
     std::string names;
     for (const std::string& c : r.ignored_columns) names += (names.empty() ? "" : ", ") + c;
     o += "columns not read: " + names + " (docs/planner.md lists the columns)\n";
   }
-  if (from("notes") + from("default") > 0) {
-    o +=
-        Fmt("stack: * read from the row's source or notes (%lld rows), ? none named, modern (%lld "
-            "rows); a stack "
-            "column or --stack chooses\n",
-            static_cast<long long>(from("notes")), static_cast<long long>(from("default")));
-  }
-  return o;
+  return o + StackLegend(r);
 }
 
 std::string SweepToSvg(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {

@@ -172,7 +172,9 @@ Status StackCatalog::Resolve(const std::string& name, std::map<std::string, Pend
   if (!base.empty()) {
     const std::string where = r.Where(p.table.get("base"));
     if (std::find(chain.begin(), chain.end(), base) != chain.end() || base == name) {
-      return InvalidArgument(where + "base = \"" + base + "\" makes a loop (" + Joined(chain) + "-" + name +
+      std::string loop;
+      for (const std::string& s : chain) loop += s + " -> ";
+      return InvalidArgument(where + "base = \"" + base + "\" makes a loop (" + loop + name + " -> " + base +
                              "); a stack's base must not be built on it");
     }
     if (!stacks_.count(base) && !pending.count(base)) {

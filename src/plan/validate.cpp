@@ -490,21 +490,29 @@ Result<ModelSpec> RunModel(const PublishedRun& run, const std::string& config_di
   return spec;
 }
 
+// What a row's source and notes mention of software other than `stack`, for
+// a person to act on ("'fsdp' (pytorch)"); "" for nothing.
+std::string StackHint(const PublishedRun& run, const StackCatalog& stacks, const std::string& stack) {
+  std::string hint;
+  for (const StackCatalog::Mention& m : stacks.Mentions(run.source + " ; " + run.notes)) {
+    if (m.stack != stack) hint += (hint.empty() ? "" : ", ") + ("'" + m.word + "' (" + m.stack + ")");
+  }
+  return hint;
+}
+
 // The software the run used: its `stack` column, else the default given,
-// else the software its source or notes name, else modern; and where it came
-// from (ValidationRow::stack_from). (The rows of tests/plan say which:
-// Megatron-LM 2021 and Korthikanti et al.'s Megatron-LM 2022 ran "legacy",
-// BLOOM "megatron-deepspeed", MosaicML's llm-foundry "modern-triton";
-// docs/planner.md.)
-Result<Software> RunSoftware(const PublishedRun& run, const std::string& default_stack,
-                             std::string* from) {
+// else modern; and where it came from (ValidationRow::stack_from). The rows
+// of tests/plan each say which (docs/planner.md). A row's notes never choose
+// it: what they mention is only a hint.
+Result<Software> RunSoftware(const PublishedRun& run, const StackCatalog& stacks,
+                             const std::string& default_stack, ValidationRow* row) {
   std::string name = run.stack;
-  *from = "column";
-  if (name.empty() && !default_stack.empty()) name = default_stack, *from = "--stack";
-  if (name.empty()) name = StackNamedIn(run.source + " ; " + run.notes), *from = "notes";
-  if (name.empty()) name = "modern", *from = "default";
-  auto sw = SoftwareFromName(name);
+  row->stack_from = "column";
+  if (name.empty() && !default_stack.empty()) name = default_stack, row->stack_from = "--stack";
+  if (name.empty()) name = "modern", row->stack_from = "default";
+  auto sw = stacks.Find(name);
   if (!sw.ok()) return sw.status().WithContext(run.id + ": stack");
+  if (row->stack_from != "column") row->stack_hint = StackHint(run, stacks, sw->name);
   return sw;
 }
 
@@ -670,7 +678,8 @@ Status NoLayoutError(const PublishedRun& run, CostModel& model, const SearchOpti
 }  // namespace
 
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
-                                  const std::string& config_dir, const std::string& default_stack) {
+                                  const StackCatalog& stacks, const std::string& config_dir,
+                                  const std::string& default_stack) {
   ValidationRow row;
   row.run = run;
   int64_t preset_batch = 0;
@@ -686,7 +695,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   auto gpu = GpuVariant(cluster.gpu, {run.power_cap_w, hbm_gib, run.hbm_tbps});
   if (!gpu.ok()) return gpu.status().WithContext(run.id + ": power_cap_w / hbm_gib / hbm_tbps");
   cluster.gpu = *gpu;
-  ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, default_stack, &row.stack_from));
+  ST_ASSIGN_OR_RETURN(Software sw, RunSoftware(run, stacks, default_stack, &row));
   // Legacy stacks counted TFLOP/s with the recomputed forward included.
   const bool legacy = sw.legacy_conventions;
   row.stack = sw.name;
@@ -716,7 +725,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
 }
 
 Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
-                                      const std::string& config_dir,
+                                      const StackCatalog& stacks, const std::string& config_dir,
                                       const std::string& default_stack) {
   ValidationReport rep;
   ST_ASSIGN_OR_RETURN(std::vector<PublishedRun> runs,
@@ -724,7 +733,7 @@ Result<ValidationReport> ValidateFile(const std::string& csv_path, const Hardwar
   double sum = 0;
   int64_t n = 0;
   for (const auto& run : runs) {
-    auto r = run.error.empty() ? ValidateRun(run, catalog, config_dir, default_stack)
+    auto r = run.error.empty() ? ValidateRun(run, catalog, stacks, config_dir, default_stack)
                                : Result<ValidationRow>(InvalidArgument(run.error));
     if (!r.ok()) {
       ValidationRow bad;

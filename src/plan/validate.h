@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
+#include "plan/stacks.h"
 
 namespace scaletrain::plan {
 
@@ -18,8 +19,8 @@ struct PublishedRun {
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, num_gpus = 0;
   int64_t tp = 0, pp = 0, dp = 0, vpp = 0, micro_batch = 0, global_batch = 0;  // 0: not stated
   std::string sp, recompute;                                                  // "": not stated
-  // The software stack (SoftwareFromName): the optional `stack` column; "":
-  // not stated (ValidateRun's default_stack, else what the notes name).
+  // The software stack (StackCatalog::Find): the optional `stack` column;
+  // "": not stated (ValidateRun's default_stack, else modern).
   std::string stack;
   // Optional architecture columns (0 / "": not stated): grouped-query KV
   // heads, the MLP width, its activation (gelu, swiglu, squared_relu) and
@@ -69,9 +70,12 @@ struct ValidationRow {
   PublishedRun run;
   std::string stack;     // software stack assumed (modern / legacy)
   // Where that stack came from: "column" (the row's stack), "--stack" (the
-  // default given), "notes" (the software the row's source or notes name) or
-  // "default" (modern).
+  // default given) or "default" (modern).
   std::string stack_from;
+  // For a row without a stack: the software its source or notes mention that
+  // is not the stack it ran on ("'fsdp' (pytorch)"), for a person to act on;
+  // never applied. "" where they mention none.
+  std::string stack_hint;
   std::string metric;    // step_s, tokens_per_s, tflops_per_gpu or mfu
   double measured = 0, predicted = 0;
   double error_pct = 0;  // (predicted - measured) / measured * 100
@@ -91,14 +95,13 @@ struct ValidationReport {
 // How a published run is predicted: the knobs the row states are fixed,
 // the rest are searched as the authors would have tuned them (best tokens/s
 // that fits), on the row's `stack`; where the row has none, on
-// `default_stack` (`plan validate --stack`) if given, else on the stack its
-// source or notes name by its software (StackNamedIn: "FSDP", "llm-foundry",
-// "NeMo"), else on `modern`. Documented in docs/planner.md.
+// `default_stack` (`plan validate --stack`) if given, else on `modern`.
+// Documented in docs/planner.md.
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
-                                  const std::string& config_dir,
+                                  const StackCatalog& stacks, const std::string& config_dir,
                                   const std::string& default_stack = "");
 Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
-                                      const std::string& config_dir,
+                                      const StackCatalog& stacks, const std::string& config_dir,
                                       const std::string& default_stack = "");
 
 }  // namespace scaletrain::plan

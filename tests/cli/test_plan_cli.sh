@@ -201,6 +201,34 @@ grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains 
 grep -q "<svg" "$tmp/sweep.svg" || fail "sweep writes an SVG"
 python3 -c "import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])" "$tmp/sweep.svg" || fail "SVG is well-formed"
 
+# A stack of one's own (docs/planner.md's worked example): Megatron-Core
+# without TP overlap, a file built on `modern`. `plan` and `plan validate`
+# take it by name or alias; with SP the TP time it no longer hides grows.
+printf 'description = "our fork: Megatron-Core without TP overlap"\naliases = ["our-megatron"]\nbase = "modern"\ntp_comm_overlap = false\n' \
+  >"$tmp/my-megatron.toml"
+fork=(--model llama3-70b --cluster dgx-h100 --gpus 64 --tp 8 --pp 4 --sp --recompute full --zero 1 --json)
+if "$bin" plan "${fork[@]}" --stack-file "$tmp/my-megatron.toml" --stack our-megatron >"$tmp/fork.json" 2>"$tmp/err" &&
+    "$bin" plan "${fork[@]}" >"$tmp/modern.json" 2>>"$tmp/err"; then
+  python3 - "$tmp/fork.json" "$tmp/modern.json" <<'PY' || fail "plan --stack-file"
+import json, sys
+f, m = (json.load(open(p)) for p in sys.argv[1:3])
+assert f["software"] == "my-megatron", f["software"]
+assert f["time_breakdown_s"]["tp_comm"] > 1.5 * m["time_breakdown_s"]["tp_comm"], (f["time_breakdown_s"], m["time_breakdown_s"])
+assert f["step_time_s"] > m["step_time_s"]
+PY
+else
+  fail "plan --stack-file exited non-zero: $(cat "$tmp/err")"
+fi
+printf '%s\nrow,x,llama3-70b,,,,,,,h100-sxm,64,8,4,2,,true,full,1,64,,0.4,,,Our Megatron,1,\n' "$hdr" >"$tmp/fork.csv"
+"$bin" plan validate "$tmp/fork.csv" --stack-file "$tmp/my-megatron.toml" --json >"$tmp/fork-val.json" 2>"$tmp/err" &&
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['rows'][0]; assert r['stack']=='my-megatron', r" \
+    "$tmp/fork-val.json" || fail "plan validate --stack-file: $(cat "$tmp/err")"
+printf 'base = "modern"\ntp_overlap = false\n' >"$tmp/typo.toml"
+expect_error "typo.toml:2: unknown key 'tp_overlap'; valid keys: description, aliases, base" \
+  plan --model llama3-8b --cluster dgx-h100 --gpus 8 --stack-file "$tmp/typo.toml"
+expect_error "unknown software stack 'modren'; did you mean 'modern'?" plan --model llama3-8b --cluster dgx-h100 \
+  --gpus 8 --stack modren
+
 # Validation prints every row and the MAPE, in JSON as rows and mape.
 "$bin" plan validate tests/plan/published-runs.csv --json >"$tmp/val.json" 2>&1 || fail "validate exited non-zero"
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert len(j['rows'])==26 and j['mape']>0" \

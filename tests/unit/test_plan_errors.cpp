@@ -9,6 +9,7 @@
 #include "plan/hardware.h"
 #include "plan/layout.h"
 #include "plan/model_preset.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -79,7 +80,8 @@ TEST(PlanErrors, GpuNamesStateTheirMemory) {
 }
 
 // Stacks go by the names runs are written with, whatever their case, spaces
-// or underscores; an unknown one lists the names.
+// or underscores (the stack files' names and aliases, configs/stacks); an
+// unknown one lists the stacks and how to add one.
 TEST(PlanErrors, StackNamesAsRunsWriteThem) {
   for (const auto& [given, stack] : std::vector<std::pair<std::string, std::string>>{
            {"Megatron-LM", "modern"},
@@ -106,11 +108,12 @@ TEST(PlanErrors, StackNamesAsRunsWriteThem) {
            {"DeepSpeed ZeRO-3", "megatron-deepspeed"},
            {"fsdp 2", "pytorch"},
            {"JAX", ""}}) {
-    auto sw = SoftwareFromName(given);
+    auto sw = ShippedStack(given);
     if (stack.empty()) {
       ASSERT_FALSE(sw.ok()) << given;
-      EXPECT_TRUE(Has(sw.status(), "unknown software stack 'JAX'; use modern"))
+      EXPECT_TRUE(Has(sw.status(), "unknown software stack 'JAX' stacks: cpu, legacy (also megatron-2019"))
           << sw.status().message();
+      EXPECT_TRUE(Has(sw.status(), "or describe yours in a stack file (--stack-file FILE")) << sw.status().message();
       EXPECT_TRUE(Has(sw.status(), "megatron-deepspeed")) << sw.status().message();
       EXPECT_TRUE(Has(sw.status(), "pytorch-fsdp1")) << sw.status().message();
     } else {

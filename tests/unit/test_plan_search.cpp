@@ -5,6 +5,7 @@
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
 #include "plan/search.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -18,7 +19,7 @@ struct Fixture {
     EXPECT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
     auto p = LoadModel(preset, kConfigs);
     EXPECT_TRUE(p.ok());
-    model = std::make_unique<CostModel>(p->spec, *cat.Cluster(cluster), *SoftwareFromName("modern"));
+    model = std::make_unique<CostModel>(p->spec, *cat.Cluster(cluster), *ShippedStack("modern"));
   }
 };
 

@@ -9,6 +9,7 @@
 
 #include "plan/report.h"
 #include "plan/validate.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -48,7 +49,7 @@ constexpr double kFmsFsdpBound = 8.6;  // measured: 8.3% over 4 rows, worst +18.
 ValidationReport ValidateRepoCsv(const std::string& name, size_t rows) {
   HardwareCatalog cat;
   EXPECT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
-  auto rep = ValidateFile(kRoot + "/tests/plan/" + name, cat, kRoot + "/configs");
+  auto rep = ValidateFile(kRoot + "/tests/plan/" + name, cat, ShippedStacks(), kRoot + "/configs");
   EXPECT_TRUE(rep.ok()) << rep.status().message();
   if (!rep.ok()) return {};
   EXPECT_EQ(rep->rows.size(), rows);
@@ -76,7 +77,7 @@ Result<ValidationReport> ValidateTempCsv(const std::string& name, const std::str
   ST_ASSIGN_OR_RETURN(const std::string path, WriteTempCsv(name, csv));
   HardwareCatalog cat;
   ST_RETURN_IF_ERROR(cat.LoadDir(kRoot + "/configs/hardware"));
-  return ValidateFile(path, cat, kRoot + "/configs", default_stack);
+  return ValidateFile(path, cat, ShippedStacks(), kRoot + "/configs", default_stack);
 }
 
 // The columns every CSV has, up to the measured figures.
@@ -260,50 +261,55 @@ TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
   }
 }
 
-// A row without a stack runs on --stack where given, else on the stack its
-// source or notes name by its software, else on modern; ValidationRow says which.
-TEST(PlanValidate, StackFromTheNotesWhereNoneIsGiven) {
+// A row without a stack runs on --stack where given, else on modern, and the
+// table marks it; the software its source or notes mention is a hint, never
+// the stack it runs on.
+TEST(PlanValidate, StackFromTheColumnOrTheDefaultNeverTheNotes) {
   const std::string row = ",gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,";
   const std::vector<std::tuple<std::string, std::string, std::string, std::string>> cases = {
-      // id, source, notes, stack
-      {"foundry", "mosaicml/llm-foundry benchmarks", "FSDP FULL_SHARD, prec=amp_bf16",
-       "modern-triton"},
-      {"titan", "pytorch/torchtitan", "FSDP2 + compile + Float8", "pytorch-compile"},
-      {"opt", "a paper", "FSDP + Megatron TP", "pytorch"},
-      {"fms", "foundation-model-stack/fms-fsdp README", "HSDP", "pytorch"},
-      {"hf", "a blog", "HF Accelerate with FSDP1", "pytorch-fsdp1"},
-      {"nemo", "a report", "NeMo 2.0 on PyTorch Lightning", "modern"},
-      {"ds", "a paper", "Megatron-DeepSpeed, ZeRO-1", "megatron-deepspeed"},
-      {"old", "Megatron-LM (2021) scripts", "fp16", "legacy"},
-      {"nemo22", "a report", "NeMo Megatron 2022, SP + selective", "legacy"},
-      {"prose", "a paper", "we accelerate training with eager torch kernels", "modern"}};
+      // id, source, notes, hint
+      {"foundry", "mosaicml/llm-foundry benchmarks", "Composer FSDP, prec=amp_bf16",
+       "'mosaicml' (modern-triton), 'fsdp' (pytorch)"},
+      {"titan", "pytorch/torchtitan", "FSDP2 + compile + Float8", "'pytorch' (pytorch), 'compile' (pytorch-compile)"},
+      {"nemo", "a report", "NeMo 2.0", ""},
+      {"prose", "a paper", "we trained it", ""}};
   std::string csv = kBaseHeader + ",stack,notes\n";
-  for (const auto& [id, source, notes, stack] : cases) {
+  for (const auto& [id, source, notes, hint] : cases) {
     for (const std::string& part :
          {id, std::string(","), source, row, std::string(",\""), notes, std::string("\"\n")})
       csv += part;
   }
-  for (const std::string& part :
-       {std::string("column,mosaicml"), row, std::string("legacy,FSDP\n")})
+  for (const std::string& part : {std::string("column,mosaicml"), row, std::string("legacy,FSDP\n")})
     csv += part;
-  auto inferred = ValidateTempCsv("stack-notes.csv", csv, "");
-  ASSERT_TRUE(inferred.ok()) << inferred.status().message();
-  ASSERT_EQ(inferred->rows.size(), cases.size() + 1);
+  auto plain = ValidateTempCsv("stack-default.csv", csv, "");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  ASSERT_EQ(plain->rows.size(), cases.size() + 1);
   for (size_t i = 0; i < cases.size(); ++i) {
-    const ValidationRow& r = inferred->rows[i];
-    EXPECT_EQ(r.stack, std::get<3>(cases[i])) << r.run.id;
-    EXPECT_EQ(r.stack_from, r.run.id == "prose" ? "default" : "notes") << r.run.id;
+    const ValidationRow& r = plain->rows[i];
+    EXPECT_EQ(r.stack, "modern") << r.run.id;
+    EXPECT_EQ(r.stack_from, "default") << r.run.id;
+    EXPECT_DOUBLE_EQ(r.predicted, plain->rows[2].predicted) << r.run.id;  // the notes change nothing
   }
-  EXPECT_EQ(inferred->rows.back().stack, "legacy");
-  EXPECT_EQ(inferred->rows.back().stack_from, "column");
-  // --stack wins over the notes, not over the column.
-  auto given = ValidateTempCsv("stack-given.csv", csv, "modern");
+  EXPECT_EQ(plain->rows.back().stack, "legacy");
+  EXPECT_EQ(plain->rows.back().stack_from, "column");
+  EXPECT_TRUE(plain->rows.back().stack_hint.empty());  // a stated stack needs no hint
+  const std::string text = ValidationToText(*plain);
+  EXPECT_NE(text.find("modern?"), std::string::npos) << text;
+  EXPECT_NE(text.find("hint: foundry: its source or notes mention 'mosaicml' (modern-triton)"), std::string::npos)
+      << text;
+  // --stack is taken where the column is empty, not over it; the hint names
+  // what differs from it.
+  auto given = ValidateTempCsv("stack-given.csv", csv, "pytorch");
   ASSERT_TRUE(given.ok()) << given.status().message();
   for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_EQ(given->rows[i].stack, "modern") << given->rows[i].run.id;
+    EXPECT_EQ(given->rows[i].stack, "pytorch") << given->rows[i].run.id;
     EXPECT_EQ(given->rows[i].stack_from, "--stack");
   }
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(plain->rows[i].stack_hint, std::get<3>(cases[i]));
+  EXPECT_EQ(given->rows[0].stack_hint, "'mosaicml' (modern-triton)");
+  EXPECT_EQ(given->rows[1].stack_hint, "'compile' (pytorch-compile)");
   EXPECT_EQ(given->rows.back().stack, "legacy");
+  EXPECT_NE(ValidationToText(*given).find("pytorch*"), std::string::npos);
 }
 
 // The ZeRO stage as notes write it; a number that is no stage is not one.
