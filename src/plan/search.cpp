@@ -82,13 +82,11 @@ std::vector<int64_t> VppSizes(const ModelSpec& M, const SearchOptions& opt, cons
   return sizes;
 }
 
-// The sharding group of a (tp, dp) layout (Layout::shard_group): 0 for one
-// group of all the dp x cp ranks; -1 where the held size does not divide them.
-int64_t ShardGroupFor(const SearchOptions& opt, const ClusterSpec& c, int64_t tp, int64_t dp) {
+// The sharding group of a layout of `dp` ranks (Layout::shard_group): 0 for
+// one group of all the dp x cp ranks; -1 where the held size does not divide them.
+int64_t ShardGroupFor(const SearchOptions& opt, int64_t dp) {
   const int64_t ranks = dp * opt.cp;
-  int64_t s = opt.shard_group.value_or(0);
-  if (opt.shard_in_node) s = tp >= c.node.gpus_per_node ? 1 : c.node.gpus_per_node / tp;
-  if (s == 1) return -1;  // a node holds one rank of the group: nothing to shard in it
+  const int64_t s = opt.shard_group.value_or(0);
   if (s <= 0 || s >= ranks) return 0;
   return ranks % s == 0 ? s : -1;
 }
@@ -155,7 +153,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
       l.bucket_bytes = opt.bucket_bytes;
       l.dp_compress = opt.dp_compress;
       l.dp_hierarchical = opt.dp_hierarchical;
-      l.shard_group = ShardGroupFor(opt, model.cluster(), tp, dp);
+      l.shard_group = ShardGroupFor(opt, dp);
       if (l.shard_group < 0) continue;
       AddKnobVariants(l, opt, model.software(), out);
     }

@@ -19,39 +19,6 @@ namespace scaletrain::plan {
 
 namespace {
 
-bool Contains(const std::string& hay, const std::string& needle) {
-  return Lower(hay).find(Lower(needle)) != std::string::npos;
-}
-
-// The ZeRO stage a row's notes name: "ZeRO-3", "ZeRO stage 2", "zero1",
-// FSDP's FULL_SHARD / HYBRID_SHARD (HSDP) -> 3 and SHARD_GRAD_OP -> 2,
-// Megatron's distributed optimizer -> 1; the first named wins.
-std::optional<int> ZeroStageNamedIn(const std::string& notes) {
-  const std::string n = Lower(notes);
-  size_t first = std::string::npos;
-  int stage = -1;
-  auto named = [&](size_t at, int s) {
-    if (at != std::string::npos && at < first) first = at, stage = s;
-  };
-  for (size_t at = n.find("zero"); at != std::string::npos; at = n.find("zero", at + 4)) {
-    size_t i = at + 4;
-    if (i < n.size() && (n[i] == '-' || n[i] == '_' || n[i] == ' ')) ++i;
-    if (n.compare(i, 5, "stage") == 0) i += 5;
-    if (i < n.size() && n[i] == ' ') ++i;
-    const bool word_start = at == 0 || !std::isalnum(static_cast<unsigned char>(n[at - 1]));
-    const bool one_digit =
-        i < n.size() && n[i] >= '0' && n[i] <= '3' &&
-        (i + 1 == n.size() || !std::isdigit(static_cast<unsigned char>(n[i + 1])));
-    if (word_start && one_digit) named(at, n[i] - '0');
-  }
-  for (const char* three : {"full_shard", "hybrid_shard", "hsdp"}) named(n.find(three), 3);
-  named(n.find("shard_grad_op"), 2);
-  named(n.find("distributed optimizer"), 1);
-  named(n.find("distributed-optimizer"), 1);
-  if (stage < 0) return std::nullopt;
-  return stage;
-}
-
 }  // namespace
 
 namespace {
@@ -156,84 +123,57 @@ Result<Software> RunSoftware(const PublishedRun& run, const StackCatalog& stacks
   return sw;
 }
 
-// The knobs the row states, held fixed in the search; the rest is searched.
-Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
-  if (run.tp > 0) o->tp = run.tp;
-  if (run.pp > 0) o->pp = run.pp;
-  if (run.dp > 0) o->dp = run.dp;
-  if (run.vpp > 0) o->vpp = run.vpp;
-  o->cp = run.cp;
+// A stated tp x cp x pp x dp that is not the row's GPUs: the error naming the product.
+Status CheckStatedGpus(const PublishedRun& run) {
   const int64_t cp = std::max<int64_t>(1, run.cp);
-  if (run.tp > 0 && run.pp > 0 && run.dp > 0 && run.tp * cp * run.pp * run.dp != run.num_gpus) {
-    return InvalidArgument(
-        run.id + ": tp x cp x pp x dp = " + std::to_string(run.tp) + " x " + std::to_string(cp) +
-        " x " + std::to_string(run.pp) + " x " + std::to_string(run.dp) + " = " +
-        std::to_string(run.tp * cp * run.pp * run.dp) + ", not the row's num_gpus " +
-        std::to_string(run.num_gpus) + "; correct one, or leave dp empty to take the rest");
+  if (run.tp <= 0 || run.pp <= 0 || run.dp <= 0 || run.tp * cp * run.pp * run.dp == run.num_gpus) {
+    return Status::Ok();
   }
-  // Hybrid sharding: the shard_group column, else FSDP's HYBRID_SHARD named
-  // in the notes (HSDP), which shards within a node.
-  if (run.shard_group > 0) {
-    o->shard_group = run.shard_group;
-  } else if (Contains(run.notes, "HSDP") || Contains(run.notes, "HYBRID_SHARD")) {
-    o->shard_in_node = true;
+  return InvalidArgument(run.id + ": tp x cp x pp x dp = " + std::to_string(run.tp) + " x " + std::to_string(cp) +
+                         " x " + std::to_string(run.pp) + " x " + std::to_string(run.dp) + " = " +
+                         std::to_string(run.tp * cp * run.pp * run.dp) + ", not the row's num_gpus " +
+                         std::to_string(run.num_gpus) + "; correct one, or leave dp empty to take the rest");
+}
+
+// Full recomputation of some layers (recompute_layers), which a recompute
+// column of another policy contradicts.
+Status SetRecomputeLayers(const PublishedRun& run, SearchOptions* o) {
+  if (run.recompute_layers <= 0) return Status::Ok();
+  if (o->recompute && *o->recompute != Recompute::kFull) {
+    return InvalidArgument(run.id + ": recompute_layers = " + std::to_string(run.recompute_layers) +
+                           " picks the layers full recomputation reruns, but recompute is " +
+                           RecomputeName(*o->recompute) + "; give recompute full or leave it empty");
   }
-  if (run.micro_batch > 0) o->micro_batch = run.micro_batch;
-  if (run.sp) o->sp = *run.sp;
-  if (run.recompute) o->recompute = *run.recompute;
-  if (run.recompute_layers > 0) {
-    if (o->recompute && *o->recompute != Recompute::kFull) {
-      return InvalidArgument(
-          run.id + ": recompute_layers = " + std::to_string(run.recompute_layers) +
-          " picks the layers full recomputation reruns, but recompute is " +
-          RecomputeName(*o->recompute) + "; give recompute full or leave it empty");
-    }
-    o->recompute = Recompute::kFull;
-    o->recompute_layers = run.recompute_layers;
-  }
+  o->recompute = Recompute::kFull;
+  o->recompute_layers = run.recompute_layers;
   return Status::Ok();
 }
 
-// Precision, gradient reduction and ZeRO stage, from the notes and the
-// source.
-void SetStatedStack(const PublishedRun& run, bool legacy, SearchOptions* o) {
-  // The compute precision where the notes state it (Narayanan et al. 2021's
-  // rows say fp16: their released scripts, Megatron-LM examples/sc21/CONFIG.sh,
-  // pass --fp16), bf16 otherwise. The A100 and H100 rates are the same for
-  // both; the gradient buffer and its reduction are not (GradReduceFor).
-  if (run.precision) {
-    o->precision = *run.precision;
-  } else if (Contains(run.notes, "fp16")) {
-    o->precision = Precision::kFP16;
+// The knobs the row states, held fixed in the search; the rest is searched.
+// Only typed columns are read: a row's notes never set a knob.
+Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
+  ST_RETURN_IF_ERROR(CheckStatedGpus(run));
+  for (auto [stated, held] : {std::pair{run.tp, &o->tp}, {run.pp, &o->pp}, {run.dp, &o->dp},
+                              {run.vpp, &o->vpp}, {run.micro_batch, &o->micro_batch},
+                              {run.shard_group, &o->shard_group}}) {
+    if (stated > 0) *held = stated;
   }
-  // Composer's FSDP mixed precision (the MosaicML rows' `prec=.../DEFAULT`
-  // or `/PURE`): DEFAULT reduces gradients in fp32, PURE in the compute
-  // precision.
-  if (Contains(run.notes, "/PURE")) o->grad_reduce = GradReduce::kCompute;
-  if (Contains(run.notes, "/DEFAULT")) o->grad_reduce = GradReduce::kFp32;
-  // PyTorch FSDP's MixedPrecision(reduce_dtype=...), as runs state it.
-  for (const char* bf16 :
-       {"reduce_dtype=bf16", "reduce_dtype=bfloat16", "reduce_dtype=torch.bfloat16"}) {
-    if (Contains(run.notes, bf16)) o->grad_reduce = GradReduce::kCompute;
-  }
-  for (const char* fp32 :
-       {"reduce_dtype=fp32", "reduce_dtype=float32", "reduce_dtype=torch.float32"}) {
-    if (Contains(run.notes, fp32)) o->grad_reduce = GradReduce::kFp32;
-  }
-  if (run.grad_reduce) o->grad_reduce = *run.grad_reduce;
-  if (run.zero) {
-    o->zero = *run.zero;
-  } else if (const std::optional<int> stage = ZeroStageNamedIn(run.notes)) {
-    o->zero = stage;
-  }
-  if (legacy) {
-    // Narayanan et al.'s FLOP count assumes full recomputation (their
-    // appendix); neither stack had sequence parallelism or ZeRO beyond what
-    // the notes say.
-    if (!o->recompute) o->recompute = Recompute::kFull;
-    if (!o->sp) o->sp = false;
-    if (!o->zero) o->zero = 0;
-  }
+  o->cp = run.cp;
+  o->sp = run.sp;
+  o->recompute = run.recompute;
+  o->zero = run.zero;
+  o->precision = run.precision.value_or(Precision::kBF16);
+  o->grad_reduce = run.grad_reduce.value_or(GradReduce::kAuto);
+  return SetRecomputeLayers(run, o);
+}
+
+// What a legacy stack's runs leave unsaid, as their papers count: Narayanan
+// et al.'s FLOP count assumes full recomputation (their appendix), and
+// neither stack had sequence parallelism unless the row says so.
+void SetLegacyConventions(SearchOptions* o) {
+  if (!o->recompute) o->recompute = Recompute::kFull;
+  if (!o->sp) o->sp = false;
+  if (!o->zero) o->zero = 0;
 }
 
 // Compares the prediction on the figure the source measured: step time,
@@ -343,7 +283,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   o.global_batch = global_batch;
   o.top_k = 1;
   ST_RETURN_IF_ERROR(SetStatedLayout(run, &o));
-  SetStatedStack(run, legacy, &o);
+  if (legacy) SetLegacyConventions(&o);
   CostModel model(spec, cluster, sw);
   ST_ASSIGN_OR_RETURN(SearchResult sr, SearchLayouts(model, o));
   if (sr.top.empty() && !sr.fastest_unfit) {

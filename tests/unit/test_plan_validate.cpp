@@ -312,30 +312,33 @@ TEST(PlanValidate, StackFromTheColumnOrTheDefaultNeverTheNotes) {
   EXPECT_NE(ValidationToText(*given).find("pytorch*"), std::string::npos);
 }
 
-// The ZeRO stage as notes write it; a number that is no stage is not one.
-TEST(PlanValidate, ZeroStageFromTheNotes) {
-  const std::string row =
-      ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,megatron-deepspeed,";
-  std::string csv = kBaseHeader + ",stack,notes\n";
-  const std::vector<std::pair<std::string, int>> cases = {{"ZeRO stage 1", 1},
-                                                          {"zero2 + TP", 2},
-                                                          {"DeepSpeed ZeRO-3 offload-free", 3},
-                                                          {"FSDP SHARD_GRAD_OP", 2},
-                                                          {"FSDP FULL_SHARD (ZeRO-3 equiv)", 3},
-                                                          {"Megatron distributed optimizer", 1},
-                                                          {"ZeRO-1, later ZeRO-3", 1}};
+// The zero column as tables write a stage: a number, ZeRO-n, "stage n", FSDP's
+// sharding strategies, Megatron's distributed optimizer; anything else in it
+// (prose included) is the row's error, not a stage guessed from its words.
+TEST(PlanValidate, ZeroColumnAsTablesWriteIt) {
+  const std::string row = ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,megatron-deepspeed,";
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"2", 2},           {"ZeRO-1", 1},           {"zero3", 3},    {"ZeRO stage 2", 2},
+      {"stage 1", 1},     {"FULL_SHARD", 3},       {"HSDP", 3},     {"SHARD_GRAD_OP", 2},
+      {"NO_SHARD", 0},    {"distributed optimizer", 1}, {"ZeRO-1, later ZeRO-3", -1}, {"FSDP FULL_SHARD", -1}};
+  std::string csv = kBaseHeader + ",stack,zero,notes\n";
   for (size_t i = 0; i < cases.size(); ++i) {
     csv += 'z';
     csv += std::to_string(i);
-    for (const std::string& part : {row, std::string("\""), cases[i].first, std::string("\"\n")})
-      csv += part;
+    for (const std::string& part : {row, std::string("\""), cases[i].first, std::string("\",\n")}) csv += part;
   }
-  auto rep = ValidateTempCsv("zero-notes.csv", csv);
+  auto rep = ValidateTempCsv("zero-column.csv", csv);
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   ASSERT_EQ(rep->rows.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    ASSERT_TRUE(rep->rows[i].error.empty()) << cases[i].first << ": " << rep->rows[i].error;
-    EXPECT_EQ(rep->rows[i].prediction.layout.zero, cases[i].second) << cases[i].first;
+    const ValidationRow& r = rep->rows[i];
+    if (cases[i].second < 0) {
+      EXPECT_NE(r.error.find("column zero = '" + cases[i].first + "' is not a ZeRO stage"), std::string::npos)
+          << r.error;
+      continue;
+    }
+    ASSERT_TRUE(r.error.empty()) << cases[i].first << ": " << r.error;
+    EXPECT_EQ(r.prediction.layout.zero, cases[i].second) << cases[i].first;
   }
 }
 
@@ -704,21 +707,20 @@ TEST(PlanValidate, LayoutLessRowsAreSearched) {
   EXPECT_EQ(l.global_batch, 512);
 }
 
-// Hybrid sharding: notes naming HSDP (FSDP's HYBRID_SHARD) shard within a
-// node, the shard_group column sets the group; either is ZeRO-3 unless the
-// row says otherwise.
-TEST(PlanValidate, HybridShardingFromTheNotesOrItsColumn) {
+// Hybrid sharding is the shard_group column's: a group of 8 ranks (a DGX
+// A100 node) shards the state and all-reduces across the 4 groups; FSDP's
+// ZeRO-3 unless the row says otherwise; notes naming HSDP change nothing.
+TEST(PlanValidate, HybridShardingFromItsColumn) {
   const std::string row =
       ",x,llama2-7b,,,,,4096,,a100-80g,32,1,1,32,,,none,2,64,,,,1,pytorch-fsdp1,";
-  auto rep = ValidateTempCsv("hsdp.csv", kBaseHeader + ",stack,shard_group,notes\nhsdp" + row +
-                                             ",HSDP across nodes\ncol" + row + "16,\nfull" + row +
-                                             ",FULL_SHARD\n");
+  auto rep = ValidateTempCsv("hsdp.csv", kBaseHeader + ",stack,shard_group,notes\nnode" + row +
+                                             "8,\ncol" + row + "16,\nfull" + row + ",HSDP across nodes\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   ASSERT_EQ(rep->rows.size(), 3u);
   for (const auto& r : rep->rows) ASSERT_TRUE(r.error.empty()) << r.run.id << ": " << r.error;
   const Prediction& hsdp = rep->rows[0].prediction;
   EXPECT_EQ(hsdp.layout.zero, 3);
-  EXPECT_EQ(hsdp.layout.shard_group, 8);  // a DGX A100 node
+  EXPECT_EQ(hsdp.layout.shard_group, 8);
   EXPECT_EQ(hsdp.shard_replicas, 4);
   EXPECT_EQ(rep->rows[1].prediction.layout.shard_group, 16);
   EXPECT_EQ(rep->rows[1].prediction.shard_replicas, 2);
@@ -785,18 +787,55 @@ TEST(PlanValidate, StatedZeroWithOneDataParallelRankIsPredicted) {
       << vpp.status().message();
 }
 
-// FSDP's reduce_dtype in the notes sets the gradient reduction's dtype.
-TEST(PlanValidate, ReduceDtypeFromTheNotes) {
+// The grad_reduce column (or FSDP's name for it, reduce_dtype): fp32, or the
+// compute precision's 16 bits as bf16 or compute; fp16 beside a bf16 run is
+// the row's error, naming what it may be.
+TEST(PlanValidate, GradReduceColumn) {
   const std::string row =
       ",x,llama2-7b,,,,,4096,,a100-80g,32,1,1,32,,,none,2,64,,,,1,pytorch-fsdp1,";
-  auto rep =
-      ValidateTempCsv("reduce.csv", kBaseHeader + ",stack,notes\nbf16" + row +
-                                        "reduce_dtype=bf16\nfp32" + row + "reduce_dtype=float32\n");
+  auto rep = ValidateTempCsv("reduce.csv", kBaseHeader + ",stack,reduce_dtype,notes\nbf16" + row +
+                                               "torch.bfloat16,\nfp32" + row + "float32,\ncompute" + row +
+                                               "compute,\nauto" + row + "auto,\nfp16" + row + "fp16,\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
-  ASSERT_EQ(rep->rows.size(), 2u);
+  ASSERT_EQ(rep->rows.size(), 5u);
   EXPECT_EQ(rep->rows[0].prediction.layout.grad_reduce, GradReduce::kCompute);
   EXPECT_EQ(rep->rows[1].prediction.layout.grad_reduce, GradReduce::kFp32);
   EXPECT_LT(rep->rows[0].prediction.memory.grads, rep->rows[1].prediction.memory.grads);
+  EXPECT_DOUBLE_EQ(rep->rows[2].predicted, rep->rows[0].predicted);
+  EXPECT_DOUBLE_EQ(rep->rows[3].predicted, rep->rows[1].predicted);  // the stack's default: fp32
+  EXPECT_NE(rep->rows[4].error.find("column grad_reduce = 'fp16'; give fp32, or the compute precision's 16 "
+                                    "bits (bf16 or compute), or auto"),
+            std::string::npos)
+      << rep->rows[4].error;
+}
+
+// No input comes from a row's notes: every file of tests/plan predicts the
+// same with its notes emptied, and with notes that name every word the
+// notes were once read for (fp16, HSDP, FULL_SHARD, /PURE, reduce_dtype,
+// ZeRO stages, software).
+TEST(PlanValidate, NotesNeverFeedAnInput) {
+  const std::string loud =
+      "fp16; HSDP HYBRID_SHARD FULL_SHARD SHARD_GRAD_OP ZeRO-1 zero2 distributed optimizer; prec=amp_fp16/PURE "
+      "/DEFAULT; reduce_dtype=bf16 reduce_dtype=fp32; Megatron-LM (2021) DeepSpeed FSDP torchtitan compile";
+  for (const char* file : {"published-runs", "korthikanti-2022", "mosaicml-microbatch-sweep", "mosaicml-more-runs",
+                           "mt-nlg-2022", "narayanan-2021-scripts", "nemo-2024-fp8", "nemotron-2024",
+                           "torchtitan-2024", "fms-fsdp-2024"}) {
+    auto runs = ReadPublishedRuns(kRoot + "/tests/plan/" + file + ".csv");
+    ASSERT_TRUE(runs.ok()) << runs.status().message();
+    const ValidationReport as_is = ValidateRepoCsv(std::string(file) + ".csv", runs->size());
+    for (const std::string& notes : {std::string(), loud}) {
+      std::vector<PublishedRun> changed = *runs;
+      HardwareCatalog cat;
+      ASSERT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
+      for (size_t i = 0; i < changed.size(); ++i) {
+        changed[i].notes = notes;
+        auto r = ValidateRun(changed[i], cat, ShippedStacks(), kRoot + "/configs");
+        ASSERT_TRUE(r.ok()) << changed[i].id << ": " << r.status().message();
+        EXPECT_EQ(r->predicted, as_is.rows[i].predicted) << file << " " << changed[i].id;
+        EXPECT_EQ(LayoutToString(r->prediction.layout), LayoutToString(as_is.rows[i].prediction.layout));
+      }
+    }
+  }
 }
 
 // IBM and Meta's fms-fsdp runs (tests/plan/fms-fsdp-2024.csv): FSDP1 on 128
