@@ -422,6 +422,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   p.slowest_gpu_pace = gpu.sustained_clock_ratio / cluster_.gpu.sustained_clock_ratio;
   p.layout.grad_reduce = GradReduceFor(l, sw_);
   p.stage_collectives = TpPpCollectivesByStage(tokens, l, sw_, stages, sched->schedule);
+  for (const StageParams& st : stages) p.stage_layers.push_back(st.layers);
   // The pipeline: every chunk's forward and backward also receives a
   // message; the schedule's simulation gives the makespan.
   const SlowestStage slowest = FindSlowestStage(l, stages, p.stage_collectives, mb, CpLayerSeconds(l, shape, mb),

@@ -175,6 +175,14 @@ GradReduce GradReduceFor(const Layout& l, const Software& sw) {
                                                                         : GradReduce::kFp32;
 }
 
+std::vector<int64_t> EvenInterleavings(int64_t n_layer, int64_t pp) {
+  std::vector<int64_t> ok;
+  for (int64_t v = 2; pp * v <= n_layer; ++v) {
+    if (n_layer % (pp * v) == 0) ok.push_back(v);
+  }
+  return ok;
+}
+
 std::vector<int64_t> Divisors(int64_t n) {
   std::vector<int64_t> d;
   for (int64_t i = 1; i * i <= n; ++i) {
@@ -279,18 +287,39 @@ Status CheckTpDividesModel(const ModelSpec& m, const Layout& l) {
                          "; nearest valid tp: " + Nearest(l.tp, tp_ok));
 }
 
-// vpp > 1 needs pipeline stages, the interleaved schedule, and each stage's
-// layers cut into vpp equal chunks; stages may differ by one layer (Llama 3
-// 405B ran 126 layers on 16 stages, interleaved).
+// "; or at vpp=V: pp P" for the pp nearest l.pp that cuts the layers into
+// pp x vpp equal chunks, where one does.
+std::string EvenStagesAt(const ModelSpec& m, const Layout& l) {
+  std::vector<int64_t> pps;
+  for (int64_t p = 2; p * l.vpp <= m.n_layer; ++p) {
+    if (m.n_layer % (p * l.vpp) == 0) pps.push_back(p);
+  }
+  if (pps.empty()) return "";
+  return "; or at vpp=" + Str(l.vpp) + " a pp of " + Nearest(l.pp, pps);
+}
+
+// vpp > 1 needs pipeline stages, the interleaved schedule, and the layers cut
+// into pp x vpp equal chunks, as the trainer (CheckModelShard) and Megatron
+// without its uneven-pipeline options require: an uneven interleaving is a
+// split neither runs, so it is an error naming the split, not a prediction.
+// (pp alone may leave stages a layer apart: the trainer splits them by cost,
+// PipelineStageStarts, and `plan` prints the split.)
 Status CheckInterleaving(const ModelSpec& m, const Layout& l) {
   if (l.vpp == 1) return Status::Ok();
   if (l.pp == 1) return InvalidArgument("vpp=" + Str(l.vpp) + " needs pp > 1; use vpp=1");
   if (l.gpipe) return InvalidArgument("gpipe runs one chunk per stage; use vpp=1 or drop gpipe");
-  const int64_t fullest = (m.n_layer + l.pp - 1) / l.pp;
-  if (fullest % l.vpp == 0) return Status::Ok();
-  return InvalidArgument("interleaving needs the layers of a stage (" + Str(fullest) + " = ceil(" +
-                         Str(m.n_layer) + " / pp)) divisible by vpp=" + Str(l.vpp) +
-                         "; nearest valid vpp: " + Nearest(l.vpp, Divisors(fullest)));
+  const int64_t chunks = l.pp * l.vpp;
+  if (m.n_layer % chunks == 0) return Status::Ok();
+  const std::vector<int64_t> ok = EvenInterleavings(m.n_layer, l.pp);
+  return InvalidArgument(Fmt("interleaving cuts the %lld layers of %s into pp x vpp = %lld x %lld = %lld equal "
+                             "chunks, and %lld layers do not split so (%.2f a chunk); ",
+                             static_cast<long long>(m.n_layer), m.name.c_str(), static_cast<long long>(l.pp),
+                             static_cast<long long>(l.vpp), static_cast<long long>(chunks),
+                             static_cast<long long>(m.n_layer), static_cast<double>(m.n_layer) / chunks) +
+                         (ok.empty() ? "no vpp above 1 does at pp=" + Str(l.pp) + ": use vpp=1"
+                                     : "nearest valid vpp at pp=" + Str(l.pp) + ": " + Nearest(l.vpp, ok) +
+                                           ", or vpp=1") +
+                         " (stages then split by cost, as the trainer splits them)" + EvenStagesAt(m, l));
 }
 
 // The global batch splits into dp x micro-batch; the fix names the nearest

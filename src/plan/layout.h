@@ -122,6 +122,9 @@ double RecomputedShare(const Layout& l, int64_t stage_layers);
 
 // The divisors of n, ascending (the candidate sizes of a layout axis).
 std::vector<int64_t> Divisors(int64_t n);
+// The chunks per stage above 1 that cut `n_layer` layers into pp x vpp
+// equal chunks, ascending: the interleavings ValidateLayout accepts.
+std::vector<int64_t> EvenInterleavings(int64_t n_layer, int64_t pp);
 
 // What the training software does beyond the layout: every choice of it that
 // the cost model charges for. A stack is read from its file
@@ -170,8 +173,9 @@ struct Software {
   // pipeline engine runs plain 1F1B.
   bool interleaved_schedule = true;
   // Validation reads a run the way Megatron-LM 2021-22 papers report theirs:
-  // TFLOP/s counting the recomputed forward, full recomputation, no SP and no
-  // ZeRO unless the row says so (the legacy stacks).
+  // TFLOP/s counting the recomputed forward, full recomputation and no SP
+  // unless the row says so (the legacy stacks). An unstated ZeRO stage is
+  // searched up to max_searched_zero, as on any stack.
   bool legacy_conventions = false;
   // Pipeline sends are posted and the stage computes on while they travel,
   // a stage's messages queueing on its one link (the CPU trainer: ISend on

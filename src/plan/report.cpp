@@ -151,6 +151,7 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
                           {"padded_numel", rb.padded_numel}};
   };
   j["bytes_per_rank"] = rank_json(p.rank_bytes);
+  j["stage_layers"] = p.stage_layers;
   j["bytes_per_stage"] = nlohmann::json::array();
   for (const RankBytes& rb : p.stage_bytes) j["bytes_per_stage"].push_back(rank_json(rb));
   AddStepCollectivesJson(p, &j);
@@ -223,6 +224,8 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
       e["stack"] = row.stack;
       e["stack_from"] = row.stack_from;
       if (!row.stack_hint.empty()) e["stack_hint"] = row.stack_hint;
+      e["searched"] = row.searched;
+      e["assumed"] = row.assumed;
       e["fits"] = row.fits;
       e["layout"] = LayoutJson(row.prediction.layout);
       e["step_time_s"] = row.prediction.step_time_s;
@@ -237,6 +240,29 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
   return j;
 }
 
+namespace {
+
+// The stages' layers where pp does not divide them ("stages 0-14: 8 layers,
+// stage 15: 6 layers (with the head)"), so an uneven split is never silent;
+// "" where every stage runs as many.
+std::string UnevenStagesText(const Prediction& p, int64_t n_layer) {
+  const std::vector<int64_t>& n = p.stage_layers;
+  if (n.empty() || std::all_of(n.begin(), n.end(), [&](int64_t k) { return k == n[0]; })) return "";
+  std::string o = Fmt("stages   %lld layers do not split evenly over pp=%lld; as the trainer splits them by cost "
+                      "(the last stage also runs the head): ",
+                      static_cast<long long>(n_layer), static_cast<long long>(n.size()));
+  for (size_t a = 0; a < n.size();) {
+    size_t b = a;
+    while (b + 1 < n.size() && n[b + 1] == n[a]) ++b;
+    o += (a == 0 ? "" : ", ") + (a == b ? Fmt("stage %zu", a) : Fmt("stages %zu-%zu", a, b)) +
+         Fmt(": %lld layers", static_cast<long long>(n[a]));
+    a = b + 1;
+  }
+  return o + "\n";
+}
+
+}  // namespace
+
 std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing* sizing) {
   const ModelSpec& m = ctx.model->spec();
   const ClusterSpec& c = ctx.model->cluster();
@@ -249,6 +275,7 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
            static_cast<long long>(c.node.gpus_per_node), ctx.model->software().name.c_str());
   o += "layout   " + LayoutToString(p.layout) + Fmt(" (%s, %lld micro-batches)\n", ScheduleKindName(p.layout.schedule()),
                                                     static_cast<long long>(p.layout.micro_batches()));
+  o += UnevenStagesText(p, m.n_layer);
   o += Fmt("step     %s   tokens/s %.4g   TFLOP/s/GPU %.1f (with recompute %.1f)   MFU %.1f%%\n",
            Secs(p.step_time_s).c_str(), p.tokens_per_s, p.tflops_per_gpu, p.hw_tflops_per_gpu, 100 * p.mfu);
   if (p.step_time_hi_s > 0) {
@@ -376,6 +403,19 @@ std::string StackLegend(const ValidationReport& r) {
   return o;
 }
 
+// "  [searched: mb zero rc]  [legacy's convention: rc sp]": which knobs of
+// the layout shown the row did not state, so a recomputation (or a ZeRO
+// stage, a micro-batch) the search chose is never read as the run's own.
+std::string UnstatedText(const ValidationRow& row) {
+  auto list = [](const char* what, const std::vector<std::string>& knobs) {
+    if (knobs.empty()) return std::string();
+    std::string o = std::string("  [") + what + ":";
+    for (const std::string& k : knobs) o += " " + k;
+    return o + "]";
+  };
+  return list("searched", row.searched) + list((row.stack + "'s convention").c_str(), row.assumed);
+}
+
 }  // namespace
 
 std::string ValidationToText(const ValidationReport& r) {
@@ -388,15 +428,15 @@ std::string ValidationToText(const ValidationReport& r) {
   for (const auto& row : r.rows)
     stack_width = std::max(stack_width, static_cast<int>(shown_stack(row).size()));
   std::string o = Fmt("%-28s %-15s %11s %11s %8s  %-*s %s\n", "id", "metric", "measured", "predicted", "error",
-                      stack_width, "stack", "layout (searched where the source is silent)");
+                      stack_width, "stack", "layout [the knobs the row does not state]");
   for (const auto& row : r.rows) {
     if (!row.error.empty()) {
       o += Fmt("%-28s error: %s\n", row.run.id.c_str(), row.error.c_str());
       continue;
     }
-    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-*s %s%s\n", row.run.id.c_str(),
+    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-*s %s%s%s\n", row.run.id.c_str(),
              row.metric.c_str(), row.measured, row.predicted, row.error_pct, stack_width,
-             shown_stack(row).c_str(), LayoutToString(row.prediction.layout).c_str(),
+             shown_stack(row).c_str(), LayoutToString(row.prediction.layout).c_str(), UnstatedText(row).c_str(),
              row.fits ? "" : " (no layout fits; fastest shown)");
   }
   const auto predicted = std::count_if(r.rows.begin(), r.rows.end(),

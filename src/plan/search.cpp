@@ -62,17 +62,16 @@ std::vector<int64_t> TpSizes(const CostModel& model, const SearchOptions& opt) {
 
 // The model chunks per stage searched for pp stages and m micro-batches:
 // 1, and with the interleaved schedule (m a multiple of pp, a stack that has
-// it) every v up to max_vpp that divides the fullest stage's layers. A
-// stated v beyond max_vpp is searched too (NeMo runs Llama 2 70B with 20
-// one-layer chunks per stage).
+// it) every v up to max_vpp that cuts the layers into pp x v equal chunks
+// (ValidateLayout's rule). A stated v beyond max_vpp is searched too (NeMo
+// runs Llama 2 70B with 20 one-layer chunks per stage).
 std::vector<int64_t> VppSizes(const ModelSpec& M, const SearchOptions& opt, const Software& sw, int64_t pp,
                               int64_t m) {
   std::vector<int64_t> vpps{1};
   if (pp > 1 && m % pp == 0 && sw.interleaved_schedule) {
-    const int64_t fullest = (M.n_layer + pp - 1) / pp;
     const int64_t max_vpp = std::max(opt.max_vpp, opt.vpp.value_or(1));
-    for (int64_t v = 2; v <= std::min(max_vpp, fullest); ++v) {
-      if (fullest % v == 0) vpps.push_back(v);
+    for (int64_t v : EvenInterleavings(M.n_layer, pp)) {
+      if (v <= max_vpp) vpps.push_back(v);
     }
   }
   std::vector<int64_t> sizes;

@@ -173,7 +173,26 @@ Status SetStatedLayout(const PublishedRun& run, SearchOptions* o) {
 void SetLegacyConventions(SearchOptions* o) {
   if (!o->recompute) o->recompute = Recompute::kFull;
   if (!o->sp) o->sp = false;
-  if (!o->zero) o->zero = 0;
+}
+
+// The knobs of the predicted layout `l` the row leaves unstated, where they
+// have a choice on the stack: into row->assumed those a legacy stack's
+// conventions set, into row->searched the rest.
+void NoteUnstatedKnobs(const PublishedRun& run, const Layout& l, const Software& sw, ValidationRow* row) {
+  const bool legacy = sw.legacy_conventions;
+  const struct {
+    const char* name;
+    bool stated, open, convention;
+  } knobs[] = {{"tp", run.tp > 0, true, false},
+               {"pp", run.pp > 0, true, false},
+               {"vpp", run.vpp > 0, l.pp > 1 && sw.interleaved_schedule, false},
+               {"mb", run.micro_batch > 0, true, false},
+               {"zero", run.zero.has_value(), l.dp * l.cp > 1, false},
+               {"rc", run.recompute.has_value() || run.recompute_layers > 0, true, legacy},
+               {"sp", run.sp.has_value(), l.tp > 1, legacy}};
+  for (const auto& k : knobs) {
+    if (!k.stated && k.open) (k.convention ? row->assumed : row->searched).push_back(k.name);
+  }
 }
 
 // Compares the prediction on the figure the source measured: step time,
@@ -298,6 +317,7 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   }
   row.fits = !sr.top.empty();
   row.prediction = row.fits ? sr.top[0] : *sr.fastest_unfit;
+  NoteUnstatedKnobs(run, row.prediction.layout, sw, &row);
   ST_RETURN_IF_ERROR(CompareMeasured(run, legacy, &row));
   return row;
 }

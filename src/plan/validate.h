@@ -24,6 +24,11 @@ struct ValidationRow {
   // is not the stack it ran on ("'fsdp' (pytorch)"), for a person to act on;
   // never applied. "" where they mention none.
   std::string stack_hint;
+  // The knobs of the layout the row does not state (tp, pp, vpp, mb, zero,
+  // rc, sp; each only where it has a choice): `searched` the search chose,
+  // `assumed` the stack's conventions set (Software::legacy_conventions: full
+  // recomputation and no SP for Megatron-LM 2021-22's papers).
+  std::vector<std::string> searched, assumed;
   std::string metric;    // step_s, tokens_per_s, tflops_per_gpu or mfu
   double measured = 0, predicted = 0;
   double error_pct = 0;  // (predicted - measured) / measured * 100

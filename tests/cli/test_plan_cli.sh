@@ -120,6 +120,14 @@ expect_error "the legacy stack has no context parallelism" plan --model llama3-8
 expect_error "cp=3 cuts each sequence into 2 x cp = 6 chunks" plan --model llama3-8b --cluster dgx-h100 --gpus 48 --cp 3
 expect_error "trainer has no context parallelism, so a training config cannot run it" plan --train-config configs/shakespeare_char.toml \
   --cluster dgx-h100 --cp 2
+# Layers that pp x vpp does not cut into equal chunks: an error naming the
+# split (the trainer and Megatron refuse it too); pp alone may leave stages a
+# layer apart (the trainer's split by cost), and the text says so.
+expect_error "interleaving cuts the 126 layers of llama3-405b into pp x vpp = 16 x 4 = 64 equal chunks" \
+  plan --model llama3-405b --cluster dgx-h100 --gpus 1024 --tp 8 --pp 16 --vpp 4 --global-batch 512
+"$bin" plan --model llama3-8b --cluster dgx-h100 --gpus 24 --tp 8 --pp 3 --global-batch 48 |
+  grep -q "32 layers do not split evenly over pp=3; .*: stages 0-1: 11 layers, stage 2: 10 layers" ||
+  fail "plan names an uneven pipeline split"
 # --shard-group: hybrid sharding (FSDP's HYBRID_SHARD), ZeRO over groups of
 # a node's 8 GPUs and the gradient shards all-reduced across the 4 groups:
 # less DP traffic on a slow fabric than sharding over all 32, more memory.

@@ -15,7 +15,9 @@ namespace scaletrain::plan {
 namespace {
 
 const std::string kRoot = ST_SOURCE_DIR;
-constexpr double kMapeBound = 7.8;  // measured: 7.5% (docs/planner.md)
+// measured: 7.97% (docs/planner.md): 7.55% until an uneven interleaving became
+// an error, which leaves Llama 3 405B's 126 layers on 16 stages at vpp 1.
+constexpr double kMapeBound = 8.2;
 // More runs of the MosaicML tables (tests/plan/mosaicml-more-runs.csv).
 constexpr double kMoreRunsBound = 5.3;  // measured: 5.0%
 // llm-foundry's micro-batch sweep (tests/plan/mosaicml-microbatch-sweep.csv).
@@ -34,7 +36,9 @@ constexpr double kTorchtitanBound = 6.2;  // measured: 5.9% over 17 rows, worst 
 constexpr double kNemotronBound = 4.3;  // measured: 4.0%, worst -10.3% (a 15B row)
 // Megatron-Turing NLG 530B on 2,240-3,360 A100 (tests/plan/mt-nlg-2022.csv),
 // Megatron-DeepSpeed, a dev set of the stack's known optimism.
-constexpr double kMtNlgBound = 18.9;  // measured: 18.5%, worst -20.2%
+// measured: 18.96%, worst -20.7% (18.5% while an unstated ZeRO stage on a
+// legacy stack was taken as 0 rather than searched).
+constexpr double kMtNlgBound = 19.3;
 // NeMo's FP8 performance tables on DGX H100 (tests/plan/nemo-2024-fp8.csv),
 // a dev set for FP8 training (no constant fitted).
 constexpr double kNemoFp8Bound = 10.7;  // measured: 10.4% over 20 rows, worst +24.1%
@@ -807,6 +811,32 @@ TEST(PlanValidate, GradReduceColumn) {
                                     "bits (bf16 or compute), or auto"),
             std::string::npos)
       << rep->rows[4].error;
+}
+
+// Every knob the row leaves to the search is named beside the layout, a
+// recomputation above all (it changes what TFLOP/s count); a legacy stack's
+// conventions are named as such; a stated knob is not named. An unstated
+// ZeRO stage is searched up to what the stack has, not taken as 0.
+TEST(PlanValidate, UnstatedKnobsAreNamed) {
+  const std::string gpt = ",x,gpt3-6.7b,,,,,2048,,a100-80g,64,2,2,16,";
+  auto rep = ValidateTempCsv("unstated.csv", kBaseHeader + ",stack,zero,notes\nbare" + gpt + ",,,,256,,,,1,,,\nstated" +
+                                                 gpt + "2,true,none,1,256,,,,1,,0,\nold" + gpt +
+                                                 ",,,1,256,,,,1,legacy,,\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 3u);
+  for (const auto& r : rep->rows) ASSERT_TRUE(r.error.empty()) << r.run.id << ": " << r.error;
+  EXPECT_EQ(rep->rows[0].searched, (std::vector<std::string>{"vpp", "mb", "zero", "rc", "sp"}));
+  EXPECT_TRUE(rep->rows[0].assumed.empty());
+  EXPECT_TRUE(rep->rows[1].searched.empty());
+  EXPECT_EQ(rep->rows[2].searched, (std::vector<std::string>{"vpp", "zero"}));
+  EXPECT_EQ(rep->rows[2].assumed, (std::vector<std::string>{"rc", "sp"}));
+  // legacy offers ZeRO-1 (Megatron-LM's distributed optimizer) to a row that
+  // does not say, and the search takes it.
+  const Prediction& old = rep->rows[2].prediction;
+  EXPECT_EQ(old.layout.zero, 1);
+  const std::string text = ValidationToText(*rep);
+  EXPECT_NE(text.find("[searched: vpp mb zero rc sp]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[searched: vpp zero]  [legacy's convention: rc sp]"), std::string::npos) << text;
 }
 
 // No input comes from a row's notes: every file of tests/plan predicts the
