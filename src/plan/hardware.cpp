@@ -290,14 +290,7 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
 }
 
 Status HardwareCatalog::LoadDir(const std::string& dir) {
-  std::error_code ec;
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".toml") files.push_back(e.path().string());
-  }
-  if (ec) return NotFound("cannot list hardware catalog directory " + dir + ": " + ec.message());
-  if (files.empty()) return NotFound("no *.toml files in hardware catalog directory " + dir);
-  std::sort(files.begin(), files.end());
+  ST_ASSIGN_OR_RETURN(const std::vector<std::string> files, TomlFilesIn(dir, "hardware catalog"));
   for (const auto& f : files) ST_RETURN_IF_ERROR(LoadFile(f));
   return Status::Ok();
 }

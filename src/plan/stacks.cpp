@@ -122,14 +122,7 @@ void AddMention(const std::string& stack, const std::string& word, std::vector<S
 }  // namespace
 
 Status StackCatalog::LoadDir(const std::string& dir) {
-  std::error_code ec;
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".toml") files.push_back(e.path().string());
-  }
-  if (ec) return NotFound("cannot list the stack folder " + dir + ": " + ec.message());
-  if (files.empty()) return NotFound("no *.toml stack files in " + dir + " (configs/stacks holds the shipped ones)");
-  std::sort(files.begin(), files.end());
+  ST_ASSIGN_OR_RETURN(const std::vector<std::string> files, TomlFilesIn(dir, "software stack"));
   return LoadFiles(files);
 }
 

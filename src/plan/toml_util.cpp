@@ -1,6 +1,8 @@
 #include "plan/toml_util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <type_traits>
 
 #include "core/strings.h"
@@ -182,6 +184,18 @@ Status TableReader::Read(const toml::table& t) const {
     }
   }
   return Status::Ok();
+}
+
+Result<std::vector<std::string>> TomlFilesIn(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".toml") files.push_back(e.path().string());
+  }
+  if (ec) return NotFound("cannot list " + what + " directory " + dir + ": " + ec.message());
+  if (files.empty()) return NotFound("no *.toml files in " + what + " directory " + dir);
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 Result<toml::table> ParseTomlFile(const std::string& path) {

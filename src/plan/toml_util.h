@@ -93,4 +93,9 @@ class TableReader {
 // Parses a TOML file, turning toml++'s exception into a Status.
 Result<toml::table> ParseTomlFile(const std::string& path);
 
+// The *.toml files of a catalog folder, in name order (a later file may
+// build on an earlier one); an error naming `what` (e.g. "hardware catalog")
+// where the folder cannot be listed or holds none.
+Result<std::vector<std::string>> TomlFilesIn(const std::string& dir, const std::string& what);
+
 }  // namespace scaletrain::plan

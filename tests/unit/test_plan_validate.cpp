@@ -197,6 +197,27 @@ TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
   ASSERT_FALSE(open.ok());
 }
 
+// A typed column holds a value of its type, written as tables write it
+// ("yes", "FULL AC", "bfloat16"), or says it is not known ("n/a"); anything
+// else is the row's error naming the column and what it may hold, not a
+// value guessed.
+TEST(PlanValidate, TypedColumnsReadTheirValuesOnly) {
+  const std::string row = ",s,gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,";
+  auto runs = ReadTempCsv("typed.csv", kBaseHeader + ",precision,notes\nyes" + row + "yes,full AC,,64,,,,1,bfloat16,\n" +
+                                           "na" + row + "n/a,n/a,,64,,,,1,n/a,\nsp" + row +
+                                           "maybe,,,64,,,,1,,\nrc" + row + ",sometimes,,64,,,,1,,\n");
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 4u);
+  EXPECT_EQ((*runs)[0].sp, true);
+  EXPECT_EQ((*runs)[0].recompute, Recompute::kFull);
+  EXPECT_EQ((*runs)[0].precision, Precision::kBF16);
+  EXPECT_TRUE((*runs)[1].error.empty()) << (*runs)[1].error;
+  EXPECT_FALSE((*runs)[1].sp || (*runs)[1].recompute || (*runs)[1].precision);
+  EXPECT_NE((*runs)[2].error.find("column sp = 'maybe'; give true or false"), std::string::npos) << (*runs)[2].error;
+  EXPECT_NE((*runs)[3].error.find("column recompute = 'sometimes'; give none, selective"), std::string::npos)
+      << (*runs)[3].error;
+}
+
 // Numbers as tables write them: "~" (approximate), thousands separators,
 // spaces and a percentage read as the number; a comma in the wrong place is
 // not a number.
