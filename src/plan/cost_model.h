@@ -60,9 +60,9 @@ struct Prediction {
   CommBytes comm_bytes;
   RankBytes rank_bytes;                // the most loaded rank (StageRankBytes)
   std::vector<RankBytes> stage_bytes;  // a rank of each pipeline stage, stage 0 first
-  // The transformer blocks each pipeline stage runs, stage 0 first: equal
-  // where pp divides the layers; else as the trainer splits them by cost
-  // (PipelineStageStarts: the last stage, which also runs the head, fewer).
+  // The transformer blocks each pipeline stage runs, stage 0 first, as the
+  // trainer splits them by cost (PipelineStageStarts: the last stage, which
+  // also runs the head, may run fewer, and then the first ones one more).
   std::vector<int64_t> stage_layers;
   // The collectives one step issues on a rank's DP group, with payload bytes
   // in the communicator's convention (ZeRO <= 2: DataParallelStepCollectives,

@@ -242,14 +242,14 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
 
 namespace {
 
-// The stages' layers where pp does not divide them ("stages 0-14: 8 layers,
-// stage 15: 6 layers (with the head)"), so an uneven split is never silent;
-// "" where every stage runs as many.
+// The stages' layers where they differ ("stages 0-14: 8 layers, stage 15: 6
+// layers"), so an uneven split is never silent; "" where every stage runs as
+// many.
 std::string UnevenStagesText(const Prediction& p, int64_t n_layer) {
   const std::vector<int64_t>& n = p.stage_layers;
   if (n.empty() || std::all_of(n.begin(), n.end(), [&](int64_t k) { return k == n[0]; })) return "";
-  std::string o = Fmt("stages   %lld layers do not split evenly over pp=%lld; as the trainer splits them by cost "
-                      "(the last stage also runs the head): ",
+  std::string o = Fmt("stages   %lld layers over pp=%lld, split by cost as the trainer splits them (the last stage "
+                      "also runs the head): ",
                       static_cast<long long>(n_layer), static_cast<long long>(n.size()));
   for (size_t a = 0; a < n.size();) {
     size_t b = a;

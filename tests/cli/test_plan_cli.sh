@@ -122,11 +122,12 @@ expect_error "trainer has no context parallelism, so a training config cannot ru
   --cluster dgx-h100 --cp 2
 # Layers that pp x vpp does not cut into equal chunks: an error naming the
 # split (the trainer and Megatron refuse it too); pp alone may leave stages a
-# layer apart (the trainer's split by cost), and the text says so.
+# layer apart (the trainer's split by cost, the last stage also running the
+# head), and the text says so.
 expect_error "interleaving cuts the 126 layers of llama3-405b into pp x vpp = 16 x 4 = 64 equal chunks" \
   plan --model llama3-405b --cluster dgx-h100 --gpus 1024 --tp 8 --pp 16 --vpp 4 --global-batch 512
 "$bin" plan --model llama3-8b --cluster dgx-h100 --gpus 24 --tp 8 --pp 3 --global-batch 48 |
-  grep -q "32 layers do not split evenly over pp=3; .*: stages 0-1: 11 layers, stage 2: 10 layers" ||
+  grep -q "32 layers over pp=3, split by cost as the trainer splits them .*: stages 0-1: 11 layers, stage 2: 10 layers" ||
   fail "plan names an uneven pipeline split"
 # --shard-group: hybrid sharding (FSDP's HYBRID_SHARD), ZeRO over groups of
 # a node's 8 GPUs and the gradient shards all-reduced across the 4 groups:
