@@ -52,7 +52,8 @@ Software::Buckets BucketsFromName(const std::string& name) {
 // Every choice a stack file states, each key the Software field of its name
 // (layout.h says what each models). All are required in a file without a
 // base: a stack is all of its choices, with no default hidden in C++.
-void AddSoftwareKeys(TableReader& r, Software* sw, std::string* buckets, int64_t* max_zero, bool required) {
+void AddSoftwareKeys(TableReader& r, Software* sw, std::string* buckets, int64_t* max_zero,
+                     bool required) {
   const Bounds slowdown{0, kInf, true, false, "the kernel's time relative to FlashAttention-2's"};
   for (const auto& [key, out] : std::initializer_list<std::pair<const char*, bool*>>{
            {"flash_attention", &sw->flash_attention},
@@ -85,10 +86,13 @@ void AddSoftwareKeys(TableReader& r, Software* sw, std::string* buckets, int64_t
         {0, kInf, false, false, "query rows per block; 0: the full s x s scores"}, required);
   r.AddChoice("buckets", buckets, BucketChoices(), required);
   r.Add("overlap_slowdown", &sw->overlap_slowdown,
-        {0, 1, false, false, "the compute's slowdown beside overlapped communication, e.g. 0.189"}, required);
+        {0, 1, false, false, "the compute's slowdown beside overlapped communication, e.g. 0.189"},
+        required);
   r.Add("max_searched_zero", max_zero, {0, 3, false, false, "a ZeRO stage"}, required);
-  r.Add("launch_us", &sw->launch_us, {0, 1000, false, false, "microseconds to issue one kernel"}, required);
-  r.Add("framework_gib", &sw->framework_gib, {0, 1024, false, false, "GiB outside the model"}, required);
+  r.Add("launch_us", &sw->launch_us, {0, 1000, false, false, "microseconds to issue one kernel"},
+        required);
+  r.Add("framework_gib", &sw->framework_gib, {0, 1024, false, false, "GiB outside the model"},
+        required);
 }
 
 // A word that only versions a name: "2.0", "0.8", "2023", "v2".
@@ -113,7 +117,8 @@ bool IsStackKey(const std::string& key) {
 }
 
 // Adds a mention of `stack` (by `word`) unless it is "" or already named.
-void AddMention(const std::string& stack, const std::string& word, std::vector<StackCatalog::Mention>* named) {
+void AddMention(const std::string& stack, const std::string& word,
+                std::vector<StackCatalog::Mention>* named) {
   const bool seen = std::any_of(named->begin(), named->end(),
                                 [&](const StackCatalog::Mention& m) { return m.stack == stack; });
   if (!stack.empty() && !seen) named->push_back({stack, word});
@@ -133,8 +138,9 @@ Status StackCatalog::LoadFiles(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     const std::string name = fs::path(path).stem().string();
     if (!IsStackKey(name)) {
-      return InvalidArgument(path + ": a stack is named by its file, and '" + name +
-                             "' is no stack name; name the file in lower case letters, digits, '-' and '.'");
+      return InvalidArgument(
+          path + ": a stack is named by its file, and '" + name +
+          "' is no stack name; name the file in lower case letters, digits, '-' and '.'");
     }
     const auto earlier = stacks_.find(name);
     const std::string other = earlier != stacks_.end() ? earlier->second.path
@@ -142,7 +148,8 @@ Status StackCatalog::LoadFiles(const std::vector<std::string>& paths) {
                                                        : "";
     if (!other.empty()) {
       return InvalidArgument(path + ": stack '" + name + "' is already defined by " + other +
-                             "; give the file another name (base = \"" + name + "\" takes that stack's keys)");
+                             "; give the file another name (base = \"" + name +
+                             "\" takes that stack's keys)");
     }
     ST_ASSIGN_OR_RETURN(toml::table t, ParseTomlFile(path));
     pending.emplace(name, Pending{path, std::move(t)});
@@ -167,8 +174,8 @@ Status StackCatalog::Resolve(const std::string& name, std::map<std::string, Pend
     if (std::find(chain.begin(), chain.end(), base) != chain.end() || base == name) {
       std::string loop;
       for (const std::string& s : chain) loop += s + " -> ";
-      return InvalidArgument(where + "base = \"" + base + "\" makes a loop (" + loop + name + " -> " + base +
-                             "); a stack's base must not be built on it");
+      return InvalidArgument(where + "base = \"" + base + "\" makes a loop (" + loop + name +
+                             " -> " + base + "); a stack's base must not be built on it");
     }
     if (!stacks_.count(base) && !pending.count(base)) {
       return NotFound(where + UnknownNameMessage("base stack", base, Names()));
@@ -184,15 +191,17 @@ Status StackCatalog::Resolve(const std::string& name, std::map<std::string, Pend
   std::string buckets = BucketsName(e.sw.buckets);
   int64_t max_zero = e.sw.max_searched_zero;
   AddSoftwareKeys(r, &e.sw, &buckets, &max_zero, base.empty());
-  r.SetMissingHint("a stack file without `base` states every key; or add base = \"NAME\" to take the keys "
-                   "it does not state from stack NAME");
+  r.SetMissingHint(
+      "a stack file without `base` states every key; or add base = \"NAME\" to take the keys "
+      "it does not state from stack NAME");
   ST_RETURN_IF_ERROR(r.Read(p.table));
   e.sw.name = name;
   e.sw.buckets = BucketsFromName(buckets);
   e.sw.max_searched_zero = static_cast<int>(max_zero);
   if (const std::string owner = StackOf(name); !owner.empty()) {
-    return InvalidArgument(p.path + ": stack '" + name + "' is already an alias of stack '" + owner + "' (" +
-                           stacks_.at(owner).path + "); give the file another name");
+    return InvalidArgument(p.path + ": stack '" + name + "' is already an alias of stack '" +
+                           owner + "' (" + stacks_.at(owner).path +
+                           "); give the file another name");
   }
   ST_RETURN_IF_ERROR(AddAliases(name, e, r.Where(p.table.get("aliases"))));
   stacks_.emplace(name, std::move(e));
@@ -203,7 +212,8 @@ Status StackCatalog::AddAliases(const std::string& name, const Entry& e, const s
   for (const std::string& alias : e.aliases) {
     const std::string key = NameKey(Trim(alias));
     if (!IsStackKey(key)) {
-      return InvalidArgument(where + "alias '" + alias + "' is no name; use letters, digits, '-', '.', spaces or '_'");
+      return InvalidArgument(where + "alias '" + alias +
+                             "' is no name; use letters, digits, '-', '.', spaces or '_'");
     }
     const std::string owner = key == name ? name : StackOf(key);
     if (!owner.empty()) {
@@ -241,7 +251,8 @@ Result<std::string> StackCatalog::StackOfWords(const std::string& given,
     if (refines_all) return candidate.stack;
   }
   std::string which;
-  for (const Mention& m : named) which += (which.empty() ? "" : ", ") + m.stack + " ('" + m.word + "')";
+  for (const Mention& m : named)
+    which += (which.empty() ? "" : ", ") + m.stack + " ('" + m.word + "')";
   return InvalidArgument("software stack '" + given + "' names several stacks: " + which +
                          "; give one of them, or a stack file of your own (--stack-file)");
 }
@@ -264,16 +275,20 @@ Result<Software> StackCatalog::Find(const std::string& given) const {
 std::string StackCatalog::UnknownStackMessage(const std::string& given) const {
   std::vector<std::string> keys = Names();
   for (const auto& [alias, stack] : aliases_) keys.push_back(alias);
-  std::string msg = "unknown software stack '" + given + "'" + DidYouMean(NameKey(Trim(given)), keys) + " stacks:";
+  std::string msg = "unknown software stack '" + given + "'" +
+                    DidYouMean(NameKey(Trim(given)), keys) + " stacks:";
   for (const auto& [name, e] : stacks_) {
     msg += " " + name;
     std::string also;
-    for (size_t i = 0; i < e.aliases.size() && i < 3; ++i) also += (i ? ", " : "") + NameKey(e.aliases[i]);
+    for (size_t i = 0; i < e.aliases.size() && i < 3; ++i)
+      also += (i ? ", " : "") + NameKey(e.aliases[i]);
     if (!also.empty()) msg += " (also " + also + (e.aliases.size() > 3 ? ", ...)" : ")");
     msg += ",";
   }
   msg.pop_back();
-  return msg + "; or describe yours in a stack file (--stack-file FILE; docs/planner.md, \"Software stacks\")";
+  return msg +
+         "; or describe yours in a stack file (--stack-file FILE; docs/planner.md, \"Software "
+         "stacks\")";
 }
 
 std::vector<std::string> StackCatalog::Names() const {

@@ -61,7 +61,8 @@ class StackCatalog {
   bool DerivesFrom(const std::string& derived, const std::string& base) const;
   // The one stack the words name ("" for none), or an error naming the
   // unrelated stacks they name.
-  Result<std::string> StackOfWords(const std::string& given, const std::vector<std::string>& words) const;
+  Result<std::string> StackOfWords(const std::string& given,
+                                   const std::vector<std::string>& words) const;
   std::string UnknownStackMessage(const std::string& given) const;
 
   std::map<std::string, Entry> stacks_;

@@ -62,7 +62,8 @@ struct CsvSplit {
   }
 };
 
-Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text, const std::string& path) {
+Result<std::vector<std::vector<std::string>>> ParseCsv(const std::string& text,
+                                                       const std::string& path) {
   CsvSplit s;
   for (size_t i = 0; i < text.size(); ++i) i = s.quoted ? s.InQuotes(text, i) : s.Outside(text, i);
   if (s.quoted) return DataLoss(path + ": unterminated quoted field");
@@ -161,7 +162,8 @@ struct CsvRecord {
   Status Integer(const char* name, int64_t* out) const {
     double d = 0;
     ST_RETURN_IF_ERROR(Number(name, &d));
-    if (d != std::floor(d)) return InvalidArgument(where + ": column " + name + " must be a whole number");
+    if (d != std::floor(d))
+      return InvalidArgument(where + ": column " + name + " must be a whole number");
     // Beyond int64 the cast below is undefined behaviour, not a large count.
     if (!(std::fabs(d) < 9223372036854775808.0)) {
       return InvalidArgument(where + ": column " + name + " = '" + Get(name) +
@@ -174,13 +176,13 @@ struct CsvRecord {
 
 // An optional integer column: empty leaves `out` as it is; a value outside
 // [lo, hi] is one error naming the column, what it should be and the fix.
-Status OptionalInteger(const CsvRecord& r, const char* column, int64_t lo, int64_t hi, const char* should_be,
-                       const char* fix, int64_t* out) {
+Status OptionalInteger(const CsvRecord& r, const char* column, int64_t lo, int64_t hi,
+                       const char* should_be, const char* fix, int64_t* out) {
   if (!r.Has(column) || r.Get(column).empty()) return Status::Ok();
   ST_RETURN_IF_ERROR(r.Integer(column, out));
   if (*out < lo || *out > hi) {
-    return InvalidArgument(r.where + ": column " + column + " = " + std::to_string(*out) + " is not " +
-                           should_be + "; " + fix);
+    return InvalidArgument(r.where + ": column " + column + " = " + std::to_string(*out) +
+                           " is not " + should_be + "; " + fix);
   }
   return Status::Ok();
 }
@@ -204,8 +206,8 @@ std::optional<Precision> PrecisionNamedIn(const std::string& given) {
 // 2, NO_SHARD: 0), Megatron's distributed optimizer (1).
 std::optional<int> ZeroStageNamed(const std::string& cell) {
   static const std::map<std::string, int> kForms = {
-      {"full-shard", 3},   {"hybrid-shard", 3},          {"hsdp", 3},
-      {"shard-grad-op", 2}, {"no-shard", 0},             {"distributed-optimizer", 1}};
+      {"full-shard", 3},    {"hybrid-shard", 3}, {"hsdp", 3},
+      {"shard-grad-op", 2}, {"no-shard", 0},     {"distributed-optimizer", 1}};
   std::string key;
   for (const std::string& w : LowerWords(cell)) {
     if (w != "zero" && w != "stage") key += (key.empty() ? "" : "-") + w;
@@ -219,13 +221,34 @@ std::optional<int> ZeroStageNamed(const std::string& cell) {
 
 // The columns every table has (ReadRun reads them), and the optional ones
 // (ReadOptionalColumns).
-constexpr const char* kColumns[] = {"id", "source", "model", "params_b", "layers", "hidden", "heads", "seq",
-                                    "vocab", "gpu", "num_gpus", "tp", "pp", "dp", "vpp", "sp", "recompute",
-                                    "micro_batch", "global_batch", "measured_tflops_per_gpu", "measured_mfu",
-                                    "measured_step_s", "measured_tokens_per_s", "notes"};
+constexpr const char* kColumns[] = {"id",
+                                    "source",
+                                    "model",
+                                    "params_b",
+                                    "layers",
+                                    "hidden",
+                                    "heads",
+                                    "seq",
+                                    "vocab",
+                                    "gpu",
+                                    "num_gpus",
+                                    "tp",
+                                    "pp",
+                                    "dp",
+                                    "vpp",
+                                    "sp",
+                                    "recompute",
+                                    "micro_batch",
+                                    "global_batch",
+                                    "measured_tflops_per_gpu",
+                                    "measured_mfu",
+                                    "measured_step_s",
+                                    "measured_tokens_per_s",
+                                    "notes"};
 constexpr const char* kOptionalColumns[] = {
-    "stack",   "cluster", "activation", "tied_embeddings", "kv_heads", "ffn_hidden",       "power_cap_w",
-    "hbm_gib", "hbm_tbps", "precision", "grad_reduce",     "cp",       "shard_group", "recompute_layers", "zero"};
+    "stack",       "cluster",     "activation",  "tied_embeddings",  "kv_heads",
+    "ffn_hidden",  "power_cap_w", "hbm_gib",     "hbm_tbps",         "precision",
+    "grad_reduce", "cp",          "shard_group", "recompute_layers", "zero"};
 
 bool IsOneOfColumns(const std::string& name) {
   return std::ranges::find(kColumns, name) != std::end(kColumns) ||
@@ -269,7 +292,8 @@ void ReadColumnSynonyms(std::map<std::string, size_t>* col) {
 // and is no value, leaves `out` unset; any other cell it cannot read is one
 // error, "column NAME = 'CELL'" and then `fix`.
 template <typename T, typename Parse>
-Status WordColumn(const CsvRecord& r, const char* column, Parse parse, const char* fix, std::optional<T>* out) {
+Status WordColumn(const CsvRecord& r, const char* column, Parse parse, const char* fix,
+                  std::optional<T>* out) {
   if (!r.Has(column)) return Status::Ok();
   const std::string cell = r.Get(column);
   if (cell.empty()) return Status::Ok();
@@ -307,8 +331,8 @@ Status ReadGradReduce(const CsvRecord& r, PublishedRun* run) {
     return std::nullopt;
   };
   std::optional<std::optional<GradReduce>> read;
-  const std::string fix = std::string("; give fp32, or the compute precision's 16 bits (") + PrecisionName(sixteen) +
-                          " or compute), or auto for the stack's default";
+  const std::string fix = std::string("; give fp32, or the compute precision's 16 bits (") +
+                          PrecisionName(sixteen) + " or compute), or auto for the stack's default";
   ST_RETURN_IF_ERROR(WordColumn(r, "grad_reduce", parse, fix.c_str(), &read));
   if (read) run->grad_reduce = *read;
   return Status::Ok();
@@ -320,17 +344,19 @@ Status ReadGradReduce(const CsvRecord& r, PublishedRun* run) {
 Status ReadOptionalWords(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("stack")) run->stack = r.Get("stack");
   if (r.Has("cluster")) run->cluster = Lower(r.Get("cluster"));
-  ST_RETURN_IF_ERROR(WordColumn(r, "activation", ActivationNamed, "; give gelu, swiglu or squared_relu",
-                                &run->activation));
-  ST_RETURN_IF_ERROR(WordColumn(r, "tied_embeddings", YesNo, "; give true or false", &run->tied_embeddings));
+  ST_RETURN_IF_ERROR(WordColumn(r, "activation", ActivationNamed,
+                                "; give gelu, swiglu or squared_relu", &run->activation));
+  ST_RETURN_IF_ERROR(
+      WordColumn(r, "tied_embeddings", YesNo, "; give true or false", &run->tied_embeddings));
   ST_RETURN_IF_ERROR(WordColumn(r, "precision", PrecisionNamedIn,
                                 "; give bf16, fp16, fp8, fp32 or tf32 (or leave it empty for bf16)",
                                 &run->precision));
   ST_RETURN_IF_ERROR(ReadGradReduce(r, run));
-  return WordColumn(r, "zero", ZeroStageNamed,
-                    " is not a ZeRO stage; give 0, 1, 2 or 3 (or ZeRO-1, FULL_SHARD, SHARD_GRAD_OP, ...; "
-                    "leave it empty to search)",
-                    &run->zero);
+  return WordColumn(
+      r, "zero", ZeroStageNamed,
+      " is not a ZeRO stage; give 0, 1, 2 or 3 (or ZeRO-1, FULL_SHARD, SHARD_GRAD_OP, ...; "
+      "leave it empty to search)",
+      &run->zero);
 }
 
 // The optional columns of numbers: the architecture's, the GPU variant, cp,
@@ -342,12 +368,14 @@ Status ReadOptionalNumbers(const CsvRecord& r, PublishedRun* run) {
   if (r.Has("hbm_gib")) ST_RETURN_IF_ERROR(r.Number("hbm_gib", &run->hbm_gib));
   if (r.Has("hbm_tbps")) ST_RETURN_IF_ERROR(r.Number("hbm_tbps", &run->hbm_tbps));
   constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
-  ST_RETURN_IF_ERROR(OptionalInteger(r, "cp", 1, run->num_gpus > 0 ? run->num_gpus : kAny, "a rank count",
-                                     "give 1 to num_gpus (or leave it empty)", &run->cp));
-  ST_RETURN_IF_ERROR(OptionalInteger(r, "shard_group", 2, kAny, "a sharding group",
-                                     "give the data-parallel ranks each group shards over, >= 2 (or "
-                                     "leave it empty: one group of all)",
-                                     &run->shard_group));
+  ST_RETURN_IF_ERROR(OptionalInteger(r, "cp", 1, run->num_gpus > 0 ? run->num_gpus : kAny,
+                                     "a rank count", "give 1 to num_gpus (or leave it empty)",
+                                     &run->cp));
+  ST_RETURN_IF_ERROR(
+      OptionalInteger(r, "shard_group", 2, kAny, "a sharding group",
+                      "give the data-parallel ranks each group shards over, >= 2 (or "
+                      "leave it empty: one group of all)",
+                      &run->shard_group));
   return OptionalInteger(r, "recompute_layers", 1, kAny, "a layer count",
                          "give the layers of each chunk that recompute, >= 1 (or leave it empty)",
                          &run->recompute_layers);
@@ -355,7 +383,8 @@ Status ReadOptionalNumbers(const CsvRecord& r, PublishedRun* run) {
 
 // The columns every table has: names, dimensions, the layout, the measured figures.
 Status ReadRequiredColumns(const CsvRecord& r, PublishedRun* run) {
-  run->id = r.Get("id"), run->source = r.Get("source"), run->model = r.Get("model"), run->gpu = r.Get("gpu");
+  run->id = r.Get("id"), run->source = r.Get("source"), run->model = r.Get("model"),
+  run->gpu = r.Get("gpu");
   run->notes = r.Get("notes");
   ST_RETURN_IF_ERROR(r.Number("params_b", &run->params_b));
   for (auto [name, out] : {std::pair{"layers", &run->layers},
@@ -372,7 +401,8 @@ Status ReadRequiredColumns(const CsvRecord& r, PublishedRun* run) {
                            {"global_batch", &run->global_batch}}) {
     ST_RETURN_IF_ERROR(r.Integer(name, out));
   }
-  ST_RETURN_IF_ERROR(WordColumn(r, "sp", YesNo, "; give true or false (or leave it empty to search)", &run->sp));
+  ST_RETURN_IF_ERROR(
+      WordColumn(r, "sp", YesNo, "; give true or false (or leave it empty to search)", &run->sp));
   ST_RETURN_IF_ERROR(WordColumn(r, "recompute", RecomputeNamed,
                                 "; give none, selective (Megatron's), full, op (PyTorch's op-level "
                                 "selective) or leave it empty to search",
@@ -404,7 +434,8 @@ Result<PublishedRun> ReadRun(const CsvRecord& r) {
 // The header's columns by name (a spreadsheet's spaces after the commas
 // dropped), synonyms pointing at the columns they stand for; the names not
 // read go to `ignored`.
-Result<std::map<std::string, size_t>> ReadHeader(const std::vector<std::string>& header, const std::string& path,
+Result<std::map<std::string, size_t>> ReadHeader(const std::vector<std::string>& header,
+                                                 const std::string& path,
                                                  std::vector<std::string>* ignored) {
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < header.size(); ++i) col[Trim(header[i])] = i;
@@ -423,7 +454,8 @@ Result<std::map<std::string, size_t>> ReadHeader(const std::vector<std::string>&
 
 }  // namespace
 
-Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path, std::vector<std::string>* ignored) {
+Result<std::vector<PublishedRun>> ReadPublishedRuns(const std::string& path,
+                                                    std::vector<std::string>* ignored) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot open " + path);
   std::stringstream ss;

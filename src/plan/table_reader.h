@@ -61,7 +61,8 @@ struct PublishedRun {
   // The optional `recompute_layers` column: with full recomputation, the
   // layers of each model chunk that recompute (0: all of them).
   int64_t recompute_layers = 0;
-  double tflops_per_gpu = 0, mfu = 0, step_s = 0, tokens_per_s = 0;  // the measured figures; 0: not stated
+  double tflops_per_gpu = 0, mfu = 0, step_s = 0,
+         tokens_per_s = 0;  // the measured figures; 0: not stated
   // Why the row could not be read (a cell that is no number or no value of
   // its column, a required column left empty); "" for a row read whole. Only
   // `id` is set beside it.

@@ -30,8 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!(s.attention_fwd_slowdown > 0 && s.attention_bwd_slowdown > 0)) {
     fuzz::Fail("a stack was accepted with an attention slowdown that is not positive");
   }
-  if (!(s.overlap_slowdown >= 0 && s.overlap_slowdown <= 1) || s.max_searched_zero < 0 || s.max_searched_zero > 3 ||
-      s.causal_block_rows < 0 || !(s.launch_us >= 0) || !(s.framework_gib >= 0)) {
+  if (!(s.overlap_slowdown >= 0 && s.overlap_slowdown <= 1) || s.max_searched_zero < 0 ||
+      s.max_searched_zero > 3 || s.causal_block_rows < 0 || !(s.launch_us >= 0) ||
+      !(s.framework_gib >= 0)) {
     fuzz::Fail("a stack was accepted with a value outside the range the loader states");
   }
   return 0;

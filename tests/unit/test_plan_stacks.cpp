@@ -16,7 +16,9 @@ namespace {
 
 const std::string kRoot = ST_SOURCE_DIR;
 
-bool Has(const Status& st, const std::string& text) { return st.message().find(text) != std::string::npos; }
+bool Has(const Status& st, const std::string& text) {
+  return st.message().find(text) != std::string::npos;
+}
 
 // Writes a stack file NAME.toml with `text` to folder DIR (under the test's
 // temporary folder); its path.
@@ -54,7 +56,8 @@ TEST(PlanStacks, DerivedStackIsItsBaseButForWhatItStates) {
   ASSERT_TRUE(hw.LoadDir(kRoot + "/configs/hardware").ok());
   Layout l;
   l.dp = 8, l.micro_batch = 1, l.global_batch = 16, l.zero = 3;
-  CostModel a(preset->spec, *hw.Cluster("dgx-h100"), compiled), b(preset->spec, *hw.Cluster("dgx-h100"), fsdp1);
+  CostModel a(preset->spec, *hw.Cluster("dgx-h100"), compiled),
+      b(preset->spec, *hw.Cluster("dgx-h100"), fsdp1);
   EXPECT_DOUBLE_EQ(a.Predict(l)->step_time_s, b.Predict(l)->step_time_s);
   EXPECT_EQ(ShippedStacks().Names().size(), 8u);
 }
@@ -83,7 +86,8 @@ TEST(PlanStacks, UserStackFileBuiltOnAShippedOne) {
   const ClusterSpec cluster = *hw.Cluster("dgx-h100");
   CostModel mine(preset->spec, cluster, *fork), modern(preset->spec, cluster, *c.Find("modern"));
   Layout l;
-  l.tp = 8, l.pp = 4, l.dp = 2, l.micro_batch = 1, l.global_batch = 64, l.zero = 1, l.recompute = Recompute::kFull;
+  l.tp = 8, l.pp = 4, l.dp = 2, l.micro_batch = 1, l.global_batch = 64, l.zero = 1,
+  l.recompute = Recompute::kFull;
   EXPECT_DOUBLE_EQ(mine.Predict(l)->step_time_s, modern.Predict(l)->step_time_s);
   l.sp = true;
   EXPECT_GT(mine.Predict(l)->time_s.tp_comm, 1.5 * modern.Predict(l)->time_s.tp_comm);
@@ -100,10 +104,13 @@ TEST(PlanStacks, NamesReadByTheirWords) {
   EXPECT_EQ(c.Find("Megatron-LM 2023")->name, "modern");
   EXPECT_EQ(c.Find("DeepSpeed ZeRO-3")->name, "megatron-deepspeed");
   const Status both = c.Find("NeMo on PyTorch").status();
-  EXPECT_TRUE(Has(both, "software stack 'NeMo on PyTorch' names several stacks: modern ('nemo'), pytorch ('pytorch')"))
+  EXPECT_TRUE(Has(both,
+                  "software stack 'NeMo on PyTorch' names several stacks: modern ('nemo'), pytorch "
+                  "('pytorch')"))
       << both.message();
   const Status typo = c.Find("modren").status();
-  EXPECT_TRUE(Has(typo, "unknown software stack 'modren'; did you mean 'modern'?")) << typo.message();
+  EXPECT_TRUE(Has(typo, "unknown software stack 'modren'; did you mean 'modern'?"))
+      << typo.message();
 }
 
 struct BadFile {
@@ -118,16 +125,21 @@ TEST(PlanStacks, BadFilesAreOneErrorNamingFileLineAndFix) {
   const std::vector<BadFile> cases = {
       {"unknown key", "base = \"modern\"\ntp_overlap = false\n",
        ":2: unknown key 'tp_overlap'; valid keys: description, aliases, base, flash_attention"},
-      {"wrong type", "base = \"modern\"\n\ndropout = \"yes\"\n", ":3: key 'dropout' must be true or false"},
+      {"wrong type", "base = \"modern\"\n\ndropout = \"yes\"\n",
+       ":3: key 'dropout' must be true or false"},
       {"not a choice", "base = \"modern\"\nbuckets = \"huge\"\n",
-       ":2: buckets = 'huge' is not one of its choices: fixed-25mib, megatron-core, whole-buffer, deepspeed"},
+       ":2: buckets = 'huge' is not one of its choices: fixed-25mib, megatron-core, whole-buffer, "
+       "deepspeed"},
       {"out of range", "base = \"modern\"\nmax_searched_zero = 4\n",
        ":2: max_searched_zero = 4 must be in [0, 3] (a ZeRO stage)"},
       {"no base, a key missing", "description = \"x\"\nflash_attention = true\n",
-       "missing required key 'dropout'; a stack file without `base` states every key; or add base = \"NAME\""},
-      {"unknown base", "base = \"modrn\"\n", ":1: unknown base stack 'modrn'; did you mean 'modern'?"},
+       "missing required key 'dropout'; a stack file without `base` states every key; or add base "
+       "= \"NAME\""},
+      {"unknown base", "base = \"modrn\"\n",
+       ":1: unknown base stack 'modrn'; did you mean 'modern'?"},
       {"alias taken", "base = \"modern\"\naliases = [\"FSDP\"]\n",
-       ":2: alias 'FSDP' already names stack 'pytorch' (" + kRoot + "/configs/stacks/pytorch.toml)"},
+       ":2: alias 'FSDP' already names stack 'pytorch' (" + kRoot +
+           "/configs/stacks/pytorch.toml)"},
       {"syntax", "base = \"modern\nx", ":1:"}};
   for (const BadFile& b : cases) {
     StackCatalog c;
@@ -142,8 +154,11 @@ TEST(PlanStacks, BadFilesAreOneErrorNamingFileLineAndFix) {
 TEST(PlanStacks, DuplicateNamesAndLoopingBases) {
   StackCatalog c;
   const Status twice = LoadWithUserFile("modern", "base = \"legacy\"\n", &c);
-  EXPECT_TRUE(Has(twice, "stack 'modern' is already defined by " + kRoot + "/configs/stacks/modern.toml")) << twice.message();
-  EXPECT_TRUE(Has(twice, "give the file another name (base = \"modern\" takes that stack's keys)")) << twice.message();
+  EXPECT_TRUE(
+      Has(twice, "stack 'modern' is already defined by " + kRoot + "/configs/stacks/modern.toml"))
+      << twice.message();
+  EXPECT_TRUE(Has(twice, "give the file another name (base = \"modern\" takes that stack's keys)"))
+      << twice.message();
   WriteStack("looping-stacks", "a", "base = \"b\"\n");
   WriteStack("looping-stacks", "b", "base = \"a\"\n");
   StackCatalog loop;
