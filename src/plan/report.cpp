@@ -398,7 +398,7 @@ std::string StackLegend(const ValidationReport& r) {
   for (const ValidationRow& row : r.rows) {
     if (row.stack_hint.empty()) continue;
     o += "hint: " + row.run.id + ": its source or notes mention " + row.stack_hint +
-         "; if it ran on that, fill its stack column (or pass --stack)\n";
+         "; fill its stack column (or pass --stack) with the stack it ran on\n";
   }
   return o;
 }
