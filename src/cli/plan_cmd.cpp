@@ -17,6 +17,7 @@
 #include "plan/search.h"
 #include "plan/sizing.h"
 #include "core/strings.h"
+#include "plan/stacks.h"
 #include "plan/validate.h"
 
 namespace scaletrain::cli {
@@ -28,6 +29,7 @@ using namespace scaletrain::plan;
 struct PlanOptions {
   std::string model, cluster, config_dir, stack;
   std::vector<std::string> hardware_files;
+  std::vector<std::string> stack_files;  // a user's own stacks, beside configs/stacks
   std::string train_config;  // plan the run a training config describes
   std::vector<std::string> sets;
   std::optional<int64_t> vocab;
@@ -49,7 +51,9 @@ struct PlanOptions {
   std::string validate_csv;
 };
 
-Status LoadCatalog(const PlanOptions& o, HardwareCatalog* cat, std::string* config_dir) {
+// The hardware catalog and the software stacks: the config folder's, then the
+// user's own files.
+Status LoadCatalog(const PlanOptions& o, HardwareCatalog* cat, StackCatalog* stacks, std::string* config_dir) {
   if (!o.config_dir.empty()) {
     *config_dir = o.config_dir;
   } else {
@@ -57,6 +61,8 @@ Status LoadCatalog(const PlanOptions& o, HardwareCatalog* cat, std::string* conf
   }
   ST_RETURN_IF_ERROR(cat->LoadDir(*config_dir + "/hardware"));
   for (const auto& f : o.hardware_files) ST_RETURN_IF_ERROR(cat->LoadFile(f));
+  ST_RETURN_IF_ERROR(stacks->LoadDir(*config_dir + "/stacks"));
+  for (const auto& f : o.stack_files) ST_RETURN_IF_ERROR(stacks->LoadFile(f).WithContext("--stack-file"));
   return Status::Ok();
 }
 
@@ -84,6 +90,7 @@ Status CheckProfileCovers(const ClusterSpec& c, int64_t devices) {
 // precision.
 struct PlanInputs {
   HardwareCatalog catalog;
+  StackCatalog stacks;
   std::string config_dir;
   ModelPreset preset;
   std::optional<RunConfig> run_cfg;  // with --train-config
@@ -142,7 +149,7 @@ Status LoadPlanModel(const PlanOptions& o, PlanInputs* in) {
 }
 
 Status LoadPlanInputs(const PlanOptions& o, PlanInputs* in) {
-  ST_RETURN_IF_ERROR(LoadCatalog(o, &in->catalog, &in->config_dir));
+  ST_RETURN_IF_ERROR(LoadCatalog(o, &in->catalog, &in->stacks, &in->config_dir));
   ST_RETURN_IF_ERROR(CheckModelAndClusterFlags(o, in->catalog));
   ST_RETURN_IF_ERROR(LoadPlanModel(o, in));
   ST_ASSIGN_OR_RETURN(in->cluster, in->catalog.Cluster(o.cluster));
@@ -151,7 +158,9 @@ Status LoadPlanInputs(const PlanOptions& o, PlanInputs* in) {
   in->cluster.gpu = *gpu;
   // A training config describes scaletrain's CPU trainer: its stack, fp32.
   const std::string stack = !o.stack.empty() ? o.stack : in->run_cfg ? "cpu" : "modern";
-  ST_ASSIGN_OR_RETURN(in->sw, SoftwareFromName(stack));
+  auto sw = in->stacks.Find(stack);
+  if (!sw.ok()) return sw.status().WithContext("--stack");
+  in->sw = *sw;
   const std::string precision = !o.precision.empty() ? o.precision
                                 : in->run_cfg        ? in->run_cfg->training.precision
                                                      : "bf16";
@@ -416,12 +425,12 @@ Status RunPlan(const PlanOptions& o) {
 
 Status RunValidate(const PlanOptions& o) {
   HardwareCatalog cat;
+  StackCatalog stacks;
   std::string config_dir;
-  ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &config_dir));
-  // Rows without a stack: --stack where given, else what their notes name, else modern.
-  if (!o.stack.empty())
-    ST_RETURN_IF_ERROR(SoftwareFromName(o.stack).status().WithContext("--stack"));
-  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, config_dir, o.stack));
+  ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &stacks, &config_dir));
+  // Rows without a stack: --stack where given, else modern.
+  if (!o.stack.empty()) ST_RETURN_IF_ERROR(stacks.Find(o.stack).status().WithContext("--stack"));
+  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, stacks, config_dir, o.stack));
   if (o.json) {
     std::printf("%s\n", ValidationToJson(rep).dump(2).c_str());
   } else {
@@ -501,11 +510,21 @@ void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_flag("--sp", o->sp, "sequence parallelism (with tp > 1)");
 }
 
-void RegisterPlanCommand(CLI::App& app, int* exit_code) {
-  auto o = std::make_shared<PlanOptions>();
-  auto* plan = app.add_subcommand("plan",
-                                  "predict step time, memory, MFU and cost of training a model on "
-                                  "a GPU cluster; search layouts");
+// Where the catalogs are and the user's own files beside them.
+void AddFileOptions(CLI::App* cmd, PlanOptions* o) {
+  cmd->add_option("--config-dir", o->config_dir,
+                  "folder with hardware/, models/ and stacks/ (default: ./configs)");
+  cmd->add_option(
+      "--hardware", o->hardware_files,
+      "an extra hardware TOML file added to the catalog, e.g. a profile from `scaletrain bench` "
+      "(repeatable)");
+  cmd->add_option("--stack-file", o->stack_files,
+                  "a software stack file of your own, added to configs/stacks (its name: the file's; "
+                  "format in docs/planner.md, \"Software stacks\"; repeatable)");
+}
+
+// The flags that name the model, the cluster and the software, and their files.
+void AddInputOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file");
   plan->add_option(
       "--train-config", o->train_config,
@@ -516,11 +535,64 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   plan->add_option(
       "--vocab", o->vocab,
       "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
+  plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
+  plan->add_option(
+      "--stack", o->stack,
+      "software stack: a stack of configs/stacks or of --stack-file, by its name or an alias: modern "
+      "(Megatron-Core, NeMo), modern-triton, legacy, megatron-deepspeed, pytorch (PyTorch eager + FSDP2, "
+      "torchtitan), pytorch-compile, pytorch-fsdp1 (eager + FSDP1, Hugging Face) or cpu (default modern; "
+      "with --train-config cpu; see docs/planner.md)");
+  AddFileOptions(plan, o);
+}
+
+// The sizing of the run (time, energy, cost).
+void AddSizingOptions(CLI::App* plan, PlanOptions* o) {
+  plan->add_option("--tokens", o->tokens, "tokens to train on (default: 20 per parameter)");
+  plan->add_option("--rack-kw", o->rack_kw, "power limit per rack in kW")->capture_default_str();
+  plan->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour,
+                   "price (default: the cluster preset's)");
+  plan->add_option("--pue", o->pue, "power usage effectiveness (default: the cluster preset's)");
+  plan->add_option("--utilization", o->utilization, "average GPU power as a fraction of TDP")
+      ->capture_default_str();
+}
+
+// What `plan` does with the inputs: one layout, a search or a sweep.
+void AddModeOptions(CLI::App* plan, PlanOptions* o) {
+  plan->add_flag("--search", o->search,
+                 "search every valid layout; the given layout flags are held fixed");
+  plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();
+  plan->add_option("--sweep", o->sweep, "GPU counts to sweep, e.g. 8,16,32 (best layout at each)")
+      ->delimiter(',');
+  plan->add_option("--plot", o->plot, "with --sweep: write an SVG plot to this file");
+  plan->add_flag("--json", o->json, "print JSON (schema in docs/planner.md)");
+}
+
+// `plan validate FILE.csv`.
+CLI::App* AddValidateCommand(CLI::App* plan, PlanOptions* o) {
+  auto* validate =
+      plan->add_subcommand("validate", "predict published runs from a CSV and report the error");
+  validate
+      ->add_option("file", o->validate_csv, "CSV of published runs (tests/plan/published-runs.csv)")
+      ->required();
+  validate->add_flag("--json", o->json, "print JSON: rows and mape");
+  validate->add_option(
+      "--stack", o->stack,
+      "software stack of the rows without a `stack` column value (a stack of configs/stacks or "
+      "--stack-file, by name or alias); default modern. A row's notes never choose its stack");
+  AddFileOptions(validate, o);
+  return validate;
+}
+
+void RegisterPlanCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<PlanOptions>();
+  auto* plan = app.add_subcommand("plan",
+                                  "predict step time, memory, MFU and cost of training a model on "
+                                  "a GPU cluster; search layouts");
+  AddInputOptions(plan, o.get());
   plan->add_option("--bucket-mb", o->bucket_mb,
                    "gradient bucket size in MiB (the trainer's parallel.bucket_mb; default: the "
                    "stack's, e.g. Megatron-Core's max(40 M, 1 M x dp) parameters on modern, 25 MiB "
                    "on cpu)");
-  plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
   AddLayoutOptions(plan, o.get());
   plan->add_option(
       "--precision", o->precision,
@@ -531,47 +603,9 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
   AddCommunicationAndVariantOptions(plan, o.get());
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
-  plan->add_option(
-      "--stack", o->stack,
-      "software stack: modern (Megatron-Core, NeMo), modern-triton, legacy, megatron-deepspeed, "
-      "pytorch (PyTorch eager + FSDP2, torchtitan), pytorch-compile (the same with torch.compile), "
-      "pytorch-fsdp1 (eager + FSDP1, Hugging Face) or cpu (default modern; with "
-      "--train-config cpu; see "
-      "docs/planner.md)");
-  plan->add_flag("--search", o->search,
-                 "search every valid layout; the given layout flags are held fixed");
-  plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();
-  plan->add_option("--sweep", o->sweep, "GPU counts to sweep, e.g. 8,16,32 (best layout at each)")
-      ->delimiter(',');
-  plan->add_option("--plot", o->plot, "with --sweep: write an SVG plot to this file");
-  plan->add_option("--tokens", o->tokens, "tokens to train on (default: 20 per parameter)");
-  plan->add_option("--rack-kw", o->rack_kw, "power limit per rack in kW")->capture_default_str();
-  plan->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour,
-                   "price (default: the cluster preset's)");
-  plan->add_option("--pue", o->pue, "power usage effectiveness (default: the cluster preset's)");
-  plan->add_option("--utilization", o->utilization, "average GPU power as a fraction of TDP")
-      ->capture_default_str();
-  plan->add_option("--config-dir", o->config_dir,
-                   "folder with hardware/ and models/ (default: ./configs)");
-  plan->add_option(
-      "--hardware", o->hardware_files,
-      "an extra hardware TOML file added to the catalog, e.g. a profile from `scaletrain bench` "
-      "(repeatable)");
-  plan->add_flag("--json", o->json, "print JSON (schema in docs/planner.md)");
-
-  auto* validate =
-      plan->add_subcommand("validate", "predict published runs from a CSV and report the error");
-  validate
-      ->add_option("file", o->validate_csv, "CSV of published runs (tests/plan/published-runs.csv)")
-      ->required();
-  validate->add_flag("--json", o->json, "print JSON: rows and mape");
-  validate->add_option(
-      "--stack", o->stack,
-      "software stack of the rows without a `stack` column value (modern, modern-triton, legacy, "
-      "megatron-deepspeed, pytorch, pytorch-compile, pytorch-fsdp1 or cpu); without it, the stack "
-      "their source or notes name by its software (FSDP, llm-foundry, NeMo, DeepSpeed...), else "
-      "modern");
-  validate->add_option("--config-dir", o->config_dir, "folder with hardware/ and models/");
+  AddModeOptions(plan, o.get());
+  AddSizingOptions(plan, o.get());
+  CLI::App* validate = AddValidateCommand(plan, o.get());
   validate->callback([o, exit_code] {
     Status st = RunValidate(*o);
     if (!st.ok()) {

@@ -253,6 +253,45 @@ OpTraffic Rope(const LayerShape& s, const Software& sw) {
   return sw.unfused_elementwise ? OpTraffic{2 * e + 4 * f, 2 * e + 4 * f, 3, 3} : OpTraffic{2 * e, 2 * e, 1, 1};
 }
 
+// FP8 casts (torchao, dynamic tensor-wise scaling): a cast reads its tensor
+// for the amax, then reads it again and writes 1 byte. Forward: each Linear's
+// input (q, k, v and gate, up each their own in eager, one per input once
+// torch.compile dedupes them); backward: each output gradient twice (the input
+// gradient's layout and the weight gradient's transpose) after one amax, and
+// each saved bf16 input again for the weight gradient. The column-parallel
+// inputs are whole token rows on every TP rank (tp x h split by tp).
+void AddDynamicFp8Casts(const LayerShape& s, const Software& sw, LayerTraffic* t) {
+  const double e = s.elem_bytes, h = s.hidden, F = s.ffn_hidden, kvd = s.kv_dim;
+  const OpTraffic fwd{2 * e + 1, 0, 2, 0}, grad{0, 3 * e + 2, 0, 3}, again{0, 2 * e + 1, 0, 2};
+  const bool each = sw.separate_projections && sw.unfused_elementwise;
+  const double qkv_in = each ? 3 : 1, up_in = each ? (s.swiglu ? 2 : 1) : 1;
+  for (const OpTraffic& op : {fwd, again}) {
+    Add(&t->split, qkv_in + up_in, s.tp * h, op);  // the QKV and MLP-up inputs
+    Add(&t->split, 1, h, op);                      // the attention output
+    Add(&t->split, 1, F, op);                      // the MLP activation's output
+  }
+  Add(&t->split, 1, h + 2 * kvd, grad);             // QKV's output gradient
+  Add(&t->split, 1, (s.swiglu ? 2 : 1) * F, grad);  // MLP-up's
+  Add(&t->split, 2, s.tp * h, grad);                // the row-parallel outputs
+}
+
+// FP8 casts (Transformer Engine): each Linear needs its input in FP8 and the
+// FP8 transpose the weight gradient reads, one kernel reading e and writing 1
+// + 1 bytes. The QKV and MLP-up inputs leave the fused norm in FP8 already;
+// the attention output and the MLP activation's output are cast on their own.
+// Backward casts every Linear's output gradient the same way: QKV's and up's
+// on the rank's 1/tp, the attention output's and down's whole token rows on
+// every TP rank (tp x h split by tp).
+void AddDelayedFp8Casts(const LayerShape& s, LayerTraffic* t) {
+  const double e = s.elem_bytes, h = s.hidden, F = s.ffn_hidden, kvd = s.kv_dim;
+  const OpTraffic cast{e + 2, 0, 1, 0}, grad_cast{0, e + 2, 0, 1};
+  Add(&t->split, 1, h, cast);
+  Add(&t->split, 1, F, cast);
+  Add(&t->split, 1, h + 2 * kvd, grad_cast);
+  Add(&t->split, 1, (s.swiglu ? 2 : 1) * F, grad_cast);
+  Add(&t->split, 2, s.tp * h, grad_cast);
+}
+
 LayerTraffic LayerElementwiseTraffic(const LayerShape& s, const Software& sw) {
   const double e = s.elem_bytes, h = s.hidden, F = s.ffn_hidden, kvd = s.kv_dim;
   LayerTraffic t;
@@ -261,11 +300,7 @@ LayerTraffic LayerElementwiseTraffic(const LayerShape& s, const Software& sw) {
   // With dropout (legacy), bias-dropout-add: x, residual, out and a 1-byte
   // mask (3.5h); backward reads dy and the mask, writes dx (2.5h), reduces the
   // bias gradient (1h) and sums the branches (3h). Bytes for e = 2.
-  if (sw.dropout) {
-    Add(&t.rows, 2, h, {3.5 * e, 6.5 * e, 1, 3});
-  } else {
-    Add(&t.rows, 2, h, {3 * e, 3 * e, 1, 1});
-  }
+  Add(&t.rows, 2, h, sw.dropout ? OpTraffic{3.5 * e, 6.5 * e, 1, 3} : OpTraffic{3 * e, 3 * e, 1, 1});
   // Separate q/k/v (and gate/up) Linears: autograd sums their input's gradients.
   if (sw.separate_projections) Add(&t.rows, s.swiglu ? 3 : 2, h, {0, 3 * e, 0, 1});
   Add(&t.split, 1, F, Activation(s, sw));
@@ -280,39 +315,9 @@ LayerTraffic LayerElementwiseTraffic(const LayerShape& s, const Software& sw) {
     Add(&t.split, 1, h, {2 * e, 2 * e, 1, 1});
   }
   if (s.fp8_linears && sw.fp8_dynamic_scaling) {
-    // FP8 casts (torchao, dynamic tensor-wise scaling): a cast reads its
-    // tensor for the amax, then reads it again and writes 1 byte. Forward:
-    // each Linear's input (q, k, v and gate, up each their own in eager,
-    // one per input once torch.compile dedupes them); backward: each output
-    // gradient twice (the input gradient's layout and the weight gradient's
-    // transpose) after one amax, and each saved bf16 input again for the
-    // weight gradient. The column-parallel inputs are whole token rows on
-    // every TP rank (tp x h split by tp).
-    const OpTraffic fwd{2 * e + 1, 0, 2, 0}, grad{0, 3 * e + 2, 0, 3}, again{0, 2 * e + 1, 0, 2};
-    const bool each = sw.separate_projections && sw.unfused_elementwise;
-    const double qkv_in = each ? 3 : 1, up_in = each ? (s.swiglu ? 2 : 1) : 1;
-    for (const OpTraffic& op : {fwd, again}) {
-      Add(&t.split, qkv_in + up_in, s.tp * h, op);  // the QKV and MLP-up inputs
-      Add(&t.split, 1, h, op);                      // the attention output
-      Add(&t.split, 1, F, op);                      // the MLP activation's output
-    }
-    Add(&t.split, 1, h + 2 * kvd, grad);             // QKV's output gradient
-    Add(&t.split, 1, (s.swiglu ? 2 : 1) * F, grad);  // MLP-up's
-    Add(&t.split, 2, s.tp * h, grad);                // the row-parallel outputs
+    AddDynamicFp8Casts(s, sw, &t);
   } else if (s.fp8_linears) {
-    // FP8 casts (Transformer Engine): each Linear needs its input in FP8 and
-    // the FP8 transpose the weight gradient reads, one kernel reading e and
-    // writing 1 + 1 bytes. The QKV and MLP-up inputs leave the fused norm in
-    // FP8 already; the attention output and the MLP activation's output are
-    // cast on their own. Backward casts every Linear's output gradient the
-    // same way: QKV's and up's on the rank's 1/tp, the attention output's and
-    // down's whole token rows on every TP rank (tp x h split by tp).
-    const OpTraffic cast{e + 2, 0, 1, 0}, grad_cast{0, e + 2, 0, 1};
-    Add(&t.split, 1, h, cast);
-    Add(&t.split, 1, F, cast);
-    Add(&t.split, 1, h + 2 * kvd, grad_cast);
-    Add(&t.split, 1, (s.swiglu ? 2 : 1) * F, grad_cast);
-    Add(&t.split, 2, s.tp * h, grad_cast);
+    AddDelayedFp8Casts(s, &t);
   }
   return t;
 }

@@ -381,26 +381,65 @@ double CostModel::SetDataParallel(const std::vector<StageParams>& stages,
   return dp.total + replicas.total;
 }
 
+namespace {
+
+// A layout the stack cannot run: an error naming the stack and the fix.
+Status CheckStackRuns(const Software& sw, const Layout& l) {
+  if (l.vpp > 1 && !sw.interleaved_schedule) {
+    return InvalidArgument("the " + sw.name +
+                           " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
+                           "1F1B); use --vpp 1");
+  }
+  if (l.recompute_layers > 0 && sw.trainer_activation_buffer) {
+    return InvalidArgument(
+        "the " + sw.name +
+        " stack recomputes every layer under full recomputation (the trainer has no "
+        "partial recomputation); drop --recompute-layers");
+  }
+  if (l.cp > 1 && (!sw.flash_attention || sw.trainer_activation_buffer)) {
+    return InvalidArgument("the " + sw.name +
+                           " stack has no context parallelism (ring attention runs on FlashAttention "
+                           "kernels: Megatron-Core, NeMo, torchtitan); use --cp 1 or such a stack");
+  }
+  return Status::Ok();
+}
+
+// Bytes sent a step: TP the slowest stage's, PP the stage that sends the most.
+void SetTpPpBytes(const Layout& l, size_t slowest, Prediction* p) {
+  p->comm_bytes.tp = RingBytesSum(p->stage_collectives[slowest].tp, l.tp);
+  p->tp_payload_bytes = PayloadBytes(p->stage_collectives[slowest].tp);
+  for (const auto& sc : p->stage_collectives) {
+    p->comm_bytes.pp = std::max(p->comm_bytes.pp, RingBytesSum(sc.pp, l.pp));
+  }
+}
+
+}  // namespace
+
+Status CostModel::SetPipelineTimes(const ScheduleInfo& sched, const Layout& l, const StageSeconds& stage,
+                                   double p2p, TimeBreakdown* t) {
+  const double v = static_cast<double>(l.vpp), mv = static_cast<double>(l.micro_batches());
+  if (sw_.pp_async_sends) {
+    // The messages travel while stages compute: what they add is the
+    // makespan with them less the makespan without.
+    const double chunk_f = stage.fwd / v, chunk_b = stage.bwd / v;
+    ST_ASSIGN_OR_RETURN(const double bare, Makespan(sched, chunk_f, chunk_b));
+    ST_ASSIGN_OR_RETURN(const double with_p2p, Makespan(sched, chunk_f, chunk_b, p2p));
+    t->pp_comm = with_p2p - bare;
+    t->bubble = PipelineBubbleSeconds(bare, mv, v, chunk_f, chunk_b);
+  } else {
+    const double chunk_f = stage.fwd / v + p2p, chunk_b = stage.bwd / v + p2p;
+    ST_ASSIGN_OR_RETURN(const double makespan, Makespan(sched, chunk_f, chunk_b));
+    t->pp_comm = PpCommSeconds(p2p, l.micro_batches(), l.vpp);
+    t->bubble = PipelineBubbleSeconds(makespan, mv, v, chunk_f, chunk_b);
+  }
+  return Status::Ok();
+}
+
 Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   // What the stack runs for the stated layout (its ZeRO stage under
   // pipelining); the prediction reports the stated one.
   const Layout l = AsRun(stated, sw_);
-  if (l.vpp > 1 && !sw_.interleaved_schedule) {
-    return InvalidArgument("the " + sw_.name +
-                           " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
-                           "1F1B); use --vpp 1");
-  }
-  if (l.recompute_layers > 0 && sw_.trainer_activation_buffer) {
-    return InvalidArgument(
-        "the " + sw_.name +
-        " stack recomputes every layer under full recomputation (the trainer has no "
-        "partial recomputation); drop --recompute-layers");
-  }
-  if (l.cp > 1 && (!sw_.flash_attention || sw_.trainer_activation_buffer)) {
-    return InvalidArgument("the " + sw_.name +
-                           " stack has no context parallelism (ring attention runs on FlashAttention "
-                           "kernels: Megatron-Core, NeMo, torchtitan); use --cp 1 or such a stack");
-  }
+  ST_RETURN_IF_ERROR(CheckStackRuns(sw_, l));
   ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(cluster_.gpu, l.precision));
   // Every rank waits for the slowest at each collective: the job computes at
   // the pace of the slowest of its GPUs.
@@ -414,7 +453,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
       MicroBatchComputeSeconds(shape, gpu, sw_, rates, l.recompute), l.precision, rates);
   const std::vector<StageParams>& stages = StagesFor(l.tp, l.pp, l.vpp);
   const int64_t m = l.micro_batches();
-  const double v = static_cast<double>(l.vpp), mv = static_cast<double>(m);
+  const double mv = static_cast<double>(m);
   ST_ASSIGN_OR_RETURN(const ScheduleInfo* sched, ScheduleFor(l.schedule(), l.pp, l.vpp, m));
 
   Prediction p;
@@ -422,6 +461,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   p.slowest_gpu_pace = gpu.sustained_clock_ratio / cluster_.gpu.sustained_clock_ratio;
   p.layout.grad_reduce = GradReduceFor(l, sw_);
   p.stage_collectives = TpPpCollectivesByStage(tokens, l, sw_, stages, sched->schedule);
+  for (const StageParams& st : stages) p.stage_layers.push_back(st.layers);
   // The pipeline: every chunk's forward and backward also receives a
   // message; the schedule's simulation gives the makespan.
   const SlowestStage slowest = FindSlowestStage(l, stages, p.stage_collectives, mb, CpLayerSeconds(l, shape, mb),
@@ -432,20 +472,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   p.time_s.recompute = mv * stage.recompute;
   p.time_s.tp_comm = mv * stage.tp_comm;
   p.time_s.cp_comm = mv * stage.cp_comm;
-  if (sw_.pp_async_sends) {
-    // The messages travel while stages compute: what they add is the
-    // makespan with them less the makespan without.
-    const double chunk_f = stage.fwd / v, chunk_b = stage.bwd / v;
-    ST_ASSIGN_OR_RETURN(const double bare, Makespan(*sched, chunk_f, chunk_b));
-    ST_ASSIGN_OR_RETURN(const double with_p2p, Makespan(*sched, chunk_f, chunk_b, p2p));
-    p.time_s.pp_comm = with_p2p - bare;
-    p.time_s.bubble = PipelineBubbleSeconds(bare, mv, v, chunk_f, chunk_b);
-  } else {
-    const double chunk_f = stage.fwd / v + p2p, chunk_b = stage.bwd / v + p2p;
-    ST_ASSIGN_OR_RETURN(const double makespan, Makespan(*sched, chunk_f, chunk_b));
-    p.time_s.pp_comm = PpCommSeconds(p2p, m, l.vpp);
-    p.time_s.bubble = PipelineBubbleSeconds(makespan, mv, v, chunk_f, chunk_b);
-  }
+  ST_RETURN_IF_ERROR(SetPipelineTimes(*sched, l, stage, p2p, &p.time_s));
 
   const double dp_comm_s =
       SetDataParallel(stages, slowest, grad_elem_bytes, rates.hbm_bytes_per_s, &p);
@@ -456,12 +483,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
                 l.recompute == Recompute::kFull ? RecomputedShare(l, stages[fullest].layers) : 1.0,
                 &p);
   SetMemory(l, tokens, stages, *sched, grad_elem_bytes, &p);
-  // Bytes sent: TP the slowest stage's, PP the stage that sends the most.
-  p.comm_bytes.tp = RingBytesSum(p.stage_collectives[slowest.index].tp, l.tp);
-  p.tp_payload_bytes = PayloadBytes(p.stage_collectives[slowest.index].tp);
-  for (const auto& sc : p.stage_collectives) {
-    p.comm_bytes.pp = std::max(p.comm_bytes.pp, RingBytesSum(sc.pp, l.pp));
-  }
+  SetTpPpBytes(l, slowest.index, &p);
   p.comm_to_compute = (p.time_s.tp_comm + p.time_s.cp_comm + p.time_s.pp_comm + dp_comm_s) /
                       (p.time_s.compute + p.time_s.recompute);
   p.limiter = Limiter(p.time_s, p.step_time_s);

@@ -60,6 +60,10 @@ struct Prediction {
   CommBytes comm_bytes;
   RankBytes rank_bytes;                // the most loaded rank (StageRankBytes)
   std::vector<RankBytes> stage_bytes;  // a rank of each pipeline stage, stage 0 first
+  // The transformer blocks each pipeline stage runs, stage 0 first, as the
+  // trainer splits them by cost (PipelineStageStarts: the last stage, which
+  // also runs the head, may run fewer, and then the first ones one more).
+  std::vector<int64_t> stage_layers;
   // The collectives one step issues on a rank's DP group, with payload bytes
   // in the communicator's convention (ZeRO <= 2: DataParallelStepCollectives,
   // what the trainer issues; ZeRO-3: the planner's FSDP model).
@@ -161,6 +165,11 @@ class CostModel {
   // takes that long on its sender's link, queueing (PipeTimes::sends_share_link).
   Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s = 0);
 
+  // The pipeline's transfers and bubble (t->pp_comm, t->bubble): the
+  // schedule simulated with the slowest stage's chunk times, the p2p
+  // messages (p2p_s each) in them or, with async sends, beside them.
+  Status SetPipelineTimes(const ScheduleInfo& sched, const Layout& l, const StageSeconds& stage, double p2p_s,
+                          TimeBreakdown* t);
   // The stage whose micro-batch takes longest (forward + backward, with its
   // TP collectives and CP transfers; `cp_layer` is one layer's): it sets the
   // pipeline's pace.

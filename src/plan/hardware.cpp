@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -81,18 +82,20 @@ std::vector<std::string> Keys(const Map& m) {
 
 }  // namespace
 
-std::string UnknownNameMessage(const std::string& what, const std::string& name,
-                               const std::vector<std::string>& known) {
-  std::string msg = "unknown " + what + " '" + name + "'";
+std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates) {
   std::string best;
   size_t best_d = std::string::npos;
-  for (const auto& k : known) {
+  for (const auto& k : candidates) {
     size_t d = EditDistance(name, k);
     if (d < best_d) best_d = d, best = k;
   }
-  if (!best.empty() && best_d <= std::max<size_t>(2, name.size() / 3)) {
-    msg += "; did you mean '" + best + "'?";
-  }
+  if (best.empty() || best_d > std::max<size_t>(2, name.size() / 3)) return "";
+  return "; did you mean '" + best + "'?";
+}
+
+std::string UnknownNameMessage(const std::string& what, const std::string& name,
+                               const std::vector<std::string>& known) {
+  std::string msg = "unknown " + what + " '" + name + "'" + DidYouMean(name, known);
   msg += " known: ";
   for (size_t i = 0; i < known.size(); ++i) msg += (i ? ", " : "") + known[i];
   return msg;
@@ -133,75 +136,25 @@ Status AddMeasurements(const std::vector<std::vector<double>>& gemms,
   return Status::Ok();
 }
 
-// The numbers the cost model divides by or scales with: each efficiency
-// factor a share of the peak, at least one matrix rate, a bandwidth.
+// The ranges the cost model's numbers must be in (it divides by them or
+// scales with them), checked where each is read.
+constexpr Bounds kShareOfPeak{0, 1, true, false, "a fraction: an achieved share of the peak"};
+constexpr Bounds kPositive{0, std::numeric_limits<double>::infinity(), true, false, "a positive rate"};
+
+// What no single key says: at least one matrix rate.
 Status CheckGpuRates(const GpuSpec& g, const std::string& where) {
-  for (const auto& [key, e] :
-       {std::pair<const char*, double>{"matmul_efficiency", g.matmul_efficiency},
-        {"hbm_efficiency", g.hbm_efficiency},
-        {"attention_efficiency", g.attention_efficiency},
-        {"sustained_clock_ratio", g.sustained_clock_ratio}}) {
-    if (!(e > 0 && e <= 1)) {
-      return InvalidArgument(
-          where + ": " + key + Fmt(" = %g", e) +
-          " is not a fraction; give a value in (0, 1] (an achieved share of the peak)");
-    }
-  }
   if (!(g.bf16_tflops > 0 || g.fp16_tflops > 0 || g.fp8_tflops > 0 || g.tf32_tflops > 0 ||
         g.fp32_tflops > 0)) {
     return InvalidArgument(where +
                            ": no positive matrix rate (bf16_tflops, fp16_tflops, fp8_tflops, "
                            "tf32_tflops or fp32_tflops); give at least one");
   }
-  if (!(g.hbm_tbps > 0)) return InvalidArgument(where + ": hbm_tbps must be positive");
-  if (g.sm_count < 0) return InvalidArgument(where + ": sm_count must be >= 0");
-  if (!(g.gemm_k_overhead >= 0 && g.gemm_k_overhead <= 4096)) {
-    return InvalidArgument(where + Fmt(": gemm_k_overhead = %g", g.gemm_k_overhead) +
-                           " must be in [0, 4096] (a GEMM's fixed work per output tile, in "
-                           "units of its depth k; 0 if not measured)");
-  }
-  if (!(g.fp8_matmul_efficiency >= 0 && g.fp8_matmul_efficiency <= 1)) {
-    return InvalidArgument(where + Fmt(": fp8_matmul_efficiency = %g", g.fp8_matmul_efficiency) +
-                           " must be in [0, 1] (an achieved share of the FP8 peak; 0: as "
-                           "matmul_efficiency)");
-  }
-  if (!(g.speed_spread >= 0 && g.speed_spread < 0.2)) {
-    return InvalidArgument(where + Fmt(": speed_spread = %g", g.speed_spread) +
-                           " must be in [0, 0.2) (a relative standard deviation, e.g. 0.01)");
-  }
   return Status::Ok();
 }
 
-Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t,
-                             const std::string& where) {
-  GpuSpec g;
-  g.name = name;
-  TableReader r(where);
-  r.Add("description", &g.description);
-  r.Add("bf16_tflops", &g.bf16_tflops, true);
-  r.Add("fp16_tflops", &g.fp16_tflops);
-  r.Add("fp8_tflops", &g.fp8_tflops);
-  r.Add("tf32_tflops", &g.tf32_tflops);
-  r.Add("fp32_tflops", &g.fp32_tflops);
-  r.Add("hbm_gib", &g.hbm_gib, true);
-  r.Add("hbm_tbps", &g.hbm_tbps, true);
-  r.Add("tdp_w", &g.tdp_w, true);
-  r.Add("matmul_efficiency", &g.matmul_efficiency);
-  r.Add("hbm_efficiency", &g.hbm_efficiency);
-  r.Add("attention_efficiency", &g.attention_efficiency);
-  r.Add("sustained_clock_ratio", &g.sustained_clock_ratio);
-  r.Add("speed_spread", &g.speed_spread);
-  r.Add("gemm_k_overhead", &g.gemm_k_overhead);
-  r.Add("fp8_matmul_efficiency", &g.fp8_matmul_efficiency);
-  r.Add("idle_w", &g.idle_w);
-  r.Add("sm_count", &g.sm_count);
-  r.Add("reference_cluster", &g.reference_cluster);
-  std::vector<std::vector<double>> gemms, attention, steps;
-  r.Add("measured_gemms", &gemms, 5);
-  r.Add("measured_attention", &attention, 6);
-  r.Add("measured_model_step", &steps, 8);
-  ST_RETURN_IF_ERROR(r.Read(t));
-  ST_RETURN_IF_ERROR(AddMeasurements(gemms, attention, where, &g));
+// A profile's measured model steps ([batch, seq, hidden, heads, layers,
+// vocab, forward s, backward s]).
+Status AddModelSteps(const std::vector<std::vector<double>>& steps, const std::string& where, GpuSpec* g) {
   for (const auto& row : steps) {
     bool ok = row[6] > 0 && row[7] > 0;
     for (int i = 0; i < 6; ++i) ok = ok && row[i] >= 1 && row[i] < 9.2e18;
@@ -210,20 +163,57 @@ Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t,
                              ": measured_model_step rows are [batch, seq, hidden, heads, layers, vocab, "
                              "forward s, backward s] with every entry positive; re-run `scaletrain bench`");
     }
-    g.measured_model_step.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
-                                     static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]),
-                                     static_cast<int64_t>(row[4]), static_cast<int64_t>(row[5]), row[6],
-                                     row[7]});
+    g->measured_model_step.push_back({static_cast<int64_t>(row[0]), static_cast<int64_t>(row[1]),
+                                      static_cast<int64_t>(row[2]), static_cast<int64_t>(row[3]),
+                                      static_cast<int64_t>(row[4]), static_cast<int64_t>(row[5]), row[6],
+                                      row[7]});
   }
+  return Status::Ok();
+}
+
+Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t, const std::string& path,
+                             const std::string& context) {
+  GpuSpec g;
+  g.name = name;
+  TableReader r(path, context);
+  r.Add("description", &g.description);
+  r.Add("bf16_tflops", &g.bf16_tflops, true);
+  r.Add("fp16_tflops", &g.fp16_tflops);
+  r.Add("fp8_tflops", &g.fp8_tflops);
+  r.Add("tf32_tflops", &g.tf32_tflops);
+  r.Add("fp32_tflops", &g.fp32_tflops);
+  r.Add("hbm_gib", &g.hbm_gib, true);
+  r.Add("hbm_tbps", &g.hbm_tbps, kPositive, true);
+  r.Add("tdp_w", &g.tdp_w, true);
+  r.Add("matmul_efficiency", &g.matmul_efficiency, kShareOfPeak);
+  r.Add("hbm_efficiency", &g.hbm_efficiency, kShareOfPeak);
+  r.Add("attention_efficiency", &g.attention_efficiency, kShareOfPeak);
+  r.Add("sustained_clock_ratio", &g.sustained_clock_ratio, kShareOfPeak);
+  r.Add("speed_spread", &g.speed_spread, {0, 0.2, false, true, "a relative standard deviation, e.g. 0.01"});
+  r.Add("gemm_k_overhead", &g.gemm_k_overhead,
+        {0, 4096, false, false, "a GEMM's fixed work per output tile, in units of its depth k; 0 if not measured"});
+  r.Add("fp8_matmul_efficiency", &g.fp8_matmul_efficiency,
+        {0, 1, false, false, "an achieved share of the FP8 peak; 0: as matmul_efficiency"});
+  r.Add("idle_w", &g.idle_w);
+  r.Add("sm_count", &g.sm_count, {0, std::numeric_limits<double>::infinity(), false, false, "a count"});
+  r.Add("reference_cluster", &g.reference_cluster);
+  std::vector<std::vector<double>> gemms, attention, steps;
+  r.Add("measured_gemms", &gemms, 5);
+  r.Add("measured_attention", &attention, 6);
+  r.Add("measured_model_step", &steps, 8);
+  ST_RETURN_IF_ERROR(r.Read(t));
+  const std::string where = path + ": " + context;
+  ST_RETURN_IF_ERROR(AddMeasurements(gemms, attention, where, &g));
+  ST_RETURN_IF_ERROR(AddModelSteps(steps, where, &g));
   ST_RETURN_IF_ERROR(CheckGpuRates(g, where));
   return g;
 }
 
-Result<NodeSpec> NodeFromTable(const std::string& name, const toml::table& t,
-                               const std::string& where) {
+Result<NodeSpec> NodeFromTable(const std::string& name, const toml::table& t, const std::string& path,
+                               const std::string& context) {
   NodeSpec n;
   n.name = name;
-  TableReader r(where);
+  TableReader r(path, context);
   r.Add("gpus_per_node", &n.gpus_per_node, true);
   r.Add("intra_kind", &n.intra_kind);
   r.Add("intra_gbps", &n.intra_gbps, true);
@@ -233,16 +223,16 @@ Result<NodeSpec> NodeFromTable(const std::string& name, const toml::table& t,
   r.Add("overhead_w", &n.overhead_w);
   ST_RETURN_IF_ERROR(r.Read(t));
   if (n.gpus_per_node <= 0 || n.intra_gbps <= 0) {
-    return InvalidArgument(where + ": gpus_per_node and intra_gbps must be positive");
+    return InvalidArgument(path + ": " + context + ": gpus_per_node and intra_gbps must be positive");
   }
   return n;
 }
 
-Result<FabricSpec> FabricFromTable(const std::string& name, const toml::table& t,
-                                   const std::string& where) {
+Result<FabricSpec> FabricFromTable(const std::string& name, const toml::table& t, const std::string& path,
+                                   const std::string& context) {
   FabricSpec f;
   f.name = name;
-  TableReader r(where);
+  TableReader r(path, context);
   r.Add("kind", &f.kind);
   r.Add("nics_per_node", &f.nics_per_node, true);
   r.Add("nic_gbit", &f.nic_gbit, true);
@@ -251,7 +241,7 @@ Result<FabricSpec> FabricFromTable(const std::string& name, const toml::table& t
   r.Add("p2p_gbit", &f.p2p_gbit);
   ST_RETURN_IF_ERROR(r.Read(t));
   if (f.nics_per_node <= 0 || f.nic_gbit <= 0) {
-    return InvalidArgument(where + ": nics_per_node and nic_gbit must be positive");
+    return InvalidArgument(path + ": " + context + ": nics_per_node and nic_gbit must be positive");
   }
   return f;
 }
@@ -272,17 +262,17 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
     for (const auto& [ek, ev] : *entries) {
       const std::string name(ek.str());
       const toml::table* t = ev.as_table();
-      const std::string where = path + ": [" + section + "." + name + "]";
-      if (t == nullptr) return InvalidArgument(where + " must be a table");
+      const std::string context = "[" + section + "." + name + "]";
+      if (t == nullptr) return InvalidArgument(path + ": " + context + " must be a table");
       if (section == "gpu") {
-        ST_ASSIGN_OR_RETURN(gpus_[name], GpuFromTable(name, *t, where));
+        ST_ASSIGN_OR_RETURN(gpus_[name], GpuFromTable(name, *t, path, context));
       } else if (section == "node") {
-        ST_ASSIGN_OR_RETURN(nodes_[name], NodeFromTable(name, *t, where));
+        ST_ASSIGN_OR_RETURN(nodes_[name], NodeFromTable(name, *t, path, context));
       } else if (section == "fabric") {
-        ST_ASSIGN_OR_RETURN(fabrics_[name], FabricFromTable(name, *t, where));
+        ST_ASSIGN_OR_RETURN(fabrics_[name], FabricFromTable(name, *t, path, context));
       } else {
         ClusterRef c;
-        TableReader r(where);
+        TableReader r(path, context);
         r.Add("gpu", &c.gpu, true);
         r.Add("node", &c.node, true);
         r.Add("fabric", &c.fabric, true);
@@ -300,14 +290,7 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
 }
 
 Status HardwareCatalog::LoadDir(const std::string& dir) {
-  std::error_code ec;
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".toml") files.push_back(e.path().string());
-  }
-  if (ec) return NotFound("cannot list hardware catalog directory " + dir + ": " + ec.message());
-  if (files.empty()) return NotFound("no *.toml files in hardware catalog directory " + dir);
-  std::sort(files.begin(), files.end());
+  ST_ASSIGN_OR_RETURN(const std::vector<std::string> files, TomlFilesIn(dir, "hardware catalog"));
   for (const auto& f : files) ST_RETURN_IF_ERROR(LoadFile(f));
   return Status::Ok();
 }

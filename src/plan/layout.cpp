@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -148,218 +147,6 @@ int64_t ShardReplicas(const Layout& l) {
   return ranks / l.shard_group;
 }
 
-namespace {
-
-// scaletrain's own CPU trainer (src/model/gpt.cpp): attention as explicit
-// matmuls and a softmax over the full s x s scores, no dropout, each gradient
-// bucket reduced on the communicator's thread while backward goes on,
-// backward adding straight into the gradient buffer, kernels that are C++
-// functions (no launch cost).
-Software CpuTrainerStack() {
-  Software s;
-  s.name = "cpu";
-  s.flash_attention = false;
-  s.causal_block_rows = 64;     // kRowBlock of src/kernels/cpu/attention.cpp
-  s.pp_scatter_gather = false;  // src/parallel/pipeline.cpp sends residual_rows x n_embd
-  s.pp_async_sends = true;      // src/parallel/pipeline.cpp: ISend, waited for after the step
-  s.framework_gib = 0;
-  s.launch_us = 0;
-  s.overlap_slowdown = 0;
-  s.trainer_activation_buffer = true;
-  s.buckets = Software::Buckets::kFixed25MiB;  // parallel.bucket_mb's default
-  s.nccl_collectives = false;
-  return s;
-}
-
-// Other names of the stacks, as runs and users write them.
-const std::map<std::string, std::string>& StackAliases() {
-  static const std::map<std::string, std::string> aliases = {
-      // What current Megatron-LM / Megatron-Core and NeMo run (fused kernels,
-      // FlashAttention, overlapped gradient reduction).
-      {"megatron", "modern"}, {"megatron-lm", "modern"}, {"megatron-core", "modern"}, {"mcore", "modern"},
-      {"nemo", "modern"}, {"nemo-megatron", "modern"}, {"transformer-engine", "modern"},
-      // Megatron-LM 2021-2022 (unfused softmax, dropout, gradient reduction
-      // after backward).
-      {"megatron-2021", "legacy"}, {"megatron-lm-2021", "legacy"}, {"megatron-2022", "legacy"},
-      {"megatron-lm-2022", "legacy"},
-      // Megatron-DeepSpeed: the same kernels in DeepSpeed's pipeline engine.
-      {"deepspeed-megatron", "megatron-deepspeed"}, {"deepspeed", "megatron-deepspeed"},
-      // MosaicML's llm-foundry on Composer (Triton FlashAttention, FSDP1).
-      {"composer", "modern-triton"}, {"llm-foundry", "modern-triton"}, {"mosaicml", "modern-triton"},
-      // PyTorch-native training (torchtitan, FSDP2 with eager model code).
-      {"pytorch-eager", "pytorch"}, {"pytorch-fsdp", "pytorch"}, {"fsdp", "pytorch"},
-      {"fsdp2", "pytorch"}, {"torchtitan", "pytorch"}, {"eager", "pytorch"},
-      // The same with FSDP1's flat parameters (Hugging Face Accelerate/Trainer).
-      {"fsdp1", "pytorch-fsdp1"}, {"huggingface", "pytorch-fsdp1"},
-      {"hugging-face", "pytorch-fsdp1"}, {"hf", "pytorch-fsdp1"}, {"accelerate", "pytorch-fsdp1"},
-      {"torch-compile", "pytorch-compile"}, {"torchtitan-compile", "pytorch-compile"},
-      {"compile", "pytorch-compile"}, {"inductor", "pytorch-compile"}};
-  return aliases;
-}
-
-// PyTorch-native stacks: torchtitan's Llama (separate wq/wk/wv and w1/w3
-// Linears, repeat_kv before SDPA, the output transposed back), FSDP2 with its
-// per-block gathers prefetched under compute, SDPA's FlashAttention-2
-// kernel. Eager runs every element-wise op as its own kernel; torch.compile
-// (Inductor) fuses them, as Megatron's kernels are fused.
-Software PyTorchStack(const std::string& name, bool compiled) {
-  Software s;
-  s.name = name;
-  s.unfused_elementwise = !compiled;
-  s.separate_projections = true;
-  s.attention_layout_copies = true;
-  s.fully_sharded = true;
-  s.gather_copy_out = true;
-  s.selective_is_op = true;
-  s.fp8_dynamic_scaling = true;
-  s.partial_recompute = true;
-  s.fsdp_gathers_once_under_pp = true;
-  s.buckets = Software::Buckets::kFixed25MiB;  // DDP's bucket_cap_mb where a layout is not sharded
-  return s;
-}
-
-}  // namespace
-
-namespace {
-
-bool IsStackName(const std::string& name) {
-  return IsOneOf(name, {"modern", "modern-triton", "legacy", "megatron-deepspeed", "pytorch",
-                        "pytorch-compile", "pytorch-fsdp1", "cpu"});
-}
-
-// Megatron of 2019-2022 as a description dates it ("Megatron-LM 2021", "NeMo
-// Megatron (2022)"): a year right after the name. FlashAttention reached
-// Megatron-LM and NeMo in 2023; before, the `legacy` stack.
-bool NamesMegatronBefore2023(const std::vector<std::string>& words) {
-  for (size_t i = 0; i + 1 < words.size(); ++i) {
-    const bool nemo_megatron = words[i] == "nemo" && words[i + 1] == "megatron";
-    const bool megatron = IsOneOf(words[i], {"megatron", "megatron-lm", "nemo-megatron"});
-    if (!megatron && !nemo_megatron) continue;
-    const size_t year = nemo_megatron ? i + 2 : i + 1;
-    if (year < words.size() && IsOneOf(words[year], {"2019", "2020", "2021", "2022"})) return true;
-  }
-  return false;
-}
-
-// A stack as a run's description names it ("NeMo 2.0", "FSDP2 +
-// torch.compile", "HF Accelerate FSDP"): its words, versions dropped, read by
-// the framework they name, DeepSpeed before Composer before FSDP1 before the
-// PyTorch-native ones before Megatron; "" when no word names one. In `prose`
-// (a row's notes and source) a hyphenated word also counts by its parts
-// ("fms-fsdp"), FSDP's sharding strategies count as FSDP, FSDP comes before
-// Megatron before the bare word PyTorch, the words that are also English or
-// name other things ("accelerate", "eager", "hf", "torch") do not count, and
-// "compile" only qualifies a PyTorch stack named.
-std::string StackFromWords(const std::string& given, bool prose = false) {
-  std::vector<std::string> words = LowerWords(given, prose ? "-._" : "-.");
-  if (prose) {
-    const size_t n = words.size();
-    for (size_t i = 0; i < n; ++i) {
-      for (const std::string& part : LowerWords(words[i])) {
-        if (part != words[i]) words.push_back(part);
-      }
-    }
-    std::erase_if(words, [](const std::string& w) {
-      return IsOneOf(w, {"accelerate", "eager", "hf", "torch"});
-    });
-  }
-  auto has = [&](std::initializer_list<const char*> names) { return AnyWordIn(words, names); };
-  const bool compiled = has({"compile", "compiled", "torch.compile", "inductor"});
-  if (has({"deepspeed", "megatron-deepspeed"})) return "megatron-deepspeed";
-  if (has({"composer", "llm-foundry", "mosaicml"})) return "modern-triton";
-  if (has({"fsdp1", "accelerate", "hf", "huggingface"})) return "pytorch-fsdp1";
-  const char* const pytorch = compiled ? "pytorch-compile" : "pytorch";
-  const bool megatron =
-      has({"nemo", "megatron", "megatron-core", "megatron-lm", "mcore", "nemo-megatron"});
-  if (prose) {
-    // FSDP beats Megatron ("FSDP + Megatron TP"), Megatron beats the word
-    // PyTorch ("NeMo on PyTorch Lightning").
-    if (has({"torchtitan", "fsdp", "fsdp2", "full_shard", "hybrid_shard", "shard_grad_op", "hsdp"}))
-      return pytorch;
-    if (megatron) return NamesMegatronBefore2023(words) ? "legacy" : "modern";
-    return has({"pytorch"}) ? pytorch : "";
-  }
-  if (has({"torchtitan", "fsdp", "fsdp2", "pytorch", "torch", "eager"}) || compiled) return pytorch;
-  if (!megatron) return "";
-  return NamesMegatronBefore2023(words) ? "legacy" : "modern";
-}
-
-}  // namespace
-
-std::string StackNamedIn(const std::string& text) { return StackFromWords(text, true); }
-
-Result<Software> SoftwareFromName(const std::string& given) {
-  // Case, spaces and underscores do not matter ("Megatron_DeepSpeed"); a name
-  // that is none of the stacks' is read by the framework its words name.
-  const std::string key = NameKey(given);
-  const auto alias = StackAliases().find(key);
-  std::string name = alias == StackAliases().end() ? key : alias->second;
-  if (alias == StackAliases().end() && !IsStackName(name)) {
-    if (const std::string worded = StackFromWords(given); !worded.empty()) name = worded;
-  }
-  Software s;
-  s.name = name;
-  if (name == "modern") {
-    s.tp_comm_overlap = true;
-    s.max_searched_zero = 2;
-    s.partial_recompute = true;
-    return s;
-  }
-  if (name == "pytorch" || name == "pytorch-compile") return PyTorchStack(name, name == "pytorch-compile");
-  if (name == "pytorch-fsdp1") {
-    // FSDP1 gathers each unit into one FlatParameter whose parameters are
-    // views of it: no copy-out after the gather.
-    Software s = PyTorchStack(name, false);
-    s.gather_copy_out = false;
-    return s;
-  }
-  if (name == "modern-triton") {
-    // As modern, with MPT's Triton FlashAttention (llm-foundry's
-    // `attn_impl: triton`): FlashAttention-2 is "around 1.3-1.5x faster than
-    // FlashAttention in Triton in the forward pass and around 2x faster in
-    // the backward pass" (Dao 2023, Sec. 4.1); the middle of the forward range.
-    s.attention_fwd_slowdown = 1.4;
-    s.attention_bwd_slowdown = 2.0;
-    // Composer's FSDP (PyTorch FSDP1, 2023): each micro-batch's gathers and
-    // reduce-scatters cost their full time. llm-foundry's micro-batch sweep
-    // (scripts/train/benchmarking/ack_ckpt_limits.md) loses a fixed time per
-    // micro-batch equal to them; see docs/planner.md, "FSDP in Composer".
-    s.overlap_dp = false;
-    s.buckets = Software::Buckets::kFixed25MiB;
-    return s;
-  }
-  if (name == "legacy" || name == "megatron-deepspeed") {
-    s.flash_attention = false;
-    s.dropout = true;
-    s.overlap_dp = false;
-    s.fused_log_softmax = false;
-    s.fused_grad_accumulation = false;
-    s.separate_optimizer_passes = true;
-    s.legacy_conventions = true;
-    s.max_searched_zero = 1;
-    s.buckets = Software::Buckets::kWholeBuffer;
-    if (name == "megatron-deepspeed") {
-      s.max_searched_zero = 3;  // DeepSpeed's ZeRO stages
-      s.buckets = Software::Buckets::kDeepSpeed;
-      // DeepSpeed's pipeline engine (BLOOM, MT-NLG): 1F1B only, and every TP
-      // rank sends the stage's whole activation to its peer on the next
-      // stage (Megatron's scatter-gather of it over the TP ranks is in
-      // Megatron's own schedules, not DeepSpeed's p2p).
-      s.interleaved_schedule = false;
-      s.pp_scatter_gather = false;
-    }
-    return s;
-  }
-  if (name == "cpu") return CpuTrainerStack();
-  return InvalidArgument("unknown software stack '" + given +
-                         "'; use modern (also megatron, megatron-core, nemo), modern-triton (also "
-                         "composer, llm-foundry), legacy (also megatron-2021), megatron-deepspeed "
-                         "(also deepspeed), "
-                         "pytorch (PyTorch eager + FSDP2: also fsdp, torchtitan), pytorch-compile "
-                         "(with torch.compile), pytorch-fsdp1 (eager + FSDP1: also fsdp1, "
-                         "huggingface) or cpu");
-}
-
 int64_t BucketBytesFor(const Layout& l, const Software& sw, int64_t buffer_numel) {
   if (l.bucket_bytes > 0) return l.bucket_bytes;
   constexpr int64_t kElem = 4;  // CutGradBuckets's bytes per element
@@ -386,6 +173,14 @@ GradReduce GradReduceFor(const Layout& l, const Software& sw) {
   if (l.grad_reduce != GradReduce::kAuto) return l.grad_reduce;
   return l.precision == Precision::kFP16 && !sw.fused_grad_accumulation ? GradReduce::kCompute
                                                                         : GradReduce::kFp32;
+}
+
+std::vector<int64_t> EvenInterleavings(int64_t n_layer, int64_t pp) {
+  std::vector<int64_t> ok;
+  for (int64_t v = 2; pp * v <= n_layer; ++v) {
+    if (n_layer % (pp * v) == 0) ok.push_back(v);
+  }
+  return ok;
 }
 
 std::vector<int64_t> Divisors(int64_t n) {
@@ -492,18 +287,39 @@ Status CheckTpDividesModel(const ModelSpec& m, const Layout& l) {
                          "; nearest valid tp: " + Nearest(l.tp, tp_ok));
 }
 
-// vpp > 1 needs pipeline stages, the interleaved schedule, and each stage's
-// layers cut into vpp equal chunks; stages may differ by one layer (Llama 3
-// 405B ran 126 layers on 16 stages, interleaved).
+// "; or at vpp=V: pp P" for the pp nearest l.pp that cuts the layers into
+// pp x vpp equal chunks, where one does.
+std::string EvenStagesAt(const ModelSpec& m, const Layout& l) {
+  std::vector<int64_t> pps;
+  for (int64_t p = 2; p * l.vpp <= m.n_layer; ++p) {
+    if (m.n_layer % (p * l.vpp) == 0) pps.push_back(p);
+  }
+  if (pps.empty()) return "";
+  return "; or at vpp=" + Str(l.vpp) + " a pp of " + Nearest(l.pp, pps);
+}
+
+// vpp > 1 needs pipeline stages, the interleaved schedule, and the layers cut
+// into pp x vpp equal chunks, as the trainer (CheckModelShard) and Megatron
+// without its uneven-pipeline options require: an uneven interleaving is a
+// split neither runs, so it is an error naming the split, not a prediction.
+// (pp alone may leave stages a layer apart: the trainer splits them by cost,
+// PipelineStageStarts, and `plan` prints the split.)
 Status CheckInterleaving(const ModelSpec& m, const Layout& l) {
   if (l.vpp == 1) return Status::Ok();
   if (l.pp == 1) return InvalidArgument("vpp=" + Str(l.vpp) + " needs pp > 1; use vpp=1");
   if (l.gpipe) return InvalidArgument("gpipe runs one chunk per stage; use vpp=1 or drop gpipe");
-  const int64_t fullest = (m.n_layer + l.pp - 1) / l.pp;
-  if (fullest % l.vpp == 0) return Status::Ok();
-  return InvalidArgument("interleaving needs the layers of a stage (" + Str(fullest) + " = ceil(" +
-                         Str(m.n_layer) + " / pp)) divisible by vpp=" + Str(l.vpp) +
-                         "; nearest valid vpp: " + Nearest(l.vpp, Divisors(fullest)));
+  const int64_t chunks = l.pp * l.vpp;
+  if (m.n_layer % chunks == 0) return Status::Ok();
+  const std::vector<int64_t> ok = EvenInterleavings(m.n_layer, l.pp);
+  return InvalidArgument(Fmt("interleaving cuts the %lld layers of %s into pp x vpp = %lld x %lld = %lld equal "
+                             "chunks, and %lld layers do not split so (%.2f a chunk); ",
+                             static_cast<long long>(m.n_layer), m.name.c_str(), static_cast<long long>(l.pp),
+                             static_cast<long long>(l.vpp), static_cast<long long>(chunks),
+                             static_cast<long long>(m.n_layer), static_cast<double>(m.n_layer) / chunks) +
+                         (ok.empty() ? "no vpp above 1 does at pp=" + Str(l.pp) + ": use vpp=1"
+                                     : "nearest valid vpp at pp=" + Str(l.pp) + ": " + Nearest(l.vpp, ok) +
+                                           ", or vpp=1") +
+                         " (stages then split by cost, as the trainer splits them)" + EvenStagesAt(m, l));
 }
 
 // The global batch splits into dp x micro-batch; the fix names the nearest

@@ -122,12 +122,16 @@ double RecomputedShare(const Layout& l, int64_t stage_layers);
 
 // The divisors of n, ascending (the candidate sizes of a layout axis).
 std::vector<int64_t> Divisors(int64_t n);
+// The chunks per stage above 1 that cut `n_layer` layers into pp x vpp
+// equal chunks, ascending: the interleavings ValidateLayout accepts.
+std::vector<int64_t> EvenInterleavings(int64_t n_layer, int64_t pp);
 
-// What the training software does beyond the layout. "modern" is the default
-// (FlashAttention, gradient reduction overlapped with backward, no dropout);
-// "legacy" is Megatron-LM of 2021 / Megatron-DeepSpeed of 2022 (a fused
-// softmax kernel over the full s x s scores, attention and hidden dropout,
-// gradient all-reduce after the backward pass, not overlapped).
+// What the training software does beyond the layout: every choice of it that
+// the cost model charges for. A stack is read from its file
+// (configs/stacks/*.toml, StackCatalog in stacks.h), which states each field
+// under its name here, with what it models and where its value comes from;
+// the defaults below are no shipped stack's, only where a test that builds a
+// stack by hand starts.
 struct Software {
   std::string name = "modern";
   bool flash_attention = true;
@@ -169,8 +173,9 @@ struct Software {
   // pipeline engine runs plain 1F1B.
   bool interleaved_schedule = true;
   // Validation reads a run the way Megatron-LM 2021-22 papers report theirs:
-  // TFLOP/s counting the recomputed forward, full recomputation, no SP and no
-  // ZeRO unless the row says so (the legacy stacks).
+  // TFLOP/s counting the recomputed forward, full recomputation and no SP
+  // unless the row says so (the legacy stacks). An unstated ZeRO stage is
+  // searched up to max_searched_zero, as on any stack.
   bool legacy_conventions = false;
   // Pipeline sends are posted and the stage computes on while they travel,
   // a stage's messages queueing on its one link (the CPU trainer: ISend on
@@ -278,12 +283,6 @@ struct Software {
   // and full (the modes the trainer runs); op keeps the estimate.
   bool trainer_activation_buffer = false;
 };
-Result<Software> SoftwareFromName(const std::string& name);
-// The stack a run's own text (its notes, its source) names by its software
-// ("FSDP FULL_SHARD", "mosaicml/llm-foundry", "NeMo 2.0", "DeepSpeed ZeRO-1",
-// "torchtitan"): SoftwareFromName's reading of such names, without the words
-// that are also plain English; "" when it names none.
-std::string StackNamedIn(const std::string& text);
 // The layout as the stack runs it: ZeRO-3 with pipeline parallelism on a
 // stack with Software::fsdp_gathers_once_under_pp keeps the parameters and
 // gradients whole for the step, ZeRO-1's memory and traffic; `l` otherwise.

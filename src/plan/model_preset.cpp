@@ -22,7 +22,7 @@ Result<ModelPreset> LoadModelFile(const std::string& path) {
   ModelSpec& s = p.spec;
   std::string arch = "gpt2";
   double published = 0;
-  TableReader r(path + ": [model]");
+  TableReader r(path, "[model]");
   r.Add("name", &s.name);
   r.Add("arch", &arch);
   r.Add("n_layer", &s.n_layer, true);

@@ -151,6 +151,7 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
                           {"padded_numel", rb.padded_numel}};
   };
   j["bytes_per_rank"] = rank_json(p.rank_bytes);
+  j["stage_layers"] = p.stage_layers;
   j["bytes_per_stage"] = nlohmann::json::array();
   for (const RankBytes& rb : p.stage_bytes) j["bytes_per_stage"].push_back(rank_json(rb));
   AddStepCollectivesJson(p, &j);
@@ -222,6 +223,9 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
       e["error_pct"] = row.error_pct;
       e["stack"] = row.stack;
       e["stack_from"] = row.stack_from;
+      if (!row.stack_hint.empty()) e["stack_hint"] = row.stack_hint;
+      e["searched"] = row.searched;
+      e["assumed"] = row.assumed;
       e["fits"] = row.fits;
       e["layout"] = LayoutJson(row.prediction.layout);
       e["step_time_s"] = row.prediction.step_time_s;
@@ -236,6 +240,29 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
   return j;
 }
 
+namespace {
+
+// The stages' layers where they differ ("stages 0-14: 8 layers, stage 15: 6
+// layers"), so an uneven split is never silent; "" where every stage runs as
+// many.
+std::string UnevenStagesText(const Prediction& p, int64_t n_layer) {
+  const std::vector<int64_t>& n = p.stage_layers;
+  if (n.empty() || std::all_of(n.begin(), n.end(), [&](int64_t k) { return k == n[0]; })) return "";
+  std::string o = Fmt("stages   %lld layers over pp=%lld, split by cost as the trainer splits them (the last stage "
+                      "also runs the head): ",
+                      static_cast<long long>(n_layer), static_cast<long long>(n.size()));
+  for (size_t a = 0; a < n.size();) {
+    size_t b = a;
+    while (b + 1 < n.size() && n[b + 1] == n[a]) ++b;
+    o += (a == 0 ? "" : ", ") + (a == b ? Fmt("stage %zu", a) : Fmt("stages %zu-%zu", a, b)) +
+         Fmt(": %lld layers", static_cast<long long>(n[a]));
+    a = b + 1;
+  }
+  return o + "\n";
+}
+
+}  // namespace
+
 std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing* sizing) {
   const ModelSpec& m = ctx.model->spec();
   const ClusterSpec& c = ctx.model->cluster();
@@ -248,6 +275,7 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
            static_cast<long long>(c.node.gpus_per_node), ctx.model->software().name.c_str());
   o += "layout   " + LayoutToString(p.layout) + Fmt(" (%s, %lld micro-batches)\n", ScheduleKindName(p.layout.schedule()),
                                                     static_cast<long long>(p.layout.micro_batches()));
+  o += UnevenStagesText(p, m.n_layer);
   o += Fmt("step     %s   tokens/s %.4g   TFLOP/s/GPU %.1f (with recompute %.1f)   MFU %.1f%%\n",
            Secs(p.step_time_s).c_str(), p.tokens_per_s, p.tflops_per_gpu, p.hw_tflops_per_gpu, 100 * p.mfu);
   if (p.step_time_hi_s > 0) {
@@ -353,25 +381,62 @@ std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& p
   return o;
 }
 
+namespace {
+
+// What the table's stack marks mean, for the rows without a stack of their
+// own, and each such row's hint (the software its notes mention).
+std::string StackLegend(const ValidationReport& r) {
+  const auto from = [&](const char* where) {
+    return std::count_if(r.rows.begin(), r.rows.end(),
+                         [&](const ValidationRow& row) { return row.stack_from == where; });
+  };
+  if (from("--stack") + from("default") == 0) return "";
+  std::string o = Fmt(
+      "stack: * from --stack (%lld rows), ? not stated, so modern (%lld rows); a row's stack column "
+      "chooses, its notes never do\n",
+      static_cast<long long>(from("--stack")), static_cast<long long>(from("default")));
+  for (const ValidationRow& row : r.rows) {
+    if (row.stack_hint.empty()) continue;
+    o += "hint: " + row.run.id + ": its source or notes mention " + row.stack_hint +
+         "; fill its stack column (or pass --stack) with the stack it ran on\n";
+  }
+  return o;
+}
+
+// "  [searched: mb zero rc]  [legacy's convention: rc sp]": which knobs of
+// the layout shown the row did not state, so a recomputation (or a ZeRO
+// stage, a micro-batch) the search chose is never read as the run's own.
+std::string UnstatedText(const ValidationRow& row) {
+  auto list = [](const char* what, const std::vector<std::string>& knobs) {
+    if (knobs.empty()) return std::string();
+    std::string o = std::string("  [") + what + ":";
+    for (const std::string& k : knobs) o += " " + k;
+    return o + "]";
+  };
+  return list("searched", row.searched) + list((row.stack + "'s convention").c_str(), row.assumed);
+}
+
+}  // namespace
+
 std::string ValidationToText(const ValidationReport& r) {
-  // A stack read from the row's notes is marked '*', modern taken for want of
-  // any named '?' (ValidationRow::stack_from).
+  // A stack taken from --stack is marked '*', modern taken for want of any
+  // '?' (ValidationRow::stack_from).
   auto shown_stack = [](const ValidationRow& row) {
-    return row.stack + (row.stack_from == "notes" ? "*" : row.stack_from == "default" ? "?" : "");
+    return row.stack + (row.stack_from == "--stack" ? "*" : row.stack_from == "default" ? "?" : "");
   };
   int stack_width = 7;
   for (const auto& row : r.rows)
     stack_width = std::max(stack_width, static_cast<int>(shown_stack(row).size()));
   std::string o = Fmt("%-28s %-15s %11s %11s %8s  %-*s %s\n", "id", "metric", "measured", "predicted", "error",
-                      stack_width, "stack", "layout (searched where the source is silent)");
+                      stack_width, "stack", "layout [the knobs the row does not state]");
   for (const auto& row : r.rows) {
     if (!row.error.empty()) {
       o += Fmt("%-28s error: %s\n", row.run.id.c_str(), row.error.c_str());
       continue;
     }
-    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-*s %s%s\n", row.run.id.c_str(),
+    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-*s %s%s%s\n", row.run.id.c_str(),
              row.metric.c_str(), row.measured, row.predicted, row.error_pct, stack_width,
-             shown_stack(row).c_str(), LayoutToString(row.prediction.layout).c_str(),
+             shown_stack(row).c_str(), LayoutToString(row.prediction.layout).c_str(), UnstatedText(row).c_str(),
              row.fits ? "" : " (no layout fits; fastest shown)");
   }
   const auto predicted = std::count_if(r.rows.begin(), r.rows.end(),
@@ -382,23 +447,12 @@ std::string ValidationToText(const ValidationReport& r) {
   o += unpredicted == 0
            ? std::string("\n")
            : Fmt("; %zu of %zu rows not predicted (errors above)\n", unpredicted, r.rows.size());
-  const auto from = [&](const char* where) {
-    return std::count_if(r.rows.begin(), r.rows.end(),
-                         [&](const ValidationRow& row) { return row.stack_from == where; });
-  };
   if (!r.ignored_columns.empty()) {
     std::string names;
     for (const std::string& c : r.ignored_columns) names += (names.empty() ? "" : ", ") + c;
     o += "columns not read: " + names + " (docs/planner.md lists the columns)\n";
   }
-  if (from("notes") + from("default") > 0) {
-    o +=
-        Fmt("stack: * read from the row's source or notes (%lld rows), ? none named, modern (%lld "
-            "rows); a stack "
-            "column or --stack chooses\n",
-            static_cast<long long>(from("notes")), static_cast<long long>(from("default")));
-  }
-  return o;
+  return o + StackLegend(r);
 }
 
 std::string SweepToSvg(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {

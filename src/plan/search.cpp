@@ -62,17 +62,16 @@ std::vector<int64_t> TpSizes(const CostModel& model, const SearchOptions& opt) {
 
 // The model chunks per stage searched for pp stages and m micro-batches:
 // 1, and with the interleaved schedule (m a multiple of pp, a stack that has
-// it) every v up to max_vpp that divides the fullest stage's layers. A
-// stated v beyond max_vpp is searched too (NeMo runs Llama 2 70B with 20
-// one-layer chunks per stage).
+// it) every v up to max_vpp that cuts the layers into pp x v equal chunks
+// (ValidateLayout's rule). A stated v beyond max_vpp is searched too (NeMo
+// runs Llama 2 70B with 20 one-layer chunks per stage).
 std::vector<int64_t> VppSizes(const ModelSpec& M, const SearchOptions& opt, const Software& sw, int64_t pp,
                               int64_t m) {
   std::vector<int64_t> vpps{1};
   if (pp > 1 && m % pp == 0 && sw.interleaved_schedule) {
-    const int64_t fullest = (M.n_layer + pp - 1) / pp;
     const int64_t max_vpp = std::max(opt.max_vpp, opt.vpp.value_or(1));
-    for (int64_t v = 2; v <= std::min(max_vpp, fullest); ++v) {
-      if (fullest % v == 0) vpps.push_back(v);
+    for (int64_t v : EvenInterleavings(M.n_layer, pp)) {
+      if (v <= max_vpp) vpps.push_back(v);
     }
   }
   std::vector<int64_t> sizes;
@@ -82,13 +81,11 @@ std::vector<int64_t> VppSizes(const ModelSpec& M, const SearchOptions& opt, cons
   return sizes;
 }
 
-// The sharding group of a (tp, dp) layout (Layout::shard_group): 0 for one
-// group of all the dp x cp ranks; -1 where the held size does not divide them.
-int64_t ShardGroupFor(const SearchOptions& opt, const ClusterSpec& c, int64_t tp, int64_t dp) {
+// The sharding group of a layout of `dp` ranks (Layout::shard_group): 0 for
+// one group of all the dp x cp ranks; -1 where the held size does not divide them.
+int64_t ShardGroupFor(const SearchOptions& opt, int64_t dp) {
   const int64_t ranks = dp * opt.cp;
-  int64_t s = opt.shard_group.value_or(0);
-  if (opt.shard_in_node) s = tp >= c.node.gpus_per_node ? 1 : c.node.gpus_per_node / tp;
-  if (s == 1) return -1;  // a node holds one rank of the group: nothing to shard in it
+  const int64_t s = opt.shard_group.value_or(0);
   if (s <= 0 || s >= ranks) return 0;
   return ranks % s == 0 ? s : -1;
 }
@@ -110,28 +107,36 @@ std::vector<int> ZeroStages(const Layout& base, const SearchOptions& opt, const 
   return stages;
 }
 
+// The recomputations searched: the stated one (as the stack names it);
+// else none, Megatron's selective where there are scores to drop (no
+// FlashAttention: with it selective keeps what "none" keeps and runs the
+// attention forward again, never the better one) and full. PyTorch's
+// op-level policy only where asked for.
+std::vector<Recompute> RecomputeChoices(const SearchOptions& opt, const Software& sw) {
+  if (opt.recompute) return {RecomputeOn(sw, *opt.recompute)};
+  if (sw.flash_attention) return {Recompute::kNone, Recompute::kFull};
+  return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+}
+
+// Sequence parallelism searched: the stated setting (none where it is on
+// and tp = 1: SP needs TP), else both where tp > 1.
+std::vector<bool> SpChoices(const Layout& base, const SearchOptions& opt) {
+  if (opt.sp && *opt.sp && base.tp == 1) return {};
+  if (opt.sp) return {*opt.sp};
+  if (base.tp == 1) return {false};
+  return {false, true};
+}
+
 // Every ZeRO stage, recomputation and SP setting searched for `base`.
 void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Software& sw,
                      std::vector<Layout>* out) {
-  const bool fixed_rc = opt.recompute.has_value();
-  const Recompute wanted = RecomputeOn(sw, opt.recompute.value_or(Recompute::kNone));
   for (int zero : ZeroStages(base, opt, sw)) {
     if (base.shard_group > 0 && zero == 0) continue;  // a sharding group shards
-    for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
-      if (fixed_rc && rc != wanted) continue;
-      // PyTorch's op-level policy only where asked for (a stack that has it).
-      if (!opt.recompute && rc == Recompute::kOp) continue;
-      // With FlashAttention there are no stored scores for selective
-      // recomputation to drop: it keeps what "none" keeps and runs the
-      // attention forward again, never the better one, so it is not searched.
-      if (!opt.recompute && rc == Recompute::kSelective && sw.flash_attention) continue;
-      for (bool sp : {false, true}) {
-        if (sp && base.tp == 1) continue;
-        if (opt.sp && sp != *opt.sp) continue;
+    for (Recompute rc : RecomputeChoices(opt, sw)) {
+      for (bool sp : SpChoices(base, opt)) {
         Layout l = base;
         l.zero = zero, l.recompute = rc, l.sp = sp;
-        if (rc == Recompute::kFull && opt.recompute_layers)
-          l.recompute_layers = *opt.recompute_layers;
+        if (rc == Recompute::kFull && opt.recompute_layers) l.recompute_layers = *opt.recompute_layers;
         out->push_back(l);
       }
     }
@@ -155,7 +160,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
       l.bucket_bytes = opt.bucket_bytes;
       l.dp_compress = opt.dp_compress;
       l.dp_hierarchical = opt.dp_hierarchical;
-      l.shard_group = ShardGroupFor(opt, model.cluster(), tp, dp);
+      l.shard_group = ShardGroupFor(opt, dp);
       if (l.shard_group < 0) continue;
       AddKnobVariants(l, opt, model.software(), out);
     }
@@ -264,7 +269,10 @@ std::vector<FamilyVerdict> RankFamilies(
 
 }  // namespace
 
-Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
+namespace {
+
+// The options a search cannot start from, each an error naming the fix.
+Status CheckSearchOptions(const CostModel& model, const SearchOptions& opt) {
   if (opt.num_gpus < 1) return InvalidArgument("the search needs --gpus >= 1");
   if (opt.cp < 1 || opt.cp > opt.num_gpus) {
     return InvalidArgument("cp must be between 1 and the " + std::to_string(opt.num_gpus) + " GPUs, got " +
@@ -284,16 +292,28 @@ Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
         "--shard-group " + std::to_string(*opt.shard_group) +
         ": a sharding group must be >= 2 data-parallel ranks (or 0: one group of all)");
   }
+  return Status::Ok();
+}
+
+// Whether a fitting layout of full recomputation is also tried on the fewest
+// layers that fit: only a searched recomputation (a stated "full" means every
+// layer), on a stack that recomputes some layers.
+bool TriesPartialRecompute(const Prediction& p, const SearchOptions& opt, const Software& sw) {
+  const Layout& l = p.layout;
+  return p.fits && l.recompute == Recompute::kFull && l.recompute_layers == 0 && !opt.recompute &&
+         !opt.recompute_layers && sw.partial_recompute;
+}
+
+}  // namespace
+
+Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
+  ST_RETURN_IF_ERROR(CheckSearchOptions(model, opt));
   SearchResult res;
   std::map<std::pair<int64_t, int64_t>, FamilyVerdict> fams;  // by (tp, pp)
   std::vector<Prediction> fitting;
   for (const Layout& l : CandidateLayouts(model, opt)) {
     ST_ASSIGN_OR_RETURN(Prediction p, model.Evaluate(l));
-    // A stated recomputation ("full") means every layer; only a searched one
-    // is also tried on the fewest layers that fit.
-    const bool try_partial = p.fits && l.recompute == Recompute::kFull && l.recompute_layers == 0 &&
-                             !opt.recompute && !opt.recompute_layers &&
-                             model.software().partial_recompute;
+    const bool try_partial = TriesPartialRecompute(p, opt, model.software());
     Record(p, &fams[{l.tp, l.pp}], &res, &fitting);
     if (try_partial) {
       ST_ASSIGN_OR_RETURN(std::optional<Prediction> partial, FewestRecomputedLayers(model, l));

@@ -27,11 +27,9 @@ struct SearchOptions {
   int64_t cp = 1;
   std::optional<int> zero;
   // Hybrid sharding (Layout::shard_group): held at this many data-parallel
-  // ranks per sharding group; or, with shard_in_node, at the ranks of one
-  // node (gpus per node / tp: FSDP's HYBRID_SHARD as runs describe it).
-  // Neither: one group of all. The search does not try it on its own.
+  // ranks per sharding group; unset: one group of all. The search does not
+  // try it on its own.
   std::optional<int64_t> shard_group;
-  bool shard_in_node = false;
   std::optional<Recompute> recompute;
   // Full recomputation's layers per chunk (Layout::recompute_layers), held
   // where given; otherwise, on a stack with partial recomputation, each

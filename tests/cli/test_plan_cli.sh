@@ -120,6 +120,15 @@ expect_error "the legacy stack has no context parallelism" plan --model llama3-8
 expect_error "cp=3 cuts each sequence into 2 x cp = 6 chunks" plan --model llama3-8b --cluster dgx-h100 --gpus 48 --cp 3
 expect_error "trainer has no context parallelism, so a training config cannot run it" plan --train-config configs/shakespeare_char.toml \
   --cluster dgx-h100 --cp 2
+# Layers that pp x vpp does not cut into equal chunks: an error naming the
+# split (the trainer and Megatron refuse it too); pp alone may leave stages a
+# layer apart (the trainer's split by cost, the last stage also running the
+# head), and the text says so.
+expect_error "interleaving cuts the 126 layers of llama3-405b into pp x vpp = 16 x 4 = 64 equal chunks" \
+  plan --model llama3-405b --cluster dgx-h100 --gpus 1024 --tp 8 --pp 16 --vpp 4 --global-batch 512
+"$bin" plan --model llama3-8b --cluster dgx-h100 --gpus 24 --tp 8 --pp 3 --global-batch 48 |
+  grep -q "32 layers over pp=3, split by cost as the trainer splits them .*: stages 0-1: 11 layers, stage 2: 10 layers" ||
+  fail "plan names an uneven pipeline split"
 # --shard-group: hybrid sharding (FSDP's HYBRID_SHARD), ZeRO over groups of
 # a node's 8 GPUs and the gradient shards all-reduced across the 4 groups:
 # less DP traffic on a slow fabric than sharding over all 32, more memory.
@@ -200,6 +209,34 @@ agree megatron-deepspeed llama2-70b dgx-h100 h100-sxm 8 4 2 1 1 128 1 full
 grep -q "where more GPUs stop helping" "$tmp/sweep.txt" || fail "sweep explains poor scaling"
 grep -q "<svg" "$tmp/sweep.svg" || fail "sweep writes an SVG"
 python3 -c "import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])" "$tmp/sweep.svg" || fail "SVG is well-formed"
+
+# A stack of one's own (docs/planner.md's worked example): Megatron-Core
+# without TP overlap, a file built on `modern`. `plan` and `plan validate`
+# take it by name or alias; with SP the TP time it no longer hides grows.
+printf 'description = "our fork: Megatron-Core without TP overlap"\naliases = ["our-megatron"]\nbase = "modern"\ntp_comm_overlap = false\n' \
+  >"$tmp/my-megatron.toml"
+fork=(--model llama3-70b --cluster dgx-h100 --gpus 64 --tp 8 --pp 4 --sp --recompute full --zero 1 --json)
+if "$bin" plan "${fork[@]}" --stack-file "$tmp/my-megatron.toml" --stack our-megatron >"$tmp/fork.json" 2>"$tmp/err" &&
+    "$bin" plan "${fork[@]}" >"$tmp/modern.json" 2>>"$tmp/err"; then
+  python3 - "$tmp/fork.json" "$tmp/modern.json" <<'PY' || fail "plan --stack-file"
+import json, sys
+f, m = (json.load(open(p)) for p in sys.argv[1:3])
+assert f["software"] == "my-megatron", f["software"]
+assert f["time_breakdown_s"]["tp_comm"] > 1.5 * m["time_breakdown_s"]["tp_comm"], (f["time_breakdown_s"], m["time_breakdown_s"])
+assert f["step_time_s"] > m["step_time_s"]
+PY
+else
+  fail "plan --stack-file exited non-zero: $(cat "$tmp/err")"
+fi
+printf '%s\nrow,x,llama3-70b,,,,,,,h100-sxm,64,8,4,2,,true,full,1,64,,0.4,,,Our Megatron,1,\n' "$hdr" >"$tmp/fork.csv"
+"$bin" plan validate "$tmp/fork.csv" --stack-file "$tmp/my-megatron.toml" --json >"$tmp/fork-val.json" 2>"$tmp/err" &&
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['rows'][0]; assert r['stack']=='my-megatron', r" \
+    "$tmp/fork-val.json" || fail "plan validate --stack-file: $(cat "$tmp/err")"
+printf 'base = "modern"\ntp_overlap = false\n' >"$tmp/typo.toml"
+expect_error "typo.toml:2: unknown key 'tp_overlap'; valid keys: description, aliases, base" \
+  plan --model llama3-8b --cluster dgx-h100 --gpus 8 --stack-file "$tmp/typo.toml"
+expect_error "unknown software stack 'modren'; did you mean 'modern'?" plan --model llama3-8b --cluster dgx-h100 \
+  --gpus 8 --stack modren
 
 # Validation prints every row and the MAPE, in JSON as rows and mape.
 "$bin" plan validate tests/plan/published-runs.csv --json >"$tmp/val.json" 2>&1 || fail "validate exited non-zero"

@@ -1,5 +1,5 @@
 // The CSV of measured runs for `scaletrain plan validate`
-// (plan::ReadPublishedRuns: RFC 4180 fields, the header's columns, each
+// (plan::ReadPublishedRuns in plan/table_reader.h: RFC 4180 fields, the header's columns, each
 // row's numbers).
 //
 // Checked besides not crashing: a refusal has a message; every row read
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fuzz_scratch.h"
-#include "plan/validate.h"
+#include "plan/table_reader.h"
 
 namespace fuzz = scaletrain::fuzz;
 

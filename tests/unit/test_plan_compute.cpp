@@ -14,6 +14,7 @@
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -128,7 +129,7 @@ TEST(PlanCompute, Fp8RunsOnlyTheLayersLinearsInFp8) {
   gpu.hbm_tbps = 1e6;  // the GEMMs compute-bound
   gpu.fp8_tflops = 2000, gpu.fp8_matmul_efficiency = 0.6;
   const GpuRates r = *GpuRatesFor(gpu, Precision::kFP8);
-  const Software sw = *SoftwareFromName("modern");
+  const Software sw = *ShippedStack("modern");
   const PassSeconds g8 = LayerGemmSeconds(s8, gpu, r),
                     g16 = LayerGemmSeconds(s16, gpu, *GpuRatesFor(gpu, Precision::kBF16));
   EXPECT_NEAR(g8.fwd / g16.fwd, 1 / 1.5, 1e-12);
@@ -152,7 +153,7 @@ TEST(PlanCompute, Fp8RunsOnlyTheLayersLinearsInFp8) {
   // Linear inputs are cast (QKV's and up's whole rows, tp x h; torch.compile
   // casts each input once), again in backward, each output gradient twice
   // after one amax (3 reads, 2 writes); the weights, 5 bytes each per pass.
-  const Software tao = *SoftwareFromName("pytorch-compile");
+  const Software tao = *ShippedStack("pytorch-compile");
   ASSERT_TRUE(tao.fp8_dynamic_scaling);
   const double W = h * (h + 2 * kv) + h * h + 3 * h * F;
   EXPECT_DOUBLE_EQ(LayerLinearWeights(s8), W);
@@ -169,7 +170,7 @@ TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   const ModelSpec& spec = setup->spec;
   ClusterSpec c = setup->cluster;
   const Layout& l = setup->layout;
-  const Software sw = *SoftwareFromName("modern");
+  const Software sw = *ShippedStack("modern");
   const double base = ComputeSeconds(spec, c, sw, l);
   // Halving the attention efficiency adds exactly the attention time once more.
   const double e = c.gpu.attention_efficiency;
@@ -184,7 +185,7 @@ TEST(PlanCompute, FlashAttentionRateFollowsSequenceLength) {
   // MPT's Triton FlashAttention: forward 1.4x, backward 2x FlashAttention-2's
   // time, so 1.4 + 2 x 2.5 = 6.4 units instead of 3.5; nothing else changes.
   c.gpu.attention_efficiency = e;
-  const Software triton = *SoftwareFromName("modern-triton");
+  const Software triton = *ShippedStack("modern-triton");
   const double with_triton = ComputeSeconds(spec, c, triton, l);
   EXPECT_NEAR(with_triton - base, attention * (6.4 - 3.5) / 3.5, 1e-9 * attention);
 }
@@ -200,7 +201,7 @@ TEST(PlanCompute, SustainedClockScalesTensorCoreWorkOnly) {
   ASSERT_GT(c.gpu.sustained_clock_ratio, 0.5);
   ASSERT_LT(c.gpu.sustained_clock_ratio, 1.0);
   for (const char* stack : {"modern", "legacy"}) {
-    const Software sw = *SoftwareFromName(stack);
+    const Software sw = *ShippedStack(stack);
     ClusterSpec folded = c;
     folded.gpu.matmul_efficiency *= c.gpu.sustained_clock_ratio;
     folded.gpu.attention_efficiency *= c.gpu.sustained_clock_ratio;
@@ -234,7 +235,7 @@ TEST(PlanCompute, LegacyGradientAccumulationIsChargedPerMicroBatch) {
   const ClusterSpec& c = setup->cluster;
   Layout l;
   l.dp = 2, l.micro_batch = 2, l.global_batch = 16;  // 4 micro-batches
-  Software legacy = *SoftwareFromName("legacy");
+  Software legacy = *ShippedStack("legacy");
   ASSERT_FALSE(legacy.fused_grad_accumulation);
   const double unfused = ComputeSeconds(spec, c, legacy, l);
   legacy.fused_grad_accumulation = true;
@@ -262,7 +263,7 @@ TEST(PlanCompute, OptimizerBytesPerParameterFollowTheStackAndPrecision) {
   auto optimizer_seconds = [&](const std::string& stack, Precision precision, int zero) {
     Layout l;
     l.dp = 2, l.micro_batch = 2, l.global_batch = 8, l.zero = zero, l.precision = precision;
-    CostModel model(spec, c, *SoftwareFromName(stack));
+    CostModel model(spec, c, *ShippedStack(stack));
     auto p = model.Predict(l);
     EXPECT_TRUE(p.ok()) << p.status().message();
     return p.ok() ? p->time_s.optimizer : 0.0;
@@ -295,10 +296,10 @@ TEST(PlanCompute, ZeroTwoReduceScattersEachChunkUnderItsBackward) {
   const ClusterSpec& c = setup->cluster;
   // The hiding rule alone: communication kernels take no SMs here, and a
   // latency per collective kind rather than NCCL's per bucket.
-  Software free_overlap = *SoftwareFromName("modern");
+  Software free_overlap = *ShippedStack("modern");
   free_overlap.overlap_slowdown = 0;
   free_overlap.nccl_collectives = false;
-  Software contended_sw = *SoftwareFromName("modern");
+  Software contended_sw = *ShippedStack("modern");
   contended_sw.nccl_collectives = false;
   CostModel model(spec, c, free_overlap);
   CostModel contended(spec, c, contended_sw);
@@ -339,7 +340,7 @@ TEST(PlanCompute, ContextParallelSplitsTheSequenceAndReducesOverDpTimesCp) {
   auto whole = GptSpecFromDims("gpt", 4, 2048, 16, 8192, 50304);
   auto half = GptSpecFromDims("gpt", 4, 2048, 16, 4096, 50304);  // what one of 2 CP ranks holds
   ASSERT_TRUE(whole.ok() && half.ok());
-  const Software sw = *SoftwareFromName("modern");
+  const Software sw = *ShippedStack("modern");
   Layout cp;
   cp.tp = 2, cp.cp = 2, cp.dp = 2, cp.micro_batch = 1, cp.global_batch = 8, cp.zero = 1, cp.sp = true;
   Layout dp = cp;  // the same 8 GPUs and 4 micro-batches a step, cp ranks as dp ranks
@@ -386,12 +387,12 @@ TEST(PlanCompute, Fsdp2CopiesGatheredParametersOutOnTheComputeStream) {
   auto setup = LoadGpt2OnDgxA100();
   ASSERT_TRUE(setup.ok()) << setup.status().message();
   const ClusterSpec& c = setup->cluster;
-  Software fsdp2 = *SoftwareFromName("pytorch");
+  Software fsdp2 = *ShippedStack("pytorch");
   ASSERT_TRUE(fsdp2.gather_copy_out);
-  EXPECT_FALSE(SoftwareFromName("modern-triton")->gather_copy_out);  // FSDP1's flat views
-  EXPECT_FALSE(SoftwareFromName("pytorch-fsdp1")->gather_copy_out);  // the same, eager model code
-  EXPECT_TRUE(SoftwareFromName("pytorch-compile")->gather_copy_out);
-  EXPECT_FALSE(SoftwareFromName("modern")->gather_copy_out);
+  EXPECT_FALSE(ShippedStack("modern-triton")->gather_copy_out);  // FSDP1's flat views
+  EXPECT_FALSE(ShippedStack("pytorch-fsdp1")->gather_copy_out);  // the same, eager model code
+  EXPECT_TRUE(ShippedStack("pytorch-compile")->gather_copy_out);
+  EXPECT_FALSE(ShippedStack("modern")->gather_copy_out);
   Software views = fsdp2;
   views.gather_copy_out = false;
   Layout l;
@@ -417,7 +418,7 @@ TEST(PlanCompute, Fsdp2CopiesGatheredParametersOutOnTheComputeStream) {
 TEST(PlanCompute, MeasuredModelStepScalesTheComputeOfItsModel) {
   auto setup = LoadSmallGptOnDgxH100();
   ASSERT_TRUE(setup.ok()) << setup.status().message();
-  const Software sw = *SoftwareFromName("cpu");
+  const Software sw = *ShippedStack("cpu");
   ClusterSpec c = setup->cluster;
   const ModelSpec& spec = setup->spec;
   Layout one;
@@ -441,7 +442,7 @@ TEST(PlanCompute, MeasuredModelStepScalesTheComputeOfItsModel) {
 TEST(PlanCompute, StepTimeRangeBracketsThePrediction) {
   auto setup = LoadSmallGptOnDgxH100();
   ASSERT_TRUE(setup.ok()) << setup.status().message();
-  const Software sw = *SoftwareFromName("modern");
+  const Software sw = *ShippedStack("modern");
   CostModel model(setup->spec, setup->cluster, sw);
   auto p = model.Predict(setup->layout);
   ASSERT_TRUE(p.ok());

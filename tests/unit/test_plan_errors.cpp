@@ -9,6 +9,7 @@
 #include "plan/hardware.h"
 #include "plan/layout.h"
 #include "plan/model_preset.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -79,7 +80,8 @@ TEST(PlanErrors, GpuNamesStateTheirMemory) {
 }
 
 // Stacks go by the names runs are written with, whatever their case, spaces
-// or underscores; an unknown one lists the names.
+// or underscores (the stack files' names and aliases, configs/stacks); an
+// unknown one lists the stacks and how to add one.
 TEST(PlanErrors, StackNamesAsRunsWriteThem) {
   for (const auto& [given, stack] : std::vector<std::pair<std::string, std::string>>{
            {"Megatron-LM", "modern"},
@@ -106,11 +108,12 @@ TEST(PlanErrors, StackNamesAsRunsWriteThem) {
            {"DeepSpeed ZeRO-3", "megatron-deepspeed"},
            {"fsdp 2", "pytorch"},
            {"JAX", ""}}) {
-    auto sw = SoftwareFromName(given);
+    auto sw = ShippedStack(given);
     if (stack.empty()) {
       ASSERT_FALSE(sw.ok()) << given;
-      EXPECT_TRUE(Has(sw.status(), "unknown software stack 'JAX'; use modern"))
+      EXPECT_TRUE(Has(sw.status(), "unknown software stack 'JAX' stacks: cpu, legacy (also megatron-2019"))
           << sw.status().message();
+      EXPECT_TRUE(Has(sw.status(), "or describe yours in a stack file (--stack-file FILE")) << sw.status().message();
       EXPECT_TRUE(Has(sw.status(), "megatron-deepspeed")) << sw.status().message();
       EXPECT_TRUE(Has(sw.status(), "pytorch-fsdp1")) << sw.status().message();
     } else {
@@ -137,7 +140,8 @@ TEST(PlanErrors, SustainedClockRatioOutOfRangeNamesTheField) {
   const Status st = LoadOneGpu("hot", "sustained_clock_ratio = 1.2\n");
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(Has(st, "[gpu.hot]")) << st.message();
-  EXPECT_TRUE(Has(st, "sustained_clock_ratio = 1.2 is not a fraction; give a value in (0, 1]")) << st.message();
+  EXPECT_TRUE(Has(st, "sustained_clock_ratio = 1.2 must be in (0, 1] (a fraction: an achieved share of the peak)"))
+      << st.message();
 }
 
 TEST(PlanErrors, SpeedSpreadOutOfRangeNamesTheField) {
@@ -211,10 +215,23 @@ TEST_F(LayoutErrors, PipelineAndInterleavingLimits) {
   Status st = ValidateLayout(spec, 32, deep);
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(Has(st, "use pp <= 24")) << st.message();
-  Layout vpp{1, 4, 1, 4, 1, 64};  // 6 layers a stage: vpp must divide 6
+  Layout vpp{1, 4, 1, 4, 1, 64};  // 24 layers in 16 chunks
   st = ValidateLayout(spec, 4, vpp);
   ASSERT_FALSE(st.ok());
-  EXPECT_TRUE(Has(st, "nearest valid vpp: 3 or 6")) << st.message();
+  EXPECT_TRUE(Has(st, "nearest valid vpp at pp=4: 3 or 6")) << st.message();
+  // An interleaving that leaves chunks unequal is an error naming the split
+  // (Llama 3 405B's 126 layers at pp 16, vpp 4 once passed as "6 layers a
+  // stage"); pp alone may leave stages a layer apart, as the trainer splits them.
+  Layout uneven{1, 5, 1, 2, 1, 60};
+  st = ValidateLayout(spec, 5, uneven);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, "interleaving cuts the 24 layers of gpt3-1.3b into pp x vpp = 5 x 2 = 10 equal chunks, "
+                      "and 24 layers do not split so (2.40 a chunk)"))
+      << st.message();
+  EXPECT_TRUE(Has(st, "no vpp above 1 does at pp=5: use vpp=1")) << st.message();
+  EXPECT_TRUE(Has(st, "or at vpp=2 a pp of 4 or 6")) << st.message();
+  uneven.vpp = 1;
+  EXPECT_TRUE(ValidateLayout(spec, 5, uneven).ok());
   Layout sp{1, 1, 4, 1, 1, 64};
   sp.sp = true;
   EXPECT_FALSE(ValidateLayout(spec, 4, sp).ok());

@@ -7,6 +7,7 @@
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -19,7 +20,7 @@ TEST(PlanMemory, ActivationsMatchKorthikantiTable2) {
   // unfused softmax (the paper's setting).
   auto spec = GptSpecFromDims("gpt3", 96, 12288, 96, 2048, 51200);
   ASSERT_TRUE(spec.ok());
-  auto legacy = SoftwareFromName("legacy");
+  auto legacy = ShippedStack("legacy");
   ASSERT_TRUE(legacy.ok());
   const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
   // No parallelism: s b h (34 + 5 a s / h).
@@ -40,7 +41,7 @@ TEST(PlanMemory, ActivationsMatchKorthikantiTable2) {
 
 TEST(PlanMemory, FlashAttentionDropsTheScores) {
   auto spec = GptSpecFromDims("gpt3", 96, 12288, 96, 2048, 51200);
-  auto modern = SoftwareFromName("modern");
+  auto modern = ShippedStack("modern");
   // No dropout, FlashAttention: 8h whole + (Q,K,V,O = 8h, GeLU in/out = 16h)/t + 4a/t bytes per token.
   const double s = 2048, h = 12288, a = 96;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(*spec, 2, 4, false, Recompute::kNone, *modern),
@@ -54,7 +55,7 @@ TEST(PlanMemory, FlashAttentionDropsTheScores) {
 TEST(PlanMemory, OpLevelSelectiveKeepsEveryOtherMatmul) {
   auto p = LoadModel("llama3-8b", kConfigs);
   ASSERT_TRUE(p.ok());
-  auto modern = SoftwareFromName("modern");
+  auto modern = ShippedStack("modern");
   const double s = 8192, h = 4096, a = 32, kvd = 1024, F = 14336;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(p->spec, 1, 2, false, Recompute::kOp, *modern),
                    s * (4 * h + (4 * h + 4 * a + 2 * kvd + 2 * F) / 2));
@@ -94,7 +95,7 @@ Result<PresetOnDgxA100> LoadPresetOnDgxA100(const std::string& preset) {
 TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
   auto setup = LoadPresetOnDgxA100("gpt2-124m");
   ASSERT_TRUE(setup.ok()) << setup.status().message();
-  CostModel model(setup->spec, setup->cluster, *SoftwareFromName("modern"));
+  CostModel model(setup->spec, setup->cluster, *ShippedStack("modern"));
   Layout l;
   l.dp = 8, l.micro_batch = 4, l.global_batch = 64, l.zero = 1;
   auto p = model.Predict(l);
@@ -112,14 +113,14 @@ TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
   // the logits (bf16 + fp32) of one micro-batch. The embedding's output is the
   // first layer's input, already in its set; no dropout, so no mask.
   const ModelSpec& m = setup->spec;
-  const double per_layer = LayerActivationBytes(m, 4, 1, false, Recompute::kNone, *SoftwareFromName("modern"));
+  const double per_layer = LayerActivationBytes(m, 4, 1, false, Recompute::kNone, *ShippedStack("modern"));
   const double T = 4.0 * 1024;
   EXPECT_DOUBLE_EQ(p->memory.activations, 12 * per_layer + T * 50257 * 6);
   EXPECT_NEAR(p->memory_gib, p->memory.Total() / kGiB, 1e-12);
 
   // Megatron-LM's fp16 runs keep the gradient buffer in fp16 (the legacy
   // stack's unfused accumulation); bf16 keeps it in fp32.
-  CostModel legacy(setup->spec, setup->cluster, *SoftwareFromName("legacy"));
+  CostModel legacy(setup->spec, setup->cluster, *ShippedStack("legacy"));
   l.zero = 1;
   auto legacy_bf16 = legacy.Predict(l);
   ASSERT_TRUE(legacy_bf16.ok());
@@ -137,7 +138,7 @@ TEST(PlanMemory, ParamsGradsOptimizerOfAKnownLayout) {
 TEST(PlanMemory, HybridShardingShardsOverOneGroup) {
   auto setup = LoadPresetOnDgxA100("gpt2-124m");
   ASSERT_TRUE(setup.ok()) << setup.status().message();
-  CostModel model(setup->spec, setup->cluster, *SoftwareFromName("pytorch"));
+  CostModel model(setup->spec, setup->cluster, *ShippedStack("pytorch"));
   const double n = 124439808;
   for (int zero : {1, 3}) {
     Layout hybrid;
@@ -181,7 +182,7 @@ TEST(PlanMemory, PartialRecomputationIsItsShareOfFull) {
   ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
   auto preset = LoadModel("llama3-8b", kConfigs);
   ASSERT_TRUE(preset.ok());
-  const Software sw = *SoftwareFromName("modern");
+  const Software sw = *ShippedStack("modern");
   CostModel model(preset->spec, *cat.Cluster("dgx-h100"), sw);
   Layout l;  // 32 layers: 16 a stage, 8 a chunk
   l.tp = 2, l.pp = 2, l.vpp = 2, l.dp = 2, l.micro_batch = 1, l.global_batch = 32, l.zero = 1;
@@ -230,7 +231,7 @@ TEST(PlanMemory, PartialRecomputationIsItsShareOfFull) {
 TEST(PlanMemory, FsdpUnderPipeliningGathersOnceAStep) {
   auto setup = LoadPresetOnDgxA100("gpt2-124m");
   ASSERT_TRUE(setup.ok()) << setup.status().message();
-  CostModel model(setup->spec, setup->cluster, *SoftwareFromName("pytorch"));
+  CostModel model(setup->spec, setup->cluster, *ShippedStack("pytorch"));
   Layout l;
   l.pp = 2, l.dp = 4, l.micro_batch = 2, l.global_batch = 64, l.zero = 3;
   Layout one = l;
@@ -251,7 +252,7 @@ TEST(PlanMemory, FsdpUnderPipeliningGathersOnceAStep) {
   EXPECT_LT(flat3->memory.params, flat1->memory.params);
   EXPECT_GT(flat3->DpPayloadBytes(), flat1->DpPayloadBytes());
   // Megatron-Core's ZeRO-3 (a stated stage) is not the PyTorch pipeline's.
-  CostModel modern(setup->spec, setup->cluster, *SoftwareFromName("modern"));
+  CostModel modern(setup->spec, setup->cluster, *ShippedStack("modern"));
   l.pp = 2, l.dp = 4;
   auto m3 = modern.Predict(l);
   ASSERT_TRUE(m3.ok());
@@ -270,7 +271,7 @@ TEST(PlanMemory, InterleavedFirstStageMatchesKorthikantiFigure1) {
   // flight in chunk 0: 35 + 34 + 1 = 70 of them).
   auto setup = LoadPresetOnDgxA100("megatron-530b");
   ASSERT_TRUE(setup.ok()) << setup.status().message();
-  CostModel model(setup->spec, setup->cluster, *SoftwareFromName("legacy"));
+  CostModel model(setup->spec, setup->cluster, *ShippedStack("legacy"));
   Layout l;
   l.tp = 8, l.pp = 35, l.vpp = 3, l.dp = 1, l.micro_batch = 1, l.global_batch = 280;
   l.precision = Precision::kFP16;  // vpp > 1: the interleaved schedule
@@ -292,7 +293,7 @@ TEST(PlanMemory, PipelineStagesSplitParamsAndTpSplitsMatrices) {
   ASSERT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
   auto preset = LoadModel("llama2-7b", kConfigs);
   ASSERT_TRUE(preset.ok());
-  CostModel model(preset->spec, *cat.Cluster("dgx-h100"), *SoftwareFromName("modern"));
+  CostModel model(preset->spec, *cat.Cluster("dgx-h100"), *ShippedStack("modern"));
   Layout l;
   l.tp = 2, l.pp = 2, l.dp = 2, l.micro_batch = 1, l.global_batch = 8;
   auto p = model.Predict(l);

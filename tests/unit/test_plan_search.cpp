@@ -5,6 +5,7 @@
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
 #include "plan/search.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -18,7 +19,7 @@ struct Fixture {
     EXPECT_TRUE(cat.LoadDir(kConfigs + "/hardware").ok());
     auto p = LoadModel(preset, kConfigs);
     EXPECT_TRUE(p.ok());
-    model = std::make_unique<CostModel>(p->spec, *cat.Cluster(cluster), *SoftwareFromName("modern"));
+    model = std::make_unique<CostModel>(p->spec, *cat.Cluster(cluster), *ShippedStack("modern"));
   }
 };
 
@@ -134,22 +135,23 @@ TEST(PlanSearch, OpLevelRecomputeOnlyWhenAsked) {
 
 // Where full recomputation fits and none does not, the search also tries
 // recomputing the fewest layers of each chunk that fit (Megatron's block
-// method): Llama 3 405B at Meta's tp 8, pp 16, vpp 4 on 8,192 H100.
+// method): Llama 3 405B at tp 8, pp 14, vpp 3 on 8,064 H100 (Meta's pp 16
+// with vpp 4 does not cut its 126 layers into equal chunks).
 TEST(PlanSearch, PartialRecomputationFillsTheMemoryGap) {
   Fixture f("llama3-405b", "h100-roce");
   SearchOptions o;
-  o.num_gpus = 8192, o.global_batch = 2048;
-  o.tp = 8, o.pp = 16, o.vpp = 4, o.micro_batch = 1, o.zero = 1, o.sp = true;
+  o.num_gpus = 8064, o.global_batch = 2016;
+  o.tp = 8, o.pp = 14, o.vpp = 3, o.micro_batch = 1, o.zero = 1, o.sp = true;
   auto r = SearchLayouts(*f.model, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_FALSE(r->top.empty());
   const Prediction& best = r->top[0];
-  const int64_t chunk = 2;  // 126 layers over 16 x 4 chunks: at most 2 each
+  const int64_t chunk = 3;  // 126 layers over 14 x 3 chunks
   EXPECT_EQ(best.layout.recompute, Recompute::kFull);
   EXPECT_GT(best.layout.recompute_layers, 0);
   EXPECT_LT(best.layout.recompute_layers, chunk);
   EXPECT_TRUE(best.fits);
-  EXPECT_TRUE(ValidateLayout(f.model->spec(), 8192, best.layout).ok())
+  EXPECT_TRUE(ValidateLayout(f.model->spec(), 8064, best.layout).ok())
       << LayoutToString(best.layout);
   // One layer fewer does not fit (here: none at all).
   Layout none = best.layout;

@@ -10,6 +10,7 @@
 #include "plan/comm_terms.h"
 #include "plan/compute_terms.h"
 #include "plan/memory_terms.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -46,7 +47,7 @@ constexpr double kNvlinkBps = 50e9, kNicBps = 2.5e9;
 constexpr GpuRates kRates{40e12, 1e12, 0};
 
 Software Stack(const char* name) {
-  auto sw = SoftwareFromName(name);
+  auto sw = ShippedStack(name);
   EXPECT_TRUE(sw.ok());
   return sw.ok() ? *sw : Software{};
 }
@@ -755,23 +756,23 @@ TEST(PlanTerms, ShardedBucketsAreCallsOfTheirOwn) {
 TEST(PlanTerms, StacksCutTheirOwnBuckets) {
   Layout l;
   l.dp = 8;
-  const Software modern = *SoftwareFromName("modern");
+  const Software modern = *ShippedStack("modern");
   // Megatron-Core: max(40 M, 1 M x dp) parameters.
   EXPECT_EQ(BucketBytesFor(l, modern, 0), 160'000'000);
   l.dp = 64;
   EXPECT_EQ(BucketBytesFor(l, modern, 0), 256'000'000);
-  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("cpu"), 0), 25 << 20);
-  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("pytorch"), 0), 25 << 20);
-  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("deepspeed"), 0), 2'000'000'000);
+  EXPECT_EQ(BucketBytesFor(l, *ShippedStack("cpu"), 0), 25 << 20);
+  EXPECT_EQ(BucketBytesFor(l, *ShippedStack("pytorch"), 0), 25 << 20);
+  EXPECT_EQ(BucketBytesFor(l, *ShippedStack("deepspeed"), 0), 2'000'000'000);
   // Megatron-LM 2021-22: the whole buffer at once.
-  EXPECT_EQ(BucketBytesFor(l, *SoftwareFromName("legacy"), 1'500'000'000), 6'000'000'000);
+  EXPECT_EQ(BucketBytesFor(l, *ShippedStack("legacy"), 1'500'000'000), 6'000'000'000);
   EXPECT_EQ(CutGradBuckets(1'500'000'000, 64,
-                           BucketBytesFor(l, *SoftwareFromName("legacy"), 1'500'000'000))
+                           BucketBytesFor(l, *ShippedStack("legacy"), 1'500'000'000))
                 .size(),
             1u);
   l.bucket_bytes = 1 << 20;
   EXPECT_EQ(BucketBytesFor(l, modern, 0), 1 << 20);
-  EXPECT_FALSE(SoftwareFromName("cpu")->nccl_collectives);
+  EXPECT_FALSE(ShippedStack("cpu")->nccl_collectives);
   EXPECT_TRUE(modern.nccl_collectives);
 }
 

@@ -15,6 +15,7 @@
 #include "plan/hardware.h"
 #include "plan/memory_terms.h"
 #include "plan/model_preset.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
@@ -121,8 +122,8 @@ TEST(PlanTrainerBytes, Fp32HasNoMasterCopy) {
 // forces it, FSDP's mixed precision asks for it), the fp16 buffer of
 // Megatron-LM's unfused fp16 accumulation, and fp32 for fp32 training.
 TEST(PlanTrainerBytes, GradientReductionDtypePerStack) {
-  auto modern = SoftwareFromName("modern");
-  auto legacy = SoftwareFromName("legacy");
+  auto modern = ShippedStack("modern");
+  auto legacy = ShippedStack("legacy");
   ASSERT_TRUE(modern.ok() && legacy.ok());
   Layout l;
   for (Precision prec : {Precision::kBF16, Precision::kFP32}) {

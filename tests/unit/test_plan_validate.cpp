@@ -9,12 +9,15 @@
 
 #include "plan/report.h"
 #include "plan/validate.h"
+#include "plan_stacks.h"
 
 namespace scaletrain::plan {
 namespace {
 
 const std::string kRoot = ST_SOURCE_DIR;
-constexpr double kMapeBound = 7.8;  // measured: 7.5% (docs/planner.md)
+// measured: 7.97% (docs/planner.md): 7.55% until an uneven interleaving became
+// an error, which leaves Llama 3 405B's 126 layers on 16 stages at vpp 1.
+constexpr double kMapeBound = 8.2;
 // More runs of the MosaicML tables (tests/plan/mosaicml-more-runs.csv).
 constexpr double kMoreRunsBound = 5.3;  // measured: 5.0%
 // llm-foundry's micro-batch sweep (tests/plan/mosaicml-microbatch-sweep.csv).
@@ -33,7 +36,9 @@ constexpr double kTorchtitanBound = 6.2;  // measured: 5.9% over 17 rows, worst 
 constexpr double kNemotronBound = 4.3;  // measured: 4.0%, worst -10.3% (a 15B row)
 // Megatron-Turing NLG 530B on 2,240-3,360 A100 (tests/plan/mt-nlg-2022.csv),
 // Megatron-DeepSpeed, a dev set of the stack's known optimism.
-constexpr double kMtNlgBound = 18.9;  // measured: 18.5%, worst -20.2%
+// measured: 18.96%, worst -20.7% (18.5% while an unstated ZeRO stage on a
+// legacy stack was taken as 0 rather than searched).
+constexpr double kMtNlgBound = 19.3;
 // NeMo's FP8 performance tables on DGX H100 (tests/plan/nemo-2024-fp8.csv),
 // a dev set for FP8 training (no constant fitted).
 constexpr double kNemoFp8Bound = 10.7;  // measured: 10.4% over 20 rows, worst +24.1%
@@ -48,7 +53,7 @@ constexpr double kFmsFsdpBound = 8.6;  // measured: 8.3% over 4 rows, worst +18.
 ValidationReport ValidateRepoCsv(const std::string& name, size_t rows) {
   HardwareCatalog cat;
   EXPECT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
-  auto rep = ValidateFile(kRoot + "/tests/plan/" + name, cat, kRoot + "/configs");
+  auto rep = ValidateFile(kRoot + "/tests/plan/" + name, cat, ShippedStacks(), kRoot + "/configs");
   EXPECT_TRUE(rep.ok()) << rep.status().message();
   if (!rep.ok()) return {};
   EXPECT_EQ(rep->rows.size(), rows);
@@ -76,7 +81,7 @@ Result<ValidationReport> ValidateTempCsv(const std::string& name, const std::str
   ST_ASSIGN_OR_RETURN(const std::string path, WriteTempCsv(name, csv));
   HardwareCatalog cat;
   ST_RETURN_IF_ERROR(cat.LoadDir(kRoot + "/configs/hardware"));
-  return ValidateFile(path, cat, kRoot + "/configs", default_stack);
+  return ValidateFile(path, cat, ShippedStacks(), kRoot + "/configs", default_stack);
 }
 
 // The columns every CSV has, up to the measured figures.
@@ -192,6 +197,27 @@ TEST(PlanValidate, CsvParsingHandlesQuotesAndReportsBadNumbers) {
   ASSERT_FALSE(open.ok());
 }
 
+// A typed column holds a value of its type, written as tables write it
+// ("yes", "FULL AC", "bfloat16"), or says it is not known ("n/a"); anything
+// else is the row's error naming the column and what it may hold, not a
+// value guessed.
+TEST(PlanValidate, TypedColumnsReadTheirValuesOnly) {
+  const std::string row = ",s,gpt,1,24,2048,16,2048,50257,a100-80g,8,1,1,8,,";
+  auto runs = ReadTempCsv("typed.csv", kBaseHeader + ",precision,notes\nyes" + row + "yes,full AC,,64,,,,1,bfloat16,\n" +
+                                           "na" + row + "n/a,n/a,,64,,,,1,n/a,\nsp" + row +
+                                           "maybe,,,64,,,,1,,\nrc" + row + ",sometimes,,64,,,,1,,\n");
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 4u);
+  EXPECT_EQ((*runs)[0].sp, true);
+  EXPECT_EQ((*runs)[0].recompute, Recompute::kFull);
+  EXPECT_EQ((*runs)[0].precision, Precision::kBF16);
+  EXPECT_TRUE((*runs)[1].error.empty()) << (*runs)[1].error;
+  EXPECT_FALSE((*runs)[1].sp || (*runs)[1].recompute || (*runs)[1].precision);
+  EXPECT_NE((*runs)[2].error.find("column sp = 'maybe'; give true or false"), std::string::npos) << (*runs)[2].error;
+  EXPECT_NE((*runs)[3].error.find("column recompute = 'sometimes'; give none, selective"), std::string::npos)
+      << (*runs)[3].error;
+}
+
 // Numbers as tables write them: "~" (approximate), thousands separators,
 // spaces and a percentage read as the number; a comma in the wrong place is
 // not a number.
@@ -260,76 +286,84 @@ TEST(PlanValidate, StackIsAnExplicitColumnWithADefault) {
   }
 }
 
-// A row without a stack runs on --stack where given, else on the stack its
-// source or notes name by its software, else on modern; ValidationRow says which.
-TEST(PlanValidate, StackFromTheNotesWhereNoneIsGiven) {
+// A row without a stack runs on --stack where given, else on modern, and the
+// table marks it; the software its source or notes mention is a hint, never
+// the stack it runs on.
+TEST(PlanValidate, StackFromTheColumnOrTheDefaultNeverTheNotes) {
   const std::string row = ",gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,";
   const std::vector<std::tuple<std::string, std::string, std::string, std::string>> cases = {
-      // id, source, notes, stack
-      {"foundry", "mosaicml/llm-foundry benchmarks", "FSDP FULL_SHARD, prec=amp_bf16",
-       "modern-triton"},
-      {"titan", "pytorch/torchtitan", "FSDP2 + compile + Float8", "pytorch-compile"},
-      {"opt", "a paper", "FSDP + Megatron TP", "pytorch"},
-      {"fms", "foundation-model-stack/fms-fsdp README", "HSDP", "pytorch"},
-      {"hf", "a blog", "HF Accelerate with FSDP1", "pytorch-fsdp1"},
-      {"nemo", "a report", "NeMo 2.0 on PyTorch Lightning", "modern"},
-      {"ds", "a paper", "Megatron-DeepSpeed, ZeRO-1", "megatron-deepspeed"},
-      {"old", "Megatron-LM (2021) scripts", "fp16", "legacy"},
-      {"nemo22", "a report", "NeMo Megatron 2022, SP + selective", "legacy"},
-      {"prose", "a paper", "we accelerate training with eager torch kernels", "modern"}};
+      // id, source, notes, hint
+      {"foundry", "mosaicml/llm-foundry benchmarks", "Composer FSDP, prec=amp_bf16",
+       "'mosaicml' (modern-triton), 'fsdp' (pytorch)"},
+      {"titan", "pytorch/torchtitan", "FSDP2 + compile + Float8", "'pytorch' (pytorch), 'compile' (pytorch-compile)"},
+      {"nemo", "a report", "NeMo 2.0", ""},
+      {"prose", "a paper", "we trained it", ""}};
   std::string csv = kBaseHeader + ",stack,notes\n";
-  for (const auto& [id, source, notes, stack] : cases) {
+  for (const auto& [id, source, notes, hint] : cases) {
     for (const std::string& part :
          {id, std::string(","), source, row, std::string(",\""), notes, std::string("\"\n")})
       csv += part;
   }
-  for (const std::string& part :
-       {std::string("column,mosaicml"), row, std::string("legacy,FSDP\n")})
+  for (const std::string& part : {std::string("column,mosaicml"), row, std::string("legacy,FSDP\n")})
     csv += part;
-  auto inferred = ValidateTempCsv("stack-notes.csv", csv, "");
-  ASSERT_TRUE(inferred.ok()) << inferred.status().message();
-  ASSERT_EQ(inferred->rows.size(), cases.size() + 1);
+  auto plain = ValidateTempCsv("stack-default.csv", csv, "");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  ASSERT_EQ(plain->rows.size(), cases.size() + 1);
   for (size_t i = 0; i < cases.size(); ++i) {
-    const ValidationRow& r = inferred->rows[i];
-    EXPECT_EQ(r.stack, std::get<3>(cases[i])) << r.run.id;
-    EXPECT_EQ(r.stack_from, r.run.id == "prose" ? "default" : "notes") << r.run.id;
+    const ValidationRow& r = plain->rows[i];
+    EXPECT_EQ(r.stack, "modern") << r.run.id;
+    EXPECT_EQ(r.stack_from, "default") << r.run.id;
+    EXPECT_DOUBLE_EQ(r.predicted, plain->rows[2].predicted) << r.run.id;  // the notes change nothing
   }
-  EXPECT_EQ(inferred->rows.back().stack, "legacy");
-  EXPECT_EQ(inferred->rows.back().stack_from, "column");
-  // --stack wins over the notes, not over the column.
-  auto given = ValidateTempCsv("stack-given.csv", csv, "modern");
+  EXPECT_EQ(plain->rows.back().stack, "legacy");
+  EXPECT_EQ(plain->rows.back().stack_from, "column");
+  EXPECT_TRUE(plain->rows.back().stack_hint.empty());  // a stated stack needs no hint
+  const std::string text = ValidationToText(*plain);
+  EXPECT_NE(text.find("modern?"), std::string::npos) << text;
+  EXPECT_NE(text.find("hint: foundry: its source or notes mention 'mosaicml' (modern-triton)"), std::string::npos)
+      << text;
+  // --stack is taken where the column is empty, not over it; the hint names
+  // what differs from it.
+  auto given = ValidateTempCsv("stack-given.csv", csv, "pytorch");
   ASSERT_TRUE(given.ok()) << given.status().message();
   for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_EQ(given->rows[i].stack, "modern") << given->rows[i].run.id;
+    EXPECT_EQ(given->rows[i].stack, "pytorch") << given->rows[i].run.id;
     EXPECT_EQ(given->rows[i].stack_from, "--stack");
   }
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(plain->rows[i].stack_hint, std::get<3>(cases[i]));
+  EXPECT_EQ(given->rows[0].stack_hint, "'mosaicml' (modern-triton)");
+  EXPECT_EQ(given->rows[1].stack_hint, "'compile' (pytorch-compile)");
   EXPECT_EQ(given->rows.back().stack, "legacy");
+  EXPECT_NE(ValidationToText(*given).find("pytorch*"), std::string::npos);
 }
 
-// The ZeRO stage as notes write it; a number that is no stage is not one.
-TEST(PlanValidate, ZeroStageFromTheNotes) {
-  const std::string row =
-      ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,megatron-deepspeed,";
-  std::string csv = kBaseHeader + ",stack,notes\n";
-  const std::vector<std::pair<std::string, int>> cases = {{"ZeRO stage 1", 1},
-                                                          {"zero2 + TP", 2},
-                                                          {"DeepSpeed ZeRO-3 offload-free", 3},
-                                                          {"FSDP SHARD_GRAD_OP", 2},
-                                                          {"FSDP FULL_SHARD (ZeRO-3 equiv)", 3},
-                                                          {"Megatron distributed optimizer", 1},
-                                                          {"ZeRO-1, later ZeRO-3", 1}};
+// The zero column as tables write a stage: a number, ZeRO-n, "stage n", FSDP's
+// sharding strategies, Megatron's distributed optimizer; anything else in it
+// (prose included) is the row's error, not a stage guessed from its words.
+TEST(PlanValidate, ZeroColumnAsTablesWriteIt) {
+  const std::string row = ",x,gpt,1.3,24,2048,16,2048,50257,a100-80g,8,1,1,8,,,,4,64,,,,50000,megatron-deepspeed,";
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"2", 2},           {"ZeRO-1", 1},           {"zero3", 3},    {"ZeRO stage 2", 2},
+      {"stage 1", 1},     {"FULL_SHARD", 3},       {"HSDP", 3},     {"SHARD_GRAD_OP", 2},
+      {"NO_SHARD", 0},    {"distributed optimizer", 1}, {"ZeRO-1, later ZeRO-3", -1}, {"FSDP FULL_SHARD", -1}};
+  std::string csv = kBaseHeader + ",stack,zero,notes\n";
   for (size_t i = 0; i < cases.size(); ++i) {
     csv += 'z';
     csv += std::to_string(i);
-    for (const std::string& part : {row, std::string("\""), cases[i].first, std::string("\"\n")})
-      csv += part;
+    for (const std::string& part : {row, std::string("\""), cases[i].first, std::string("\",\n")}) csv += part;
   }
-  auto rep = ValidateTempCsv("zero-notes.csv", csv);
+  auto rep = ValidateTempCsv("zero-column.csv", csv);
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   ASSERT_EQ(rep->rows.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    ASSERT_TRUE(rep->rows[i].error.empty()) << cases[i].first << ": " << rep->rows[i].error;
-    EXPECT_EQ(rep->rows[i].prediction.layout.zero, cases[i].second) << cases[i].first;
+    const ValidationRow& r = rep->rows[i];
+    if (cases[i].second < 0) {
+      EXPECT_NE(r.error.find("column zero = '" + cases[i].first + "' is not a ZeRO stage"), std::string::npos)
+          << r.error;
+      continue;
+    }
+    ASSERT_TRUE(r.error.empty()) << cases[i].first << ": " << r.error;
+    EXPECT_EQ(r.prediction.layout.zero, cases[i].second) << cases[i].first;
   }
 }
 
@@ -347,7 +381,8 @@ TEST(PlanValidate, ArchitectureColumnsDefineTheModel) {
   ASSERT_EQ(rep->rows.size(), 4u);
   ASSERT_TRUE(rep->rows[0].error.empty()) << rep->rows[0].error;
   EXPECT_DOUBLE_EQ(rep->rows[0].predicted, rep->rows[1].predicted);
-  EXPECT_NE(rep->rows[2].error.find("unknown activation 'tanh'"), std::string::npos) << rep->rows[2].error;
+  EXPECT_NE(rep->rows[2].error.find("column activation = 'tanh'; give gelu, swiglu or squared_relu"), std::string::npos)
+      << rep->rows[2].error;
   EXPECT_NE(rep->rows[3].error.find("tied_embeddings = 'maybe'"), std::string::npos) << rep->rows[3].error;
 }
 
@@ -697,21 +732,20 @@ TEST(PlanValidate, LayoutLessRowsAreSearched) {
   EXPECT_EQ(l.global_batch, 512);
 }
 
-// Hybrid sharding: notes naming HSDP (FSDP's HYBRID_SHARD) shard within a
-// node, the shard_group column sets the group; either is ZeRO-3 unless the
-// row says otherwise.
-TEST(PlanValidate, HybridShardingFromTheNotesOrItsColumn) {
+// Hybrid sharding is the shard_group column's: a group of 8 ranks (a DGX
+// A100 node) shards the state and all-reduces across the 4 groups; FSDP's
+// ZeRO-3 unless the row says otherwise; notes naming HSDP change nothing.
+TEST(PlanValidate, HybridShardingFromItsColumn) {
   const std::string row =
       ",x,llama2-7b,,,,,4096,,a100-80g,32,1,1,32,,,none,2,64,,,,1,pytorch-fsdp1,";
-  auto rep = ValidateTempCsv("hsdp.csv", kBaseHeader + ",stack,shard_group,notes\nhsdp" + row +
-                                             ",HSDP across nodes\ncol" + row + "16,\nfull" + row +
-                                             ",FULL_SHARD\n");
+  auto rep = ValidateTempCsv("hsdp.csv", kBaseHeader + ",stack,shard_group,notes\nnode" + row +
+                                             "8,\ncol" + row + "16,\nfull" + row + ",HSDP across nodes\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   ASSERT_EQ(rep->rows.size(), 3u);
   for (const auto& r : rep->rows) ASSERT_TRUE(r.error.empty()) << r.run.id << ": " << r.error;
   const Prediction& hsdp = rep->rows[0].prediction;
   EXPECT_EQ(hsdp.layout.zero, 3);
-  EXPECT_EQ(hsdp.layout.shard_group, 8);  // a DGX A100 node
+  EXPECT_EQ(hsdp.layout.shard_group, 8);
   EXPECT_EQ(hsdp.shard_replicas, 4);
   EXPECT_EQ(rep->rows[1].prediction.layout.shard_group, 16);
   EXPECT_EQ(rep->rows[1].prediction.shard_replicas, 2);
@@ -778,18 +812,81 @@ TEST(PlanValidate, StatedZeroWithOneDataParallelRankIsPredicted) {
       << vpp.status().message();
 }
 
-// FSDP's reduce_dtype in the notes sets the gradient reduction's dtype.
-TEST(PlanValidate, ReduceDtypeFromTheNotes) {
+// The grad_reduce column (or FSDP's name for it, reduce_dtype): fp32, or the
+// compute precision's 16 bits as bf16 or compute; fp16 beside a bf16 run is
+// the row's error, naming what it may be.
+TEST(PlanValidate, GradReduceColumn) {
   const std::string row =
       ",x,llama2-7b,,,,,4096,,a100-80g,32,1,1,32,,,none,2,64,,,,1,pytorch-fsdp1,";
-  auto rep =
-      ValidateTempCsv("reduce.csv", kBaseHeader + ",stack,notes\nbf16" + row +
-                                        "reduce_dtype=bf16\nfp32" + row + "reduce_dtype=float32\n");
+  auto rep = ValidateTempCsv("reduce.csv", kBaseHeader + ",stack,reduce_dtype,notes\nbf16" + row +
+                                               "torch.bfloat16,\nfp32" + row + "float32,\ncompute" + row +
+                                               "compute,\nauto" + row + "auto,\nfp16" + row + "fp16,\n");
   ASSERT_TRUE(rep.ok()) << rep.status().message();
-  ASSERT_EQ(rep->rows.size(), 2u);
+  ASSERT_EQ(rep->rows.size(), 5u);
   EXPECT_EQ(rep->rows[0].prediction.layout.grad_reduce, GradReduce::kCompute);
   EXPECT_EQ(rep->rows[1].prediction.layout.grad_reduce, GradReduce::kFp32);
   EXPECT_LT(rep->rows[0].prediction.memory.grads, rep->rows[1].prediction.memory.grads);
+  EXPECT_DOUBLE_EQ(rep->rows[2].predicted, rep->rows[0].predicted);
+  EXPECT_DOUBLE_EQ(rep->rows[3].predicted, rep->rows[1].predicted);  // the stack's default: fp32
+  EXPECT_NE(rep->rows[4].error.find("column grad_reduce = 'fp16'; give fp32, or the compute precision's 16 "
+                                    "bits (bf16 or compute), or auto"),
+            std::string::npos)
+      << rep->rows[4].error;
+}
+
+// Every knob the row leaves to the search is named beside the layout, a
+// recomputation above all (it changes what TFLOP/s count); a legacy stack's
+// conventions are named as such; a stated knob is not named. An unstated
+// ZeRO stage is searched up to what the stack has, not taken as 0.
+TEST(PlanValidate, UnstatedKnobsAreNamed) {
+  const std::string gpt = ",x,gpt3-6.7b,,,,,2048,,a100-80g,64,2,2,16,";
+  auto rep = ValidateTempCsv("unstated.csv", kBaseHeader + ",stack,zero,notes\nbare" + gpt + ",,,,256,,,,1,,,\nstated" +
+                                                 gpt + "2,true,none,1,256,,,,1,,0,\nold" + gpt +
+                                                 ",,,1,256,,,,1,legacy,,\n");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 3u);
+  for (const auto& r : rep->rows) ASSERT_TRUE(r.error.empty()) << r.run.id << ": " << r.error;
+  EXPECT_EQ(rep->rows[0].searched, (std::vector<std::string>{"vpp", "mb", "zero", "rc", "sp"}));
+  EXPECT_TRUE(rep->rows[0].assumed.empty());
+  EXPECT_TRUE(rep->rows[1].searched.empty());
+  EXPECT_EQ(rep->rows[2].searched, (std::vector<std::string>{"vpp", "zero"}));
+  EXPECT_EQ(rep->rows[2].assumed, (std::vector<std::string>{"rc", "sp"}));
+  // legacy offers ZeRO-1 (Megatron-LM's distributed optimizer) to a row that
+  // does not say, and the search takes it.
+  const Prediction& old = rep->rows[2].prediction;
+  EXPECT_EQ(old.layout.zero, 1);
+  const std::string text = ValidationToText(*rep);
+  EXPECT_NE(text.find("[searched: vpp mb zero rc sp]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[searched: vpp zero]  [legacy's convention: rc sp]"), std::string::npos) << text;
+}
+
+// No input comes from a row's notes: every file of tests/plan predicts the
+// same with its notes emptied, and with notes that name every word the
+// notes were once read for (fp16, HSDP, FULL_SHARD, /PURE, reduce_dtype,
+// ZeRO stages, software).
+TEST(PlanValidate, NotesNeverFeedAnInput) {
+  const std::string loud =
+      "fp16; HSDP HYBRID_SHARD FULL_SHARD SHARD_GRAD_OP ZeRO-1 zero2 distributed optimizer; prec=amp_fp16/PURE "
+      "/DEFAULT; reduce_dtype=bf16 reduce_dtype=fp32; Megatron-LM (2021) DeepSpeed FSDP torchtitan compile";
+  for (const char* file : {"published-runs", "korthikanti-2022", "mosaicml-microbatch-sweep", "mosaicml-more-runs",
+                           "mt-nlg-2022", "narayanan-2021-scripts", "nemo-2024-fp8", "nemotron-2024",
+                           "torchtitan-2024", "fms-fsdp-2024"}) {
+    auto runs = ReadPublishedRuns(kRoot + "/tests/plan/" + file + ".csv");
+    ASSERT_TRUE(runs.ok()) << runs.status().message();
+    const ValidationReport as_is = ValidateRepoCsv(std::string(file) + ".csv", runs->size());
+    for (const std::string& notes : {std::string(), loud}) {
+      std::vector<PublishedRun> changed = *runs;
+      HardwareCatalog cat;
+      ASSERT_TRUE(cat.LoadDir(kRoot + "/configs/hardware").ok());
+      for (size_t i = 0; i < changed.size(); ++i) {
+        changed[i].notes = notes;
+        auto r = ValidateRun(changed[i], cat, ShippedStacks(), kRoot + "/configs");
+        ASSERT_TRUE(r.ok()) << changed[i].id << ": " << r.status().message();
+        EXPECT_EQ(r->predicted, as_is.rows[i].predicted) << file << " " << changed[i].id;
+        EXPECT_EQ(LayoutToString(r->prediction.layout), LayoutToString(as_is.rows[i].prediction.layout));
+      }
+    }
+  }
 }
 
 // IBM and Meta's fms-fsdp runs (tests/plan/fms-fsdp-2024.csv): FSDP1 on 128
