@@ -34,7 +34,7 @@ asan_targets=(test_config test_kernels test_kernels_llama test_model test_recomp
               test_hf_interop
               fuzz_replay_run_config fuzz_replay_vocab fuzz_replay_token_shard
               fuzz_replay_safetensors fuzz_replay_checkpoint_manifest fuzz_replay_plan_csv
-              fuzz_replay_hardware_catalog fuzz_replay_hf_merges)
+              fuzz_replay_hardware_catalog fuzz_replay_hf_merges fuzz_replay_stack_file test_tensorboard)
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALETRAIN_SANITIZE=ON \
   -DSCALETRAIN_WERROR=ON >/dev/null
 cmake --build build-asan -j"$jobs" --target "${asan_targets[@]}"
