@@ -66,7 +66,7 @@ class Bench:
     def cluster(self, hosts, slots, rate):
         if self.up == (hosts, slots, rate):
             return
-        cmd = [CLUSTER, "up", str(hosts), "--slots", str(slots)]
+        cmd = [CLUSTER, "up", str(hosts), "--slots", str(slots), "--force"]
         if rate:
             cmd += ["--rate", "%dmbit" % rate]
         run(cmd, os.path.join(self.work, "cluster.log"), 120)

@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # An emulated cluster on one machine: N hosts as network namespaces on a
 # bridge, one veth each, an optional `tc tbf` rate limit per host link, a
-# hostfile and a launcher agent for mpirun (see docs/training.md, "Across
-# hosts"; the recipe is ../shared/recipes/netns-cluster.md).
+# fixed amount of CPU per host (a cgroup with a CPU quota), a hostfile and a
+# launcher agent for mpirun (see docs/scaling.md, "The emulated cluster"; the
+# recipe is ../shared/recipes/netns-cluster.md).
 #
-#   scripts/cluster.sh up N [--rate RATE] [--slots K] [--dir DIR]   # RATE as tc takes it: 100mbit, 1gbit
+#   scripts/cluster.sh up N [--rate RATE] [--slots K] [--cpus C] [--force] [--dir DIR]
 #   scripts/cluster.sh down [--dir DIR]
 #   scripts/cluster.sh status
+#
+#   --rate RATE  each host's link rate as tc takes it (100mbit, 1gbit); default unlimited
+#   --slots K    ranks per host in the hostfile (default 1)
+#   --cpus C     CPU cores each host may use (a decimal; default: this machine's cores / N;
+#                "none": no quota). A host's processes share C cores however idle the
+#                other hosts are, as on real hosts: cgroup v2 cpu.max, or v1
+#                cpu.cfs_quota_us, whichever the machine mounts.
+#   --force      replace emulated hosts that already exist (an earlier `up`, a crashed
+#                run); without it `up` refuses and names them
 #
 # Hosts are named st-h0 .. st-h(N-1) at 10.200.0.1 .. 10.200.0.N on bridge
 # st-br0 (10.200.0.254); /etc/hosts gets one line per host, marked
 # "# scaletrain-cluster". DIR (default /tmp/scaletrain-cluster) gets:
 #   hostfile     "st-hI slots=K" per host (K ranks per host; default 1)
 #   nsexec.sh    the launcher's agent (mpirun --mca plm_rsh_agent DIR/nsexec.sh):
-#                runs a command inside the namespace named like the host
+#                runs a command inside the namespace named like the host, in the
+#                host's CPU cgroup
 #   mpirun.args  the mpirun options for this cluster, one per line
-# `up` run twice gives the same cluster (it first takes down what is there);
-# `down` removes every namespace, veth, qdisc, the bridge and the /etc/hosts
-# lines, also after a crashed run. Needs root and iproute2.
+# `down` removes every namespace, veth, qdisc, cgroup, the bridge and the
+# /etc/hosts lines, also after a crashed run. Needs root and iproute2.
 set -euo pipefail
 
 prefix=st-h
@@ -25,6 +35,11 @@ bridge=st-br0
 subnet=10.200.0
 marker="# scaletrain-cluster"
 dir=${ST_CLUSTER_DIR:-/tmp/scaletrain-cluster}
+cgroup_name=scaletrain-cluster
+# A quota is enforced once per period: 10 ms keeps a host's share even over
+# steps of a few milliseconds (the kernel's default 100 ms would let a host
+# run flat out for 50 ms and then stall for 50).
+cpu_period_us=10000
 
 die() { echo "error: $*" >&2; exit 1; }
 
@@ -32,6 +47,53 @@ need_root() {
   [ "$(id -u)" -eq 0 ] || die "the emulated cluster needs root (network namespaces, a bridge, tc); run as root"
   command -v ip >/dev/null || die "ip not found; install iproute2 (apt-get install iproute2)"
 }
+
+# The cgroup hierarchy that has the CPU controller: "v2 PATH" (the unified
+# hierarchy lists cpu among its controllers) or "v1 PATH" (the cpu
+# controller's own mount); empty if neither.
+cgroup_cpu() {
+  if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
+    echo "v2 /sys/fs/cgroup"
+    return
+  fi
+  local mnt
+  mnt=$(awk '$3 == "cgroup" && $4 ~ /(^|,)cpu(,|$)/ {print $2; exit}' /proc/mounts)
+  [ -n "$mnt" ] && [ -f "$mnt/cpu.cfs_quota_us" ] && echo "v1 $mnt"
+  return 0
+}
+
+# Makes host HOST's cgroup with a quota of CORES cores; prints its path.
+make_cgroup() {
+  local host=$1 cores=$2 kind base parent quota
+  read -r kind base <<<"$(cgroup_cpu)"
+  parent=$base/$cgroup_name
+  quota=$(awk -v c="$cores" -v p="$cpu_period_us" 'BEGIN {printf "%d", c * p}')
+  mkdir -p "$parent/$host"
+  if [ "$kind" = v2 ]; then
+    grep -qw cpu "$base/cgroup.subtree_control" || echo +cpu >"$base/cgroup.subtree_control"
+    grep -qw cpu "$parent/cgroup.subtree_control" || echo +cpu >"$parent/cgroup.subtree_control"
+    echo "$quota $cpu_period_us" >"$parent/$host/cpu.max"
+  else
+    echo "$cpu_period_us" >"$parent/$host/cpu.cfs_period_us"
+    echo "$quota" >"$parent/$host/cpu.cfs_quota_us"
+  fi
+  echo "$parent/$host"
+}
+
+# Removes the hosts' cgroups (their processes must have ended).
+remove_cgroups() {
+  local kind base cg
+  read -r kind base <<<"$(cgroup_cpu)"
+  [ -n "$base" ] && [ -d "$base/$cgroup_name" ] || return 0
+  for cg in "$base/$cgroup_name"/$prefix*; do
+    [ -d "$cg" ] || continue
+    # A process killed a moment ago may still be leaving its cgroup.
+    for _ in $(seq 1 50); do rmdir "$cg" 2>/dev/null && break; sleep 0.1; done
+  done
+  rmdir "$base/$cgroup_name" 2>/dev/null || true
+}
+
+existing_hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix[0-9]*$" || true; }
 
 # Everything this script may have made, whatever state it is in.
 down() {
@@ -51,15 +113,38 @@ down() {
     kept=$(grep -v "$marker" /etc/hosts)
     printf '%s\n' "$kept" >/etc/hosts
   fi
+  remove_cgroups
   rm -rf "$dir"
 }
 
+# The cores per host `--cpus` asks for ("" : the machine's cores / N).
+host_cpus() {
+  local n=$1 cpus=$2
+  if [ -z "$cpus" ]; then
+    awk -v c="$(nproc)" -v n="$n" 'BEGIN {printf "%.4g", c / n}'
+  else
+    echo "$cpus"
+  fi
+}
+
 up() {
-  local n=$1 rate=$2 slots=$3
+  local n=$1 rate=$2 slots=$3 cpus=$4 force=$5
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up N: N must be 1 to 200, got '$n'"
   [[ "$slots" =~ ^[0-9]+$ ]] && [ "$slots" -ge 1 ] || die "--slots must be a positive number, got '$slots'"
   if [ -n "$rate" ] && ! [[ "$rate" =~ ^[0-9.]+(bit|kbit|mbit|gbit)$ ]]; then
     die "--rate '$rate' is not a rate tc understands; use e.g. 100mbit or 1gbit"
+  fi
+  cpus=$(host_cpus "$n" "$cpus")
+  if [ "$cpus" != none ]; then
+    [[ "$cpus" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v c="$cpus" 'BEGIN {exit !(c >= 0.01)}' ||
+      die "--cpus must be a number of cores of at least 0.01 (e.g. 0.5), or none; got '$cpus'"
+    [ -n "$(cgroup_cpu)" ] ||
+      die "this machine mounts no cgroup with the cpu controller, so hosts cannot get a fixed CPU share; pass --cpus none to run without quotas"
+  fi
+  local old
+  old=$(existing_hosts | tr '\n' ' ')
+  if [ -n "$old" ] && [ "$force" != 1 ]; then
+    die "emulated hosts already exist: ${old% } (an earlier 'up', or a run that did not finish); take them down with 'scripts/cluster.sh down', or pass --force to replace them"
   fi
   down
   ip link add "$bridge" type bridge
@@ -68,8 +153,10 @@ up() {
   mkdir -p "$dir"
   : >"$dir/hostfile"
   local i host
+  : >"$dir/cgroups"
   for i in $(seq 0 $((n - 1))); do
     host=$prefix$i
+    [ "$cpus" = none ] || echo "$host $(make_cgroup "$host" "$cpus")" >>"$dir/cgroups"
     ip netns add "$host"
     ip link add "v$host" type veth peer name eth0 netns "$host"
     ip link set "v$host" master "$bridge" up
@@ -82,15 +169,18 @@ up() {
     echo "$subnet.$((i + 1)) $host $marker" >>/etc/hosts
     echo "$host slots=$slots" >>"$dir/hostfile"
   done
-  cat >"$dir/nsexec.sh" <<'SH'
+  cat >"$dir/nsexec.sh" <<SH
 #!/bin/sh
 # mpirun's launcher agent for the emulated cluster: "ssh HOST CMD" becomes
 # "run CMD inside the network namespace HOST", with HOST as its host name (a
 # UTS namespace of its own): the ranks report their host, and OpenMPI's
-# per-host session directories do not collide.
-host=$1
+# per-host session directories do not collide. It first joins HOST's CPU
+# cgroup (listed in cgroups), which every process it starts inherits.
+host=\$1
 shift
-exec ip netns exec "$host" unshare --uts /bin/sh -c "hostname $host && $*"
+cg=\$(awk -v h="\$host" '\$1 == h {print \$2}' "$dir/cgroups")
+[ -z "\$cg" ] || echo \$\$ >"\$cg/cgroup.procs"
+exec ip netns exec "\$host" unshare --uts /bin/sh -c "hostname \$host && \$*"
 SH
   chmod +x "$dir/nsexec.sh"
   # --bind-to none: mpirun sees each namespace as a node and would pin every
@@ -117,15 +207,25 @@ $subnet.0/24
 oob_tcp_if_include
 $subnet.0/24
 EOF
-  echo "cluster up: $n host(s) (${prefix}0..$prefix$((n - 1))) on $bridge${rate:+, $rate per host link}; hostfile $dir/hostfile"
+  local share="$cpus cores per host"
+  [ "$cpus" = none ] && share="no CPU quota"
+  echo "cluster up: $n host(s) (${prefix}0..$prefix$((n - 1))) on $bridge${rate:+, $rate per host link}, $share; hostfile $dir/hostfile"
   echo "run: mpirun \$(cat $dir/mpirun.args) -np $((n * slots)) ..."
 }
 
 status() {
   ip netns list | grep "^$prefix" || echo "no emulated hosts"
   local ns
+  local kind base quota
+  read -r kind base <<<"$(cgroup_cpu)"
   for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix" || true); do
-    echo "$ns: $(ip -n "$ns" -o -4 addr show eth0 | awk '{print $4}') $(ip netns exec "$ns" tc qdisc show dev eth0 | head -1)"
+    quota="no CPU quota"
+    if [ "$kind" = v2 ] && [ -f "$base/$cgroup_name/$ns/cpu.max" ]; then
+      quota="cpu.max $(cat "$base/$cgroup_name/$ns/cpu.max")"
+    elif [ "$kind" = v1 ] && [ -f "$base/$cgroup_name/$ns/cpu.cfs_quota_us" ]; then
+      quota="cfs quota $(cat "$base/$cgroup_name/$ns/cpu.cfs_quota_us") us per $(cat "$base/$cgroup_name/$ns/cpu.cfs_period_us") us"
+    fi
+    echo "$ns: $(ip -n "$ns" -o -4 addr show eth0 | awk '{print $4}') $(ip netns exec "$ns" tc qdisc show dev eth0 | head -1); $quota"
   done
 }
 
@@ -134,17 +234,21 @@ cmd=${1:-}
 n=""
 rate=""
 slots=1
+cpus=""
+force=0
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=${2:-}; shift 2 ;;
     --slots) slots=${2:-}; shift 2 ;;
+    --cpus) cpus=${2:-}; [ -n "$cpus" ] || die "--cpus needs a number of cores (e.g. 0.5) or none"; shift 2 ;;
+    --force) force=1; shift ;;
     --dir) dir=${2:-}; shift 2 ;;
     *) [ -z "$n" ] && [ "$cmd" = up ] && n=$1 && shift && continue; die "unknown argument '$1'" ;;
   esac
 done
 case $cmd in
-  up) need_root; up "${n:-}" "$rate" "$slots" ;;
+  up) need_root; up "${n:-}" "$rate" "$slots" "$cpus" "$force" ;;
   down) need_root; down; echo "cluster down" ;;
   status) need_root; status ;;
-  *) echo "usage: scripts/cluster.sh up N [--rate RATE] [--slots K] [--dir DIR] | down [--dir DIR] | status" >&2; exit 2 ;;
+  *) echo "usage: scripts/cluster.sh up N [--rate RATE] [--slots K] [--cpus C|none] [--force] [--dir DIR] | down [--dir DIR] | status" >&2; exit 2 ;;
 esac

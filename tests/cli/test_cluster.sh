@@ -5,10 +5,11 @@
 # all-reduce goes hierarchical and equals the flat one within 1e-6 (and with
 # sign compression across hosts stays within 10% of it). The 2-rank data-parallel run there equals
 # the same run on one host (shared memory) bit for bit, and each rank reports
-# its own host in ranks.jsonl. `up` twice is safe, a rate limit shows as a tbf
+# its own host in ranks.jsonl. Each host runs in its own CPU cgroup with a
+# quota; `up` over existing hosts refuses without --force, a rate limit shows as a tbf
 # qdisc (and `scaletrain bench` measures it as the profile's fabric), a host
 # whose link is down fails the launch in seconds naming it,
-# `down` leaves no namespace, bridge or /etc/hosts line behind (also when
+# `down` leaves no namespace, bridge, cgroup or /etc/hosts line behind (also when
 # this test fails: the trap takes the cluster down).
 # Skips with one line where the machine cannot (not root, no iproute2, no
 # network namespaces).
@@ -35,10 +36,35 @@ args=("${tiny[@]}" --set training.steps=12 --set parallel.dp=2 --set telemetry.r
 
 hosts() { ip netns list | awk '{print $1}' | grep '^st-h' | sort | tr '\n' ' '; }
 
-"$cluster" up 2 >"$work/up1.out" 2>&1 && "$cluster" up 2 >"$work/up2.out" 2>&1 ||
-  fail "cluster up: $(cat "$work/up1.out" "$work/up2.out")"
+"$cluster" up 2 >"$work/up1.out" 2>&1 || fail "cluster up: $(cat "$work/up1.out")"
+# A second `up` refuses to replace hosts it did not make in this call, naming
+# them; with --force it replaces them.
+if "$cluster" up 2 >"$work/up2.out" 2>&1; then
+  fail "a second up replaced the existing hosts without --force"
+else
+  grep -q "already exist: st-h0 st-h1.*--force" "$work/up2.out" && pass=$((pass + 1)) ||
+    fail "second up: $(cat "$work/up2.out")"
+fi
+"$cluster" up 2 --force >"$work/up3.out" 2>&1 || fail "cluster up --force: $(cat "$work/up3.out")"
 [ "$(hosts)" = "st-h0 st-h1 " ] && [ "$(grep -c scaletrain-cluster /etc/hosts)" -eq 2 ] && pass=$((pass + 1)) ||
-  fail "after up twice: namespaces '$(hosts)', $(grep -c scaletrain-cluster /etc/hosts) /etc/hosts lines"
+  fail "after up --force: namespaces '$(hosts)', $(grep -c scaletrain-cluster /etc/hosts) /etc/hosts lines"
+
+# Each host has its own CPU quota (default: the machine's cores / 2), and a
+# process the launcher's agent starts there runs inside it.
+cgroup_line() { "$ST_CLUSTER_DIR/nsexec.sh" "$1" "cat /proc/self/cgroup" | grep -E '(^0::|[:,]cpu[,:])' | head -1; }
+quota_ok=$(awk -v c="$(nproc)" 'BEGIN {printf "%d", c / 2 * 10000}')
+if "$cluster" status | grep -q "st-h1: .*\(cfs quota $quota_ok us per 10000 us\|cpu.max $quota_ok 10000\)" &&
+    cgroup_line st-h1 | grep -q "scaletrain-cluster/st-h1$"; then
+  pass=$((pass + 1))
+else
+  fail "CPU quota: status '$("$cluster" status | grep st-h1)', agent's cgroup '$(cgroup_line st-h1)' (want $quota_ok us)"
+fi
+if "$cluster" up 2 --force --cpus 0 >"$work/cpus.out" 2>&1; then
+  fail "--cpus 0 was accepted"
+else
+  grep -q "cpus must be a number of cores" "$work/cpus.out" && pass=$((pass + 1)) || fail "bad --cpus: $(cat "$work/cpus.out")"
+fi
+"$cluster" up 2 --force >/dev/null 2>&1 || fail "cluster up 2 after a refused --cpus"
 
 mapfile -t cluster_args <"$ST_CLUSTER_DIR/mpirun.args"
 if timeout 300 mpirun "${cluster_args[@]}" -np 2 "$bin" "${args[@]}" --run-dir "$work/hosts" \
@@ -74,7 +100,7 @@ timeout 300 mpirun "${cluster_args[@]}" -np 2 "$bin" "${args[@]}" --set parallel
 # Hierarchical gradient all-reduce: 2 hosts x 2 ranks, dp = 4. "auto" picks it
 # (reduce-scatter in host, all-reduce across, all-gather in host: three
 # collectives a bucket); the losses equal the flat all-reduce's within 1e-6.
-"$cluster" up 2 --slots 2 >/dev/null 2>&1 || fail "cluster up --slots 2"
+"$cluster" up 2 --slots 2 --force >/dev/null 2>&1 || fail "cluster up --slots 2"
 hier=(--set parallel.dp=4 --set training.global_batch_size=16 --set parallel.bucket_mb=0.05)
 for mode in auto flat; do
   timeout 300 mpirun "${cluster_args[@]}" -np 4 "$bin" "${args[@]}" "${hier[@]}" \
@@ -118,10 +144,8 @@ PY
 else
   fail "hierarchical + sign: $out"
 fi
-"$cluster" up 2 >/dev/null 2>&1 || fail "cluster up 2"
-
 # A rate limit per host link, and the run still trains over it.
-"$cluster" up 2 --rate 100mbit >/dev/null 2>&1 || fail "cluster up --rate"
+"$cluster" up 2 --rate 100mbit --force >/dev/null 2>&1 || fail "cluster up --rate"
 ip netns exec st-h1 tc qdisc show dev eth0 | grep -q "tbf.*rate 100Mbit" && pass=$((pass + 1)) ||
   fail "no 100 Mbit/s tbf qdisc: $(ip netns exec st-h1 tc qdisc show dev eth0)"
 timeout 300 mpirun "${cluster_args[@]}" -np 2 "$bin" "${args[@]}" --set training.steps=3 --run-dir "$work/slow" \
@@ -161,15 +185,17 @@ else
 fi
 
 # Bad input: an unknown rate.
-if "$cluster" up 2 --rate fast >"$work/bad.out" 2>&1; then
+if "$cluster" up 2 --rate fast --force >"$work/bad.out" 2>&1; then
   fail "--rate fast was accepted"
 else
   grep -q "not a rate tc understands" "$work/bad.out" && pass=$((pass + 1)) || fail "bad rate: $(cat "$work/bad.out")"
 fi
 
 "$cluster" down >/dev/null 2>&1 || fail "cluster down"
+cgroups_left() { find /sys/fs/cgroup -maxdepth 3 -name scaletrain-cluster 2>/dev/null; }
 [ -z "$(hosts)" ] && ! ip link show st-br0 >/dev/null 2>&1 && ! grep -q scaletrain-cluster /etc/hosts &&
-  [ ! -d "$ST_CLUSTER_DIR" ] && pass=$((pass + 1)) || fail "down left: '$(hosts)' $(ip -o link | grep -c st-)"
+  [ ! -d "$ST_CLUSTER_DIR" ] && [ -z "$(cgroups_left)" ] && pass=$((pass + 1)) ||
+  fail "down left: '$(hosts)' $(ip -o link | grep -c st-) links, cgroups '$(cgroups_left)'"
 
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]
