@@ -5,7 +5,9 @@
 # launcher agent for mpirun (see docs/scaling.md, "The emulated cluster"; the
 # recipe is ../shared/recipes/netns-cluster.md).
 #
-#   scripts/cluster.sh up N [--rate RATE] [--slots K] [--cpus C] [--force] [--dir DIR]
+#   scripts/cluster.sh up N [--rate RATE] [--slots K] [--cpus C] [--delay MS [--jitter MS]]
+#                           [--loss PCT] [--force] [--dir DIR]
+#   scripts/cluster.sh link HOST down|up     # a host's link fails, or comes back
 #   scripts/cluster.sh down [--dir DIR]
 #   scripts/cluster.sh status
 #
@@ -15,19 +17,29 @@
 #                "none": no quota). A host's processes share C cores however idle the
 #                other hosts are, as on real hosts: cgroup v2 cpu.max, or v1
 #                cpu.cfs_quota_us, whichever the machine mounts.
+#   --delay MS   one-way delay added between any two hosts (whole milliseconds: vde2's
+#   --jitter MS  wirefilter delays in steps of 1 ms), with a uniform variation of +-MS;
+#   --loss PCT   that share of the packets between two hosts lost. Any of the three makes
+#                the links VDE's (vde2): each host's interface a tap on a vde_switch of
+#                its own, joined to the cluster's switch by a `wirefilter` that delays
+#                and drops packets (this kernel has no netem). The VDE path itself adds
+#                about 0.1 ms one way (docs/scaling.md); --delay 0 gives that path with
+#                no added delay.
 #   --force      replace emulated hosts that already exist (an earlier `up`, a crashed
 #                run); without it `up` refuses and names them
 #
 # Hosts are named st-h0 .. st-h(N-1) at 10.200.0.1 .. 10.200.0.N on bridge
-# st-br0 (10.200.0.254); /etc/hosts gets one line per host, marked
+# st-br0 (10.200.0.254; with VDE links, the cluster switch's tap of that name);
+# /etc/hosts gets one line per host, marked
 # "# scaletrain-cluster". DIR (default /tmp/scaletrain-cluster) gets:
 #   hostfile     "st-hI slots=K" per host (K ranks per host; default 1)
 #   nsexec.sh    the launcher's agent (mpirun --mca plm_rsh_agent DIR/nsexec.sh):
 #                runs a command inside the namespace named like the host, in the
 #                host's CPU cgroup
 #   mpirun.args  the mpirun options for this cluster, one per line
-# `down` removes every namespace, veth, qdisc, cgroup, the bridge and the
-# /etc/hosts lines, also after a crashed run. Needs root and iproute2.
+# `down` removes every namespace, veth, qdisc, cgroup, VDE process, the bridge
+# and the /etc/hosts lines, also after a crashed run. Needs root and iproute2
+# (and vde2 for --delay, --jitter, --loss).
 set -euo pipefail
 
 prefix=st-h
@@ -95,8 +107,26 @@ remove_cgroups() {
 
 existing_hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix[0-9]*$" || true; }
 
+# The VDE processes of a cluster in DIR: the switches (the hosts' run in
+# their namespaces, which down kills with them) and the wirefilters.
+kill_vde() {
+  local pattern="(wirefilter -v|vde_switch -s) $dir/vde/"
+  pkill -f "$pattern" 2>/dev/null || true
+  # A switch's tap goes when the switch has exited: wait, so that a new one
+  # can take the name.
+  for _ in $(seq 1 50); do pgrep -f "$pattern" >/dev/null || return 0; sleep 0.1; done
+  pkill -9 -f "$pattern" 2>/dev/null || true
+}
+
+# Waits (up to 5 s) for network device DEV to appear (a VDE switch's tap).
+wait_for_device() {
+  for _ in $(seq 1 50); do ip link show "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  die "the VDE switch did not create its interface $1 (see the vde_switch messages above)"
+}
+
 # Everything this script may have made, whatever state it is in.
 down() {
+  kill_vde
   local ns
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix[0-9]*$" || true); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
@@ -127,17 +157,31 @@ host_cpus() {
   fi
 }
 
-up() {
-  local n=$1 rate=$2 slots=$3 cpus=$4 force=$5
+# Checks up's arguments; prints the cores per host (or none).
+check_up() {
+  local n=$1
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up N: N must be 1 to 200, got '$n'"
   [[ "$slots" =~ ^[0-9]+$ ]] && [ "$slots" -ge 1 ] || die "--slots must be a positive number, got '$slots'"
   if [ -n "$rate" ] && ! [[ "$rate" =~ ^[0-9.]+(bit|kbit|mbit|gbit)$ ]]; then
     die "--rate '$rate' is not a rate tc understands; use e.g. 100mbit or 1gbit"
   fi
-  cpus=$(host_cpus "$n" "$cpus")
-  if [ "$cpus" != none ]; then
-    [[ "$cpus" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v c="$cpus" 'BEGIN {exit !(c >= 0.01)}' ||
-      die "--cpus must be a number of cores of at least 0.01 (e.g. 0.5), or none; got '$cpus'"
+  local name value
+  for name in delay jitter; do
+    value=${!name}
+    [ -z "$value" ] || [[ "$value" =~ ^[0-9]+$ ]] ||
+      die "--$name must be a whole number of milliseconds (vde2's wirefilter delays in steps of 1 ms), got '$value'"
+  done
+  [ -z "$loss" ] || [[ "$loss" =~ ^[0-9]*\.?[0-9]+$ ]] || die "--loss must be a percentage (e.g. 1 or 0.5), got '$loss'"
+  [ -z "$jitter" ] || [ -n "$delay" ] || die "--jitter varies the delay: give --delay MS with it"
+  [ -z "$loss" ] || awk -v l="$loss" 'BEGIN {exit !(l < 100)}' || die "--loss must be below 100 (percent), got '$loss'"
+  if [ -n "$delay$loss" ] && ! command -v wirefilter >/dev/null; then
+    die "--delay, --jitter and --loss need vde2's wirefilter; apt-get install vde2"
+  fi
+  local c
+  c=$(host_cpus "$n" "$cpus")
+  if [ "$c" != none ]; then
+    [[ "$c" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v c="$c" 'BEGIN {exit !(c >= 0.01)}' ||
+      die "--cpus must be a number of cores of at least 0.01 (e.g. 0.5), or none; got '$c'"
     [ -n "$(cgroup_cpu)" ] ||
       die "this machine mounts no cgroup with the cpu controller, so hosts cannot get a fixed CPU share; pass --cpus none to run without quotas"
   fi
@@ -146,29 +190,69 @@ up() {
   if [ -n "$old" ] && [ "$force" != 1 ]; then
     die "emulated hosts already exist: ${old% } (an earlier 'up', or a run that did not finish); take them down with 'scripts/cluster.sh down', or pass --force to replace them"
   fi
-  down
-  ip link add "$bridge" type bridge
+  echo "$c"
+}
+
+# A veth pair from host HOST's eth0 to the kernel bridge.
+veth_link() {
+  local host=$1
+  ip link add "v$host" type veth peer name eth0 netns "$host"
+  ip link set "v$host" master "$bridge" up
+}
+
+# The wirefilter options for one host's link. A packet between two hosts
+# crosses the sender's wirefilter outward (left to right: from the host's
+# switch to the cluster's) and the receiver's inward, so the delay, jitter
+# and loss apply outward only: once per packet. wirefilter delays in whole
+# milliseconds (a fraction is dropped), hence whole numbers only.
+wirefilter_args() {
+  [ -z "$delay" ] || echo "-d LR${delay}${jitter:++$jitter}U"
+  [ -z "$loss" ] || echo "-l LR$loss"
+}
+
+# Host HOST's eth0 as a tap on a vde_switch in its namespace, joined to the
+# cluster switch by a wirefilter.
+vde_link() {
+  local host=$1
+  ip netns exec "$host" vde_switch -s "$dir/vde/$host.ctl" -t eth0 -d -p "$dir/vde/$host.pid"
+  for _ in $(seq 1 50); do ip -n "$host" link show eth0 >/dev/null 2>&1 && break; sleep 0.1; done
+  # shellcheck disable=SC2046
+  wirefilter -v "$dir/vde/$host.ctl:$dir/vde/core.ctl" $(wirefilter_args) --daemon \
+    --pidfile "$dir/vde/wf-$host.pid" -M "$dir/vde/wf-$host.mgmt"
+}
+
+# The cluster's switch: a kernel bridge, or with VDE links a vde_switch whose
+# tap (named like the bridge) gives this namespace, where mpirun runs, its
+# address on the subnet.
+make_switch() {
+  local n=$1
+  if [ "$links" = vde ]; then
+    mkdir -p "$dir/vde"
+    vde_switch -s "$dir/vde/core.ctl" -t "$bridge" -n $((n + 8)) -d -p "$dir/vde/core.pid"
+    wait_for_device "$bridge"
+  else
+    ip link add "$bridge" type bridge
+  fi
   ip addr add "$subnet.254/24" dev "$bridge"
   ip link set "$bridge" up
-  mkdir -p "$dir"
-  : >"$dir/hostfile"
-  local i host
-  : >"$dir/cgroups"
-  for i in $(seq 0 $((n - 1))); do
-    host=$prefix$i
-    [ "$cpus" = none ] || echo "$host $(make_cgroup "$host" "$cpus")" >>"$dir/cgroups"
-    ip netns add "$host"
-    ip link add "v$host" type veth peer name eth0 netns "$host"
-    ip link set "v$host" master "$bridge" up
-    ip -n "$host" addr add "$subnet.$((i + 1))/24" dev eth0
-    ip -n "$host" link set eth0 up
-    ip -n "$host" link set lo up
-    if [ -n "$rate" ]; then
-      ip netns exec "$host" tc qdisc add dev eth0 root tbf rate "$rate" burst 32kbit latency 400ms
-    fi
-    echo "$subnet.$((i + 1)) $host $marker" >>/etc/hosts
-    echo "$host slots=$slots" >>"$dir/hostfile"
-  done
+}
+
+add_host() {
+  local i=$1 host=$prefix$1
+  [ "$cpus" = none ] || echo "$host $(make_cgroup "$host" "$cpus")" >>"$dir/cgroups"
+  ip netns add "$host"
+  if [ "$links" = vde ]; then vde_link "$host"; else veth_link "$host"; fi
+  ip -n "$host" addr add "$subnet.$((i + 1))/24" dev eth0
+  ip -n "$host" link set eth0 up
+  ip -n "$host" link set lo up
+  if [ -n "$rate" ]; then
+    ip netns exec "$host" tc qdisc add dev eth0 root tbf rate "$rate" burst 32kbit latency 400ms
+  fi
+  echo "$subnet.$((i + 1)) $host $marker" >>/etc/hosts
+  echo "$host slots=$slots" >>"$dir/hostfile"
+}
+
+write_agent() {
   cat >"$dir/nsexec.sh" <<SH
 #!/bin/sh
 # mpirun's launcher agent for the emulated cluster: "ssh HOST CMD" becomes
@@ -186,31 +270,39 @@ SH
   # --bind-to none: mpirun sees each namespace as a node and would pin every
   # host's first rank to core 0. --mca routed direct: launches fail now and
   # then without it. TCP only, on the cluster's subnet.
-  cat >"$dir/mpirun.args" <<EOF
---hostfile
-$dir/hostfile
---bind-to
-none
---mca
-routed
-direct
---mca
-plm_rsh_agent
-$dir/nsexec.sh
---mca
-btl
-tcp,self
---mca
-btl_tcp_if_include
-$subnet.0/24
---mca
-oob_tcp_if_include
-$subnet.0/24
-EOF
-  local share="$cpus cores per host"
+  printf '%s\n' --hostfile "$dir/hostfile" --bind-to none --mca routed direct --mca plm_rsh_agent "$dir/nsexec.sh" \
+    --mca btl tcp,self --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
+    >"$dir/mpirun.args"
+}
+
+up() {
+  local n=$1
+  cpus=$(check_up "$n") || exit 1
+  links=veth
+  [ -z "$delay$loss" ] || links=vde
+  down
+  mkdir -p "$dir"
+  make_switch "$n"
+  : >"$dir/hostfile"
+  : >"$dir/cgroups"
+  local i
+  for i in $(seq 0 $((n - 1))); do add_host "$i"; done
+  write_agent
+  local share="$cpus cores per host" link_note=""
   [ "$cpus" = none ] && share="no CPU quota"
-  echo "cluster up: $n host(s) (${prefix}0..$prefix$((n - 1))) on $bridge${rate:+, $rate per host link}, $share; hostfile $dir/hostfile"
+  [ "$links" = vde ] && link_note=", VDE links (${delay:+delay $delay ms}${jitter:+ +-$jitter ms}${loss:+ loss $loss%})"
+  echo "cluster up: $n host(s) (${prefix}0..$prefix$((n - 1))) on $bridge${rate:+, $rate per host link}$link_note, $share; hostfile $dir/hostfile"
   echo "run: mpirun \$(cat $dir/mpirun.args) -np $((n * slots)) ..."
+}
+
+# A host's link fails (down) or comes back (up): its interface, whatever
+# the links are made of.
+link() {
+  local host=$1 state=$2
+  existing_hosts | grep -qx "$host" || die "no emulated host '$host'; hosts: $(existing_hosts | tr '\n' ' ')"
+  [ "$state" = down ] || [ "$state" = up ] || die "link $host: say down or up, not '$state'"
+  ip -n "$host" link set eth0 "$state"
+  echo "link of $host $state"
 }
 
 status() {
@@ -236,8 +328,20 @@ rate=""
 slots=1
 cpus=""
 force=0
+delay=""
+jitter=""
+loss=""
+links=veth
+if [ "$cmd" = link ]; then
+  need_root
+  link "${1:-}" "${2:-}"
+  exit 0
+fi
 while [ $# -gt 0 ]; do
   case $1 in
+    --delay) delay=${2:-}; shift 2 ;;
+    --jitter) jitter=${2:-}; shift 2 ;;
+    --loss) loss=${2:-}; shift 2 ;;
     --rate) rate=${2:-}; shift 2 ;;
     --slots) slots=${2:-}; shift 2 ;;
     --cpus) cpus=${2:-}; [ -n "$cpus" ] || die "--cpus needs a number of cores (e.g. 0.5) or none"; shift 2 ;;
@@ -247,8 +351,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case $cmd in
-  up) need_root; up "${n:-}" "$rate" "$slots" "$cpus" "$force" ;;
+  up) need_root; up "${n:-}" ;;
   down) need_root; down; echo "cluster down" ;;
   status) need_root; status ;;
-  *) echo "usage: scripts/cluster.sh up N [--rate RATE] [--slots K] [--cpus C|none] [--force] [--dir DIR] | down [--dir DIR] | status" >&2; exit 2 ;;
+  *) echo "usage: scripts/cluster.sh up N [--rate RATE] [--slots K] [--cpus C|none] [--delay MS [--jitter MS]] [--loss PCT] [--force] [--dir DIR] | link HOST down|up | down [--dir DIR] | status" >&2; exit 2 ;;
 esac

@@ -310,8 +310,39 @@ Result<std::vector<AllreduceMeasurement>> MeasureAllreduce(Communicator& world,
   return allreduce;
 }
 
-// The all-reduce inside a host and, when the ranks span several hosts,
-// across them: the node and fabric entries of the profile.
+// The round trip of an 8-byte message between the rank pairs of `comm`
+// (ranks 2i and 2i + 1, all pairs at once; a last odd rank idles), through
+// the communicator as the trainer uses it: the median of the slowest pair.
+// Half of it is the one-way latency the planner charges per message.
+Result<double> TimeRoundTrip(Communicator& comm) {
+  constexpr int kRoundTrips = 40;  // after one warm-up; both ends make the same calls
+  const int me = comm.rank(), peer = me % 2 == 0 ? me + 1 : me - 1;
+  const bool active = peer < comm.size();
+  double message = 0;
+  std::vector<double> times;
+  ST_RETURN_IF_ERROR(comm.Barrier());
+  for (int i = 0; i <= kRoundTrips && active; ++i) {
+    const auto t0 = Clock::now();
+    if (me % 2 == 0) {
+      ST_RETURN_IF_ERROR(comm.Send(&message, 1, peer));
+      ST_RETURN_IF_ERROR(comm.Recv(&message, 1, peer));
+    } else {
+      ST_RETURN_IF_ERROR(comm.Recv(&message, 1, peer));
+      ST_RETURN_IF_ERROR(comm.Send(&message, 1, peer));
+    }
+    if (i > 0) times.push_back(Since(t0));
+  }
+  double t = 0;
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    t = times[times.size() / 2];
+  }
+  ST_RETURN_IF_ERROR(comm.Allreduce(&t, 1, ReduceOp::kMax));
+  return t;
+}
+
+// The all-reduce and the round trip inside a host and, when the ranks span
+// several hosts, across them: the node and fabric entries of the profile.
 // `p2p_bytes`: the point-to-point message measured across hosts (the
 // model's pipeline message where there is a model, so that the rate is the
 // one of the size the pipeline sends).
@@ -329,13 +360,17 @@ Status MeasureLinks(Communicator& world, const BenchOptions& opt, int64_t p2p_by
   }
   if (r->hosts == 1) {
     ST_ASSIGN_OR_RETURN(r->allreduce, MeasureAllreduce(world, opt));
+    ST_ASSIGN_OR_RETURN(r->host_round_trip_s, TimeRoundTrip(world));
     return Status::Ok();
   }
   if (host->size() > 1) {
     ST_ASSIGN_OR_RETURN(r->allreduce, MeasureAllreduce(*host, opt));
   }
+  // Every rank makes the same calls: a host of one rank has no pair.
+  ST_ASSIGN_OR_RETURN(r->host_round_trip_s, TimeRoundTrip(*host));
   ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> cross, world.Split(host->rank(), world.rank(), "bench_cross"));
   ST_ASSIGN_OR_RETURN(r->cross_allreduce, MeasureAllreduce(*cross, opt));
+  ST_ASSIGN_OR_RETURN(r->cross_round_trip_s, TimeRoundTrip(*cross));
   // Point to point: host 2i's ranks send to host 2i+1's (a last odd host idles).
   const int64_t bytes = p2p_bytes;
   Buffer msg(static_cast<size_t>(bytes));
@@ -547,17 +582,14 @@ std::string NodeTable(const BenchResult& r) {
   if (!r.allreduce.empty()) {
     const AllreduceMeasurement& big = r.allreduce.back();
     const AllreduceMeasurement& small = r.allreduce.front();
-    const double lat_us =
-        small.seconds * 1e6 / (2.0 * std::log2(static_cast<double>(r.hosts > 1 ? r.ranks_per_host : r.ranks)));
     o += "intra_kind = \"mpi\"\n";
     o += Fmt(
         "intra_gbps = %.6g   # all-reduce bus bandwidth at %lld MiB (2(n-1)/n x bytes / time)\n",
         big.bus_gbps, static_cast<long long>(big.bytes >> 20));
     o += "intra_efficiency = 1.0   # intra_gbps is itself achieved\n";
-    o +=
-        Fmt("intra_latency_us = %.4g   # 8-byte all-reduce %.4g us / (2 log2 ranks), the planner's "
-            "latency form\n",
-            lat_us, small.seconds * 1e6);
+    o += Fmt("intra_latency_us = %.4g   # one way: half the median round trip of an 8-byte message between two "
+             "ranks of a host (%.4g us); an 8-byte all-reduce took %.4g us\n",
+             r.host_round_trip_s / 2 * 1e6, r.host_round_trip_s * 1e6, small.seconds * 1e6);
     o += "# all-reduce (bytes: us, bus GB/s):";
     for (const auto& a : r.allreduce) {
       o += Fmt(" %lld: %.4g, %.3g;", static_cast<long long>(a.bytes), a.seconds * 1e6, a.bus_gbps);
@@ -595,8 +627,9 @@ std::string MeasuredFabricTable(const BenchResult& r) {
              "every position at once (%.4g GB/s)\n",
              r.p2p_gbps * 8.0, static_cast<long long>(r.p2p_bytes), r.p2p_gbps);
   }
-  o += Fmt("latency_us = %.4g   # 8-byte all-reduce across hosts %.4g us / (2 log2 hosts)\n",
-           small.seconds * 1e6 / (2.0 * std::max(1.0, std::log2(h))), small.seconds * 1e6);
+  o += Fmt("latency_us = %.4g   # one way: half the median round trip of an 8-byte message to the next host "
+           "(%.4g us, every pair at once); an 8-byte all-reduce across %.0f hosts took %.4g us\n",
+           r.cross_round_trip_s / 2 * 1e6, r.cross_round_trip_s * 1e6, h, small.seconds * 1e6);
   o += "# all-reduce across hosts (bytes: us, bus GB/s):";
   for (const auto& a : r.cross_allreduce) {
     o += Fmt(" %lld: %.4g, %.3g;", static_cast<long long>(a.bytes), a.seconds * 1e6, a.bus_gbps);
@@ -662,6 +695,8 @@ std::string BenchToText(const BenchResult& r) {
   };
   list(r.hosts > 1 ? "all-reduce inside a host\n" : "all-reduce over the world\n", r.allreduce);
   list("all-reduce across hosts (every position at once)\n", r.cross_allreduce);
+  if (r.host_round_trip_s > 0) o += Fmt("8-byte round trip inside a host: %.1f us\n", r.host_round_trip_s * 1e6);
+  if (r.cross_round_trip_s > 0) o += Fmt("8-byte round trip to the next host: %.1f us\n", r.cross_round_trip_s * 1e6);
   return o;
 }
 

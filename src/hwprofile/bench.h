@@ -95,6 +95,10 @@ struct BenchResult {
   // stages send; bytes / time of the slowest. 0: not measured.
   int64_t p2p_bytes = 0;
   double p2p_gbps = 0;
+  // The round trip of an 8-byte message between two ranks of a host (0:
+  // one rank per host) and between ranks of neighbouring hosts (0: one
+  // host): twice the one-way latency the planner charges per message.
+  double host_round_trip_s = 0, cross_round_trip_s = 0;
 };
 
 // The matmuls of one transformer block and of the logits of `spec` at

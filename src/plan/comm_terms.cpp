@@ -13,10 +13,18 @@ ModelSpec TpPaddedSpec(const ModelSpec& m, int64_t tp) {
   return spec;
 }
 
-Link TpLink(const ClusterSpec& c, int64_t tp) {
+double CollectiveCallSeconds(CollectiveKind kind, int64_t n, const Link& link) {
+  if (!link.per_ring_step || n <= 1) return link.latency_s;
+  const double steps = static_cast<double>(n - 1);
+  return (kind == CollectiveKind::kAllreduce ? 2.0 * steps : steps) * link.latency_s;
+}
+
+Link TpLink(const ClusterSpec& c, int64_t tp, bool mpi) {
   const bool intra = tp <= c.node.gpus_per_node;
-  return {intra ? c.IntraBusBytesPerS() : c.NicBytesPerSPerGpu(),
-          (intra ? c.node.intra_latency_us : c.fabric.latency_us) * 1e-6};
+  Link link{intra ? c.IntraBusBytesPerS() : c.NicBytesPerSPerGpu(),
+            (intra ? c.node.intra_latency_us : c.fabric.latency_us) * 1e-6};
+  link.per_ring_step = mpi;
+  return link;
 }
 
 double TpSecondsPerMicroBatch(const std::vector<StepCollective>& cs, StepPhase phase, int64_t tp,
@@ -24,7 +32,8 @@ double TpSecondsPerMicroBatch(const std::vector<StepCollective>& cs, StepPhase p
   double time = 0;
   for (const StepCollective& c : cs) {
     if (c.phase == phase) {
-      time += c.RingBytes(tp) / link.bytes_per_s + static_cast<double>(c.calls) * link.latency_s;
+      time += c.RingBytes(tp) / link.bytes_per_s +
+              static_cast<double>(c.calls) * CollectiveCallSeconds(c.kind, tp, link);
     }
   }
   return time / static_cast<double>(micro_batches);
@@ -153,8 +162,15 @@ Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp, bool nccl) {
   Link link;
   link.bytes_per_s = intra ? c.IntraBusBytesPerS()
                            : std::min(c.IntraBusBytesPerS(), per_node * c.NicBytesPerSPerGpu());
-  link.latency_s =
-      2.0 * std::log2(d) * (intra ? c.node.intra_latency_us : c.fabric.latency_us) * 1e-6;
+  const double hop_s = (intra ? c.node.intra_latency_us : c.fabric.latency_us) * 1e-6;
+  link.latency_s = 2.0 * std::log2(d) * hop_s;
+  if (!nccl && dp > 1) {
+    // MPI: every bucket a call of its own, a hop's latency at every ring step.
+    link.latency_s = hop_s;
+    link.per_ring_step = true;
+    link.ring_call_s = CollectiveCallSeconds(CollectiveKind::kReduceScatter, dp, link);
+    link.allreduce_call_s = CollectiveCallSeconds(CollectiveKind::kAllreduce, dp, link);
+  }
   if (nccl) {
     link.ring_call_s = NcclRingCallSeconds(c, tp, dp);
     link.allreduce_call_s = NcclAllReduceCallSeconds(c, tp, dp);

@@ -30,7 +30,16 @@ struct Link {
   double ring_call_s = 0;
   // The same for one NCCL all-reduce call (NcclAllReduceCallSeconds).
   double allreduce_call_s = 0;
+  // MPI's collectives (the CPU trainer): a call pays latency_s at every
+  // step of its ring, 2 (n - 1) for an all-reduce over n ranks, n - 1 for a
+  // reduce-scatter or an all-gather (CollectiveCallSeconds). false: one
+  // latency_s a call (NCCL's own call latencies are above).
+  bool per_ring_step = false;
 };
+
+// The latency of one collective call of `kind` over `n` ranks on `link`:
+// latency_s per ring step where the link says so, else latency_s.
+double CollectiveCallSeconds(CollectiveKind kind, int64_t n, const Link& link);
 
 // The model as a tp-way layout holds it: the vocabulary padded to a multiple
 // of tp (Megatron-LM; what BuildRankLayout is given).
@@ -38,7 +47,8 @@ ModelSpec TpPaddedSpec(const ModelSpec& m, int64_t tp);
 
 // ---- tensor parallelism ----
 // Within one node over NVLink (tp <= GPUs per node), else over the NICs.
-Link TpLink(const ClusterSpec& c, int64_t tp);
+// `mpi`: the CPU trainer's collectives, a latency per ring step.
+Link TpLink(const ClusterSpec& c, int64_t tp, bool mpi = false);
 // The TP collectives of one phase of a step (the list:
 // TensorParallelStepCollectives), per micro-batch: each call at its ring bytes
 // / bandwidth plus one latency, the sum over the step's `micro_batches`.
@@ -125,8 +135,10 @@ struct DpRingBytes {
 DpRingBytes DpRingBytesByKind(const std::vector<StepCollective>& cs, int64_t dp);
 // A DP group's link. Ranks are ordered tp fastest, then dp, so a group has
 // gpus_per_node / tp members per node: within one node NVLink; across nodes
-// those members share the node's NICs (no more than NVLink). Latency: 2 log2(dp)
-// hops of the link's; with `nccl`, also NCCL's ring call latency.
+// those members share the node's NICs (no more than NVLink). Latency: with
+// `nccl`, NCCL's call latencies per bucket (and 2 log2(dp) hops of the
+// link's for what is not a bucket); else MPI's, the link's latency at every
+// step of a call's ring (Link::per_ring_step), every bucket a call.
 Link DpLink(const ClusterSpec& c, int64_t tp, int64_t dp, bool nccl = false);
 // NCCL's latency for one ring reduce-scatter or all-gather over a DP group of
 // n ranks (NCCL's tuning model, src/graph/tuning.cc, ring algorithm, Simple

@@ -120,7 +120,11 @@ DpSeconds HierarchicalDpSeconds(const ClusterSpec& cluster, const Software& sw, 
     cross_bytes = 2.0 * (hh - 1.0) / hh * block * elem;
   }
   const Link node = DpLink(cluster, l.tp, k);  // k members of one node
-  const Link cross{cluster.NicBytesPerSPerGpu(), 2.0 * std::log2(hh) * cluster.fabric.latency_us * 1e-6};
+  // The all-reduce across the nodes' blocks: a latency per ring step under
+  // MPI, 2 log2 hops otherwise (as DpLink).
+  const double hop_s = cluster.fabric.latency_us * 1e-6;
+  const Link cross{cluster.NicBytesPerSPerGpu(),
+                   sw.nccl_collectives ? 2.0 * std::log2(hh) * hop_s : (hh - 1.0) * hop_s};
   return DpHierarchicalSeconds(padded * static_cast<double>(grad_elem_bytes), cross_bytes, k, node, cross,
                                stage.bwd, static_cast<double>(l.vpp), sw.overlap_dp, buckets);
 }
@@ -228,7 +232,7 @@ CostModel::SlowestStage CostModel::FindSlowestStage(
     const Layout& l, const std::vector<StageParams>& stages,
     const std::vector<Prediction::StageCollectives>& collectives, const MicroBatchSeconds& mb,
     const PassSeconds& cp_layer, int64_t grad_elem_bytes, double hbm_bytes_per_s) const {
-  const Link tp_link = TpLink(cluster_, l.tp);
+  const Link tp_link = TpLink(cluster_, l.tp, !sw_.nccl_collectives);
   SlowestStage slowest;
   for (size_t i = 0; i < stages.size(); ++i) {
     const PassSeconds compute =

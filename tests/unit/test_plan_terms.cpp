@@ -645,18 +645,43 @@ TEST(PlanTerms, DpRingBytesByKindLeaveScalarsToLatency) {
 
 TEST(PlanTerms, DpLinkInsideOrAcrossNodes) {
   const ClusterSpec c = RoundCluster();
-  // dp 4 of tp 1 fill one node: NVLink, latency 2 log2(4) x 10 us.
-  Link link = DpLink(c, 1, 4);
+  // dp 4 of tp 1 fill one node: NVLink; under NCCL a latency of 2 log2(4)
+  // hops of 10 us for what is not a bucket.
+  Link link = DpLink(c, 1, 4, true);
   EXPECT_EQ(link.bytes_per_s, kNvlinkBps);
   EXPECT_DOUBLE_EQ(link.latency_s, 2 * 2 * 10e-6);
   // dp 16: 4 members a node share its NICs, 4 x 2.5e9 B/s; 2 log2(16) x 20 us.
-  link = DpLink(c, 1, 16);
+  link = DpLink(c, 1, 16, true);
   EXPECT_DOUBLE_EQ(link.bytes_per_s, 4 * kNicBps);
   EXPECT_DOUBLE_EQ(link.latency_s, 2 * 4 * 20e-6);
   // tp 4 fills the node: one DP member a node.
-  link = DpLink(c, 4, 8);
+  link = DpLink(c, 4, 8, true);
   EXPECT_DOUBLE_EQ(link.bytes_per_s, kNicBps);
   EXPECT_DOUBLE_EQ(link.latency_s, 2 * 3 * 20e-6);
+  // MPI (the CPU trainer): a hop's latency at every step of a call's ring,
+  // every bucket a call: 2 (n - 1) steps an all-reduce, n - 1 a
+  // reduce-scatter or all-gather.
+  link = DpLink(c, 1, 16);
+  EXPECT_DOUBLE_EQ(link.bytes_per_s, 4 * kNicBps);
+  EXPECT_DOUBLE_EQ(link.latency_s, 20e-6);
+  EXPECT_TRUE(link.per_ring_step);
+  EXPECT_DOUBLE_EQ(link.allreduce_call_s, 2 * 15 * 20e-6);
+  EXPECT_DOUBLE_EQ(link.ring_call_s, 15 * 20e-6);
+  EXPECT_DOUBLE_EQ(DpLink(c, 1, 4).allreduce_call_s, 2 * 3 * 10e-6);
+  EXPECT_DOUBLE_EQ(DpLink(c, 1, 1).allreduce_call_s, 0);
+}
+
+TEST(PlanTerms, MpiCollectivesPayALatencyPerRingStep) {
+  const ClusterSpec c = RoundCluster();
+  const Link nccl = TpLink(c, 4), mpi = TpLink(c, 4, true);
+  EXPECT_DOUBLE_EQ(CollectiveCallSeconds(CollectiveKind::kAllreduce, 4, nccl), 10e-6);
+  EXPECT_DOUBLE_EQ(CollectiveCallSeconds(CollectiveKind::kAllreduce, 4, mpi), 6 * 10e-6);
+  EXPECT_DOUBLE_EQ(CollectiveCallSeconds(CollectiveKind::kAllgather, 4, mpi), 3 * 10e-6);
+  EXPECT_DOUBLE_EQ(CollectiveCallSeconds(CollectiveKind::kReduceScatter, 4, mpi), 3 * 10e-6);
+  // A TP step's calls: an all-reduce of 8 bytes pays its ring's steps.
+  const std::vector<StepCollective> cs = {{"x", CollectiveKind::kAllreduce, 3, 8, StepPhase::kForward}};
+  EXPECT_NEAR(TpSecondsPerMicroBatch(cs, StepPhase::kForward, 4, mpi, 1),
+              2.0 * 3 / 4 * 8 / kNvlinkBps + 3 * 6 * 10e-6, 1e-15);
 }
 
 TEST(PlanTerms, DpAllReduceTime) {
@@ -664,18 +689,24 @@ TEST(PlanTerms, DpAllReduceTime) {
   const int64_t n = 4;
   const double bytes = 1e9;
   const std::vector<StepCollective> cs = {{"g", CollectiveKind::kAllreduce, 40, 1000000000}};
-  const Link link = DpLink(RoundCluster(), 1, n);
+  const Link link = DpLink(RoundCluster(), 1, n, true);
   // 2 (n - 1) / n x bytes / bandwidth, plus a reduce-scatter's and an
-  // all-gather's latency, each 2 log2(n) x 10 us.
+  // all-gather's latency, each 2 log2(n) x 10 us (NCCL's call latency
+  // apart: none set here).
+  Link nccl_free = link;
+  nccl_free.allreduce_call_s = 0;
   const double lat = 2 * std::log2(4.0) * 10e-6;
   const double expected = 2.0 * (n - 1) / n * bytes / 50e9 + 2 * lat;
-  DpSeconds t = DpAllReduceSeconds(DpRingBytesByKind(cs, n).allreduce, link, 0.05, 2, true);
+  DpSeconds t = DpAllReduceSeconds(DpRingBytesByKind(cs, n).allreduce, nccl_free, 0.05, 2, true);
   EXPECT_DOUBLE_EQ(t.total, expected);
   // Overlapped with the last micro-batch's backward of one of 2 chunks.
   EXPECT_DOUBLE_EQ(t.exposed, expected - 0.05 / 2);
   // A long backward hides all but a latency.
-  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(1.5e9, link, 1.0, 2, true).exposed, lat);
-  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(1.5e9, link, 1.0, 2, false).exposed, expected);
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(1.5e9, nccl_free, 1.0, 2, true).exposed, lat);
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(1.5e9, nccl_free, 1.0, 2, false).exposed, expected);
+  // MPI: 3 buckets, each an all-reduce call of 2 (n - 1) steps of 10 us.
+  const Link mpi = DpLink(RoundCluster(), 1, n);
+  EXPECT_DOUBLE_EQ(DpAllReduceSeconds(1e9, mpi, 0.05, 2, false, 3).total, 1e9 / 50e9 + 3 * 6 * 10e-6);
 }
 
 TEST(PlanTerms, ZeroOneAndTwoReduceScatterAndGather) {
@@ -713,7 +744,7 @@ TEST(PlanTerms, NcclRingCallLatencyGrowsWithTheGroup) {
   const ClusterSpec slow = RoundCluster();
   EXPECT_NEAR(NcclRingCallSeconds(slow, 1, 16), (8.4 + 12 * 5.7 + 3 * 20) * 1e-6, 1e-12);
   EXPECT_DOUBLE_EQ(DpLink(c, 1, 16, true).ring_call_s, NcclRingCallSeconds(c, 1, 16));
-  EXPECT_EQ(DpLink(c, 1, 16).ring_call_s, 0);
+  EXPECT_DOUBLE_EQ(DpLink(c, 1, 16).ring_call_s, 15 * 6e-6);  // MPI: a hop a ring step
   // An all-reduce: the ring's steps twice, or the tree's chain in the node
   // and log2(nodes) hops, up and down, where that is less.
   EXPECT_NEAR(NcclAllReduceCallSeconds(c, 1, 4), (8.4 + 2 * 3 * 3.4) * 1e-6, 1e-12);
