@@ -17,9 +17,16 @@
 #   shard_removed  the training data shard is deleted mid-run: the run goes on
 #                  (the shard is memory-mapped) and finishes; a restart then
 #                  stops with an error naming the missing file
+#   link_flap      across two emulated hosts (scripts/cluster.sh), one host's link
+#                  goes down for 3 s, shorter than the watchdog (20 s here), at a
+#                  random step, and comes back: the run continues and its losses and
+#                  final parameters are bitwise those of an uninterrupted run
+#   packet_loss    across two emulated hosts whose links lose 1% of the packets
+#                  (vde2's wirefilter): the run completes, bitwise as uninterrupted
 # Each trial prints one line "CASE trial N: ok|FAIL ..." and the script ends with a
-# table of outcomes. Cases that need root and mount (disk_full, read_only) are
-# skipped with one line without them.
+# table of outcomes. Cases that need root and mount (disk_full, read_only), or
+# root, network namespaces and vde2 (link_flap, packet_loss) are skipped with
+# one line without them.
 #
 # Usage: tests/chaos/chaos.sh BIN REPO_ROOT [--trials N] [--cases a,b,...] [--seed S]
 # (tests/cli/test_chaos_quick.sh runs one trial of each; bench/chaos.sh runs 20.)
@@ -28,7 +35,7 @@ bin=$1
 root=$2
 shift 2
 trials=1
-cases="kill_rank,kill_mid_save,disk_full,read_only,shard_removed"
+cases="kill_rank,kill_mid_save,disk_full,read_only,shard_removed,link_flap,packet_loss"
 seed=$$
 while [ $# -gt 0 ]; do
   case $1 in
@@ -44,7 +51,10 @@ py=/usr/bin/python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 work=$(mktemp -d)
 mounts=()
+cluster_dir=$work/cluster
+cluster_up=""
 cleanup() {
+  [ -z "$cluster_up" ] || ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" down >/dev/null 2>&1
   for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null; done
   pkill -9 -f "scaletrain train.*$work" 2>/dev/null
   rm -rf "$work"
@@ -237,6 +247,68 @@ case_shard_removed() {
     record shard_removed "$1" ok "removed at step ~$after: the run finished (memory-mapped); restart: '$(echo "$msg" | cut -c1-100)...'"
   else
     record shard_removed "$1" FAIL "run rc $rc ($(lines "$run") steps); restart rc $rc2 '${msg:-none}'"
+  fi
+}
+
+# Two emulated hosts (scripts/cluster.sh up 2 ARGS...), replacing the last
+# ones this script made; sets $cluster_args. Returns 1 (with a note) where
+# the machine cannot make them.
+cluster() {
+  if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null || ! ip netns add st-chaos-probe 2>/dev/null; then
+    return 1
+  fi
+  ip netns delete st-chaos-probe
+  ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" up 2 --force "$@" >"$work/cluster.out" 2>&1 || return 1
+  cluster_up=1
+  mapfile -t cluster_args <"$cluster_dir/mpirun.args"
+}
+# Trains the reference's 150 steps across the hosts (background; sets $job).
+launch_across() {  # launch_across RUN
+  mpirun "${cluster_args[@]}" -np 2 "$bin" "${base[@]}" "${train_data[@]}" --set training.steps=150 \
+    --set checkpoint.interval=1 --set parallel.comm_timeout_s=20 --run-dir "$1" >"$(out_of "$1")" 2>&1 &
+  job=$!
+}
+
+case_link_flap() {
+  reference || { record link_flap "$1" FAIL "the reference run failed"; return; }
+  if ! cluster; then
+    notes[link_flap]="skipped: needs root and network namespaces"; echo "link_flap trial $1: skipped (${notes[link_flap]})"
+    return
+  fi
+  local run=$work/link_flap_$1 after=$((5 + RANDOM % 100)) host=st-h$((RANDOM % 2))
+  launch_across "$run"
+  st_wait_records "$run" "$after" $job || { record link_flap "$1" FAIL "did not get going: $(tail -3 "$(out_of "$run")")"; return; }
+  ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" link "$host" down >/dev/null
+  local at_down at_up
+  at_down=$(lines "$run")
+  sleep 3
+  at_up=$(lines "$run")  # the outage is real: at most the step in flight finished
+  ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" link "$host" up >/dev/null
+  wait $job
+  local rc=$? same
+  same=$(same_as_reference "$run")
+  if [ $rc -eq 0 ] && [ $((at_up - at_down)) -le 1 ] && [ "$same" = "losses and final parameters bitwise equal" ]; then
+    record link_flap "$1" ok "$host's link down 3 s at step $at_down (steps done meanwhile: $((at_up - at_down))): the run finished, $same"
+  else
+    record link_flap "$1" FAIL "$host's link down 3 s at step $at_down: $((at_up - at_down)) steps done while down, rc $rc, $same; $(grep -v '^step' "$(out_of "$run")" | tail -3 | tr '\n' ' ')"
+  fi
+}
+
+case_packet_loss() {
+  reference || { record packet_loss "$1" FAIL "the reference run failed"; return; }
+  if ! command -v wirefilter >/dev/null || ! cluster --loss 1; then
+    notes[packet_loss]="skipped: needs root, network namespaces and vde2"; echo "packet_loss trial $1: skipped (${notes[packet_loss]})"
+    return
+  fi
+  local run=$work/packet_loss_$1
+  launch_across "$run"
+  wait $job
+  local rc=$? same
+  same=$(same_as_reference "$run")
+  if [ $rc -eq 0 ] && [ "$same" = "losses and final parameters bitwise equal" ]; then
+    record packet_loss "$1" ok "1% of the packets lost between the hosts: the run finished, $same"
+  else
+    record packet_loss "$1" FAIL "1% loss: rc $rc, $same; $(grep -v '^step' "$(out_of "$run")" | tail -3 | tr '\n' ' ')"
   fi
 }
 
