@@ -13,6 +13,7 @@ which checks root and builds; docs/scaling.md explains the method.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -27,11 +28,14 @@ SEQS_PER_DP_RANK = 32  # DP families keep each rank's batch: 2 micro-batches of 
 
 def family_layout(family, hosts):
     """(tp, pp, dp) of a layout family at `hosts` hosts: TP stays inside a
-    host (2 ranks), DP and PP go across hosts."""
+    host (2 ranks), DP and PP go across hosts; "tpx" is TP across the hosts
+    (one rank each), for the latency experiment."""
     if family == "dp":
         return 1, 1, hosts
     if family == "tp":
         return 2, 1, hosts
+    if family == "tpx":
+        return hosts, 1, 1
     if family == "pp":
         return 1, hosts, 1
     if family == "3d":  # tp 2 in a host; pp 2 across hosts once there are 2; dp takes the rest
@@ -60,17 +64,21 @@ class Bench:
         self.env = dict(os.environ, ST_CLUSTER_DIR=self.cluster_dir, OMPI_ALLOW_RUN_AS_ROOT="1",
                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
         os.environ.update(self.env)
-        self.up = None  # (hosts, slots, rate) of the cluster now up
+        self.up = None  # (hosts, slots, rate, delay) of the cluster now up
         self.profiles = {}
+        self.delay = 0  # one-way ms added between hosts (VDE links); 0: the kernel's veth links
 
     def cluster(self, hosts, slots, rate):
-        if self.up == (hosts, slots, rate):
+        key = (hosts, slots, rate, self.delay)
+        if self.up == key:
             return
         cmd = [CLUSTER, "up", str(hosts), "--slots", str(slots), "--force"]
         if rate:
             cmd += ["--rate", "%dmbit" % rate]
+        if self.delay:
+            cmd += ["--delay", str(self.delay)]
         run(cmd, os.path.join(self.work, "cluster.log"), 120)
-        self.up = (hosts, slots, rate)
+        self.up = key
 
     def mpirun(self, ranks):
         args = open(os.path.join(self.cluster_dir, "mpirun.args")).read().split()
@@ -83,9 +91,9 @@ class Bench:
                 "--set", "training.micro_batch_size=%d" % MICRO_BATCH] + extra
 
     def profile(self, hosts, slots, rate):
-        key = (hosts, slots, rate)
+        key = (hosts, slots, rate, self.delay)
         if key not in self.profiles:
-            path = os.path.join(self.work, "hw-%d-%d-%d.toml" % key)
+            path = os.path.join(self.work, "hw-%d-%d-%d-%d.toml" % key)
             run(self.mpirun(hosts * slots) + [self.bin, "bench", "--output", path, "--name", "emu", "--threads", "1",
                                               "--config", CONFIG, "--min-seconds", str(self.a.bench_seconds),
                                               "--max-allreduce-mb", "8"] + self.sets[:4],
@@ -126,14 +134,14 @@ class Bench:
         m = self.measure(ranks, lsets)
         pred = plan["step_time_s"]
         r = {"layout": name or family, "tp": tp, "pp": pp, "dp": dp, "hosts": hosts, "ranks": ranks,
-             "rate_mbit": rate, "measured_step_s": round(m["step_s"], 5), "predicted_step_s": round(pred, 5),
+             "rate_mbit": rate, "delay_ms": self.delay, "measured_step_s": round(m["step_s"], 5), "predicted_step_s": round(pred, 5),
              "error_pct": round(100 * (pred - m["step_s"]) / m["step_s"], 2),
              "tokens_per_s": round(m["tokens_per_s"], 1),
              "measured_breakdown_s": {k: round(v, 5) for k, v in m.items() if k.endswith("_s") and k != "step_s"},
              "predicted_breakdown_s": {k: round(v, 5) for k, v in plan["time_breakdown_s"].items()},
              "predicted_limiter": plan.get("limiter", "")}
-        print("%-6s hosts %d ranks %d rate %5s: measured %.4f s, predicted %.4f s (%+.1f%%)" % (
-            r["layout"], hosts, ranks, rate or "-", m["step_s"], pred, r["error_pct"]), flush=True)
+        print("%-6s hosts %d ranks %d rate %5s delay %d ms: measured %.4f s, predicted %.4f s (%+.1f%%)" % (
+            r["layout"], hosts, ranks, rate or "-", self.delay, m["step_s"], pred, r["error_pct"]), flush=True)
         return r
 
 
@@ -170,6 +178,45 @@ def barely(b, rate):
     return rows, rem
 
 
+def shifted_profile(path, extra_us, out):
+    """A copy of profile PATH with the fabric's one-way latency raised by
+    EXTRA_US: what the planner predicts for a delay the links cannot add."""
+    text = open(path).read()
+    shifted, n = re.subn(r"^latency_us = ([0-9.eE+-]+)",
+                         lambda m: "latency_us = %.6g" % (float(m.group(1)) + extra_us), text, flags=re.M)
+    if n != 1:
+        raise RuntimeError("%s: expected one fabric latency_us line, found %d" % (path, n))
+    open(out, "w").write(shifted)
+    return out
+
+
+def latency(b, delays, families=("dp", "pp", "tpx")):
+    """The seeds' claim ("a delay of just 0.2 milliseconds between GPUs can
+    add up"), measured: DP, PP and TP across 2 hosts at each added one-way
+    delay (0: the kernel's veth links; N: VDE links delaying N ms), each
+    predicted from the profile of that very cluster; and, since wirefilter
+    adds whole milliseconds only, 0.2 ms predicted from the undelayed
+    cluster's profile with its latency raised by 0.2 ms."""
+    rows = []
+    for d in delays:
+        b.delay = d
+        for fam in families:
+            rows.append(b.row(fam, 2, 0))
+    b.delay = 0
+    base = b.profile(2, 1, 0)
+    shifted = shifted_profile(base, 200.0, os.path.join(b.work, "hw-shifted.toml"))
+    extra = []
+    for fam in families:
+        tp, pp, dp = family_layout(fam, 2)
+        lsets = b.layout_sets(tp, pp, dp, [])
+        at0 = b.predict(base, lsets)["step_time_s"]
+        at = b.predict(shifted, lsets)["step_time_s"]
+        extra.append({"layout": fam, "delay_ms": 0.2, "predicted_step_s": round(at, 5),
+                      "predicted_at_0_s": round(at0, 5), "predicted_slowdown_pct": round(100 * (at / at0 - 1), 2)})
+        print("%-6s predicted at +0.2 ms: %.4f s (%+.1f%% over no delay)" % (fam, at, 100 * (at / at0 - 1)), flush=True)
+    return rows, extra
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -183,14 +230,33 @@ def main():
                     help="instead: DP at a fixed batch over 1, 2, 4 hosts at the first rate, and remedies")
     ap.add_argument("--compression", type=int, default=0, metavar="STEPS",
                     help="instead: each gradient compression over 2 hosts at the first rate, STEPS steps")
+    ap.add_argument("--delays", default="",
+                    help="one-way delays between hosts to run at, ms (0: the kernel's links; default 0, "
+                         "full run 0,1)")
+    ap.add_argument("--latency", action="store_true",
+                    help="instead: DP, PP and TP across 2 hosts at each --delays (default 0,1,2,5), and "
+                         "0.2 ms predicted")
     a = ap.parse_args()
     a.steps = 7 if a.quick else 12
     a.bench_seconds = 0.1 if a.quick else 0.3
     families = (a.families or ("dp,pp,3d" if a.quick else "dp,tp,pp,3d")).split(",")
     rates = [int(x) for x in (a.rates or ("1000,100" if a.quick else "0,1000,100")).split(",")]
     hosts = [int(x) for x in a.hosts.split(",")]
+    default_delays = "0,1,2,5" if a.latency else ("0" if a.quick else "0,1")
+    delays = [int(x) for x in (a.delays or default_delays).split(",")]
     b = Bench(a)
     start = time.time()
+    if a.latency:
+        try:
+            rows, extra = latency(b, delays)
+        finally:
+            subprocess.run([CLUSTER, "down"], env=b.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        errs = [abs(r["error_pct"]) for r in rows]
+        json.dump({"schema": "scaletrain.latency.v1", "machine": os.uname().nodename, "rows": rows,
+                   "predicted_only": extra, "mape": round(statistics.mean(errs), 2),
+                   "max_abs_error_pct": round(max(errs), 2)}, open(a.json, "w"), indent=1)
+        print("%d rows: MAPE %.1f%%, worst %.1f%%" % (len(rows), statistics.mean(errs), max(errs)))
+        return 0
     if a.compression:
         try:
             rows = compression(b, rates[0], a.compression)
@@ -209,12 +275,14 @@ def main():
         return 0
     rows = []
     try:
-        for rate in rates:
-            for h in hosts:
-                if h == 1 and rate != rates[0]:
-                    continue  # one host: no link to limit; measured once
-                for fam in families:
-                    rows.append(b.row(fam, h, rate if h > 1 else 0))
+        for delay in delays:
+            for rate in rates:
+                for h in hosts:
+                    if h == 1 and (rate != rates[0] or delay != delays[0]):
+                        continue  # one host: no link to limit or delay; measured once
+                    b.delay = delay if h > 1 else 0
+                    for fam in families:
+                        rows.append(b.row(fam, h, rate if h > 1 else 0))
     finally:
         subprocess.run([CLUSTER, "down"], env=b.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # Scaling efficiency: tokens/s per rank against the same family on one host.

@@ -5,6 +5,10 @@
 # from a `scaletrain bench` profile of that very cluster. Needs root (network
 # namespaces). Method and results: docs/scaling.md.
 #   bench/cluster_scaling.sh [--quick] --json OUT [--build DIR] [--families dp,pp] [--rates 1000,100] [--hosts 1,2,4]
+#                            [--delays 0,1]
+# --delays: one-way ms added between hosts (0: the kernel's links; N: vde2's wirefilter); full run 0,1.
+# --latency [--delays 0,1,2,5]: instead, DP, PP and TP across 2 hosts at each delay, measured and
+#   predicted, and 0.2 ms predicted (docs/scaling.md, "Latency"); bench/latency_plot.py draws it.
 # --quick: DP, PP and 3-D at 1 Gbit/s and 100 Mbit/s, fewer steps (under 10 minutes on 2 cores).
 # --compression STEPS --rates 100: instead, DP over 2 hosts with each parallel.dp_compress method.
 # --barely --rates 100: instead, DP at a fixed batch over 1, 2, 4 hosts and what recovers it (docs/scaling.md).
@@ -19,8 +23,8 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;;
     --json) json=$2; args+=(--json "$(realpath -m "$2")"); shift 2 ;;
     --quick) args+=(--quick); shift ;;
-    --families|--rates|--hosts|--compression) args+=("$1" "$2"); shift 2 ;;
-    --barely) args+=(--barely); shift ;;
+    --families|--rates|--hosts|--compression|--delays) args+=("$1" "$2"); shift 2 ;;
+    --barely|--latency) args+=("$1"); shift ;;
     *) echo "error: unknown argument '$1'; usage: bench/cluster_scaling.sh [--quick] --json OUT" >&2; exit 2 ;;
   esac
 done
