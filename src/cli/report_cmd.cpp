@@ -11,6 +11,7 @@
 #include "cli/train_config_model.h"
 #include "core/file_io.h"
 #include "model/spec.h"
+#include "report/compare.h"
 #include "report/flight.h"
 #include "report/page.h"
 #include "report/run_data.h"
@@ -23,6 +24,7 @@ namespace {
 
 struct ReportOptions {
   std::string run_dir, output, cluster;
+  std::vector<std::string> compare;  // run directories of one model on growing rank counts
   std::vector<std::string> hardware_files;
   std::optional<int64_t> vocab;
 };
@@ -85,6 +87,45 @@ Status RunReport(const ReportOptions& o) {
   return Status::Ok();
 }
 
+// --compare: the runs' scaling curve, each run predicted on --cluster when given.
+Status RunCompare(const ReportOptions& o) {
+  if (o.compare.size() < 2) {
+    return InvalidArgument("--compare draws a scaling curve: give it two or more run directories (got " +
+                           std::to_string(o.compare.size()) + ")");
+  }
+  std::vector<report::ScalingRun> runs;
+  std::string note = "No prediction: pass --cluster NAME (and --hardware PROFILE) to draw the planner's curve.";
+  for (const std::string& dir : o.compare) {
+    ST_ASSIGN_OR_RETURN(const report::RunData run, report::ReadRunDir(dir));
+    report::ScalingRun r = report::ScalingRunOf(run);
+    if (r.tokens_per_s <= 0) return FailedPrecondition("run '" + dir + "' has no timed step yet; train it first");
+    if (!o.cluster.empty()) {
+      auto p = PredictTrainingConfig((fs::path(dir) / "config.resolved.toml").string(), o.cluster,
+                                     o.hardware_files, o.vocab);
+      if (!p.ok()) {
+        return FailedPrecondition("the planner cannot model run '" + dir + "' on cluster '" + o.cluster +
+                                  "': " + p.status().message() + "; pass the profile that defines it with --hardware");
+      }
+      const TrainingConfig& tc = run.config.training;
+      r.predicted_tokens_per_s =
+          static_cast<double>(tc.global_batch_size * run.config.model.block_size) / p->step_time_s;
+      note = "Predicted on cluster " + o.cluster + ".";
+    }
+    runs.push_back(std::move(r));
+  }
+  const std::string out = o.output.empty() ? "scaling-report.html" : o.output;
+  ST_RETURN_IF_ERROR(WriteFileAtomically(out, report::CompareHtml(runs, note)));
+  std::printf("scaling report: %s (%zu runs)\n", out.c_str(), runs.size());
+  const std::vector<double> eff = report::ScalingEfficiency(runs, false), pred = report::ScalingEfficiency(runs, true);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::printf("  %-40s %3lld ranks  %10.0f tokens/s  efficiency %.2f", runs[i].dir.c_str(),
+                static_cast<long long>(runs[i].ranks), runs[i].tokens_per_s, eff[i]);
+    if (runs[i].predicted_tokens_per_s) std::printf(" (predicted %.2f)", pred[i]);
+    std::printf("\n");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterReportCommand(CLI::App& app, int* exit_code) {
@@ -92,7 +133,12 @@ void RegisterReportCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "report", "write RUN_DIR/report/index.html: plots of a training run (finished or in progress), "
                 "measured against the planner, and where a hung job stuck");
-  cmd->add_option("run_dir", o->run_dir, "the run directory of `scaletrain train`")->required();
+  cmd->add_option("run_dir", o->run_dir, "the run directory of `scaletrain train`");
+  cmd->add_option("--compare", o->compare,
+                  "instead of one run: two or more run directories of one model on growing rank counts, drawn "
+                  "as a scaling curve (tokens/s per rank against the smallest run), measured and predicted "
+                  "(with --cluster); writes --output (default scaling-report.html)")
+      ->expected(1, -1);
   cmd->add_option("--output", o->output, "the HTML file to write (default RUN_DIR/report/index.html)");
   cmd->add_option("--cluster", o->cluster,
                   "predict the run on this cluster (a preset, or the name in a --hardware profile)");
@@ -100,7 +146,10 @@ void RegisterReportCommand(CLI::App& app, int* exit_code) {
                   "a hardware TOML added to the catalog, e.g. a profile from `scaletrain bench` (repeatable)");
   cmd->add_option("--vocab", o->vocab, "vocabulary size when the run's vocab.json cannot be found");
   cmd->callback([o, exit_code] {
-    Status st = RunReport(*o);
+    Status st = !o->compare.empty() ? RunCompare(*o)
+                : o->run_dir.empty() ? InvalidArgument("report needs a run directory (scaletrain report RUN_DIR), or "
+                                                       "--compare RUN_DIR RUN_DIR... for a scaling curve")
+                                     : RunReport(*o);
     if (!st.ok()) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
       *exit_code = 1;
