@@ -310,6 +310,18 @@ Result<std::vector<AllreduceMeasurement>> MeasureAllreduce(Communicator& world,
   return allreduce;
 }
 
+// The median of this rank's `times` (the upper of the middle two; 0 for
+// none), the largest over `comm`: a transfer is as fast as its slowest pair.
+Result<double> SlowestMedian(Communicator& comm, std::vector<double> times) {
+  double t = 0;
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    t = times[times.size() / 2];
+  }
+  ST_RETURN_IF_ERROR(comm.Allreduce(&t, 1, ReduceOp::kMax));
+  return t;
+}
+
 // The round trip of an 8-byte message between the rank pairs of `comm`
 // (ranks 2i and 2i + 1, all pairs at once; a last odd rank idles), through
 // the communicator as the trainer uses it: the median of the slowest pair.
@@ -332,13 +344,7 @@ Result<double> TimeRoundTrip(Communicator& comm) {
     }
     if (i > 0) times.push_back(Since(t0));
   }
-  double t = 0;
-  if (!times.empty()) {
-    std::sort(times.begin(), times.end());
-    t = times[times.size() / 2];
-  }
-  ST_RETURN_IF_ERROR(comm.Allreduce(&t, 1, ReduceOp::kMax));
-  return t;
+  return SlowestMedian(comm, std::move(times));
 }
 
 // The all-reduce and the round trip inside a host and, when the ranks span
@@ -387,12 +393,7 @@ Status MeasureLinks(Communicator& world, const BenchOptions& opt, int64_t p2p_by
     ST_RETURN_IF_ERROR(me % 2 == 0 ? cross->Send(p, bytes, peer) : cross->Recv(p, bytes, peer));
     if (i > 0) times.push_back(Since(t0));
   }
-  double t = 0;
-  if (!times.empty()) {
-    std::sort(times.begin(), times.end());
-    t = times[times.size() / 2];
-  }
-  ST_RETURN_IF_ERROR(world.Allreduce(&t, 1, ReduceOp::kMax));
+  ST_ASSIGN_OR_RETURN(const double t, SlowestMedian(world, std::move(times)));
   r->p2p_bytes = bytes;
   r->p2p_gbps = static_cast<double>(bytes) / t / 1e9;
   return Status::Ok();
