@@ -257,6 +257,19 @@ Status OpenRunFiles(RunDirectory& dir, const RunConfig& cfg, const MemoryRecord&
   return Status::Ok();
 }
 
+// A fresh run that failed to start (a port taken, a full disk) leaves
+// nothing a retry would trip on ("already holds a run"): the files this
+// start made go, and the directory too if this start made it.
+void RemoveUnstartedRun(RunDirectory& dir, bool made_dir) {
+  dir.metrics.reset();
+  dir.rank_log.reset();
+  dir.tensorboard.reset();
+  std::error_code ec;
+  for (const char* f : {"config.resolved.toml", "memory.json", "metrics.jsonl", "ranks.jsonl", "tb"})
+    fs::remove_all(fs::path(dir.path) / f, ec);
+  if (made_dir) fs::remove(dir.path, ec);  // only if empty
+}
+
 // The run directory; the lead writes its files, and every rank learns
 // whether that worked.
 Result<RunDirectory> OpenRunDir(const TrainOptions& opts, TrainingRun& run) {
@@ -264,7 +277,12 @@ Result<RunDirectory> OpenRunDir(const TrainOptions& opts, TrainingRun& run) {
   const MemoryRecord mine = RankMemory(*run.model);
   const std::vector<MemoryRecord> by_stage = MemoryByStage(*run.groups, mine);
   Status st;
-  if (run.lead()) st = OpenRunFiles(dir, run.cfg, mine, by_stage, run.start.step);
+  if (run.lead()) {
+    const bool fresh = !dir.continuing && !fs::exists(fs::path(dir.path) / "metrics.jsonl");
+    const bool made_dir = !fs::exists(dir.path);
+    st = OpenRunFiles(dir, run.cfg, mine, by_stage, run.start.step);
+    if (!st.ok() && fresh) RemoveUnstartedRun(dir, made_dir);
+  }
   ST_RETURN_IF_ERROR(AgreeAcrossRanks(*run.groups->world, st, "during start-up"));
   return dir;
 }

@@ -4,6 +4,8 @@
 # a real Prometheus server (Debian's `prometheus`, started here on loopback and
 # stopped at the end, also on failure) scrapes it, and a PromQL query through
 # its HTTP API returns the step time. A port that is taken is one clear error.
+# A start that fails on a taken port leaves nothing a plain retry trips on
+# (issue 33).
 # Usage: test_prometheus.sh PATH/TO/scaletrain REPO_ROOT
 . "$(dirname "$0")/lib.sh"
 st_cli_init "$@"
@@ -96,6 +98,11 @@ pids+=($!)
 for _ in $(seq 1 50); do $py -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && break; sleep 0.1; done
 expect_error "cannot serve metrics on 127.0.0.1:$port: the port is taken" "${args[@]}" --set parallel.dp=1 \
   --set training.steps=5 --set telemetry.metrics_port=$port --run-dir "$work/taken"
+# A run that never started leaves nothing a plain retry trips on.
+[ ! -e "$work/taken" ] && pass=$((pass + 1)) || fail "the failed start left $(ls -A "$work/taken" | tr '\n' ' ')"
+"$bin" "${args[@]}" --set parallel.dp=1 --set training.steps=5 --set telemetry.metrics_port=$(free_port) \
+  --run-dir "$work/taken" >"$work/retry.out" 2>&1 && pass=$((pass + 1)) ||
+  fail "a retry after a failed start: $(tail -3 "$work/retry.out")"
 
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]
