@@ -137,17 +137,23 @@ Status ParallelModel::OptimizerStep(double lr, double grad_scale) {
   return Status::Ok();
 }
 
-Result<double> ParallelModel::Evaluate(int64_t batches, const EvalBatchSource& source) {
+Result<std::optional<double>> ParallelModel::Evaluate(int64_t batches, const EvalBatchSource& source,
+                                                      const StopQuery& stop) {
   const int64_t mb = opt_.micro_batch_size, dp = opt_.parallel.dp;
   std::vector<int32_t> tokens(static_cast<size_t>(mb * opt_.spec.block_size)),
       targets(tokens.size());
   double sum = 0.0;
   // ZeRO-3's forward gathers over the DP group: every rank runs as many
-  // (a rank past the end repeats the last batch and drops its loss).
+  // (a rank past the end repeats the last batch and drops its loss). Every
+  // rank goes through every round, so that each asks `stop` as often.
   const bool lockstep = zero3_ != nullptr;
   for (int64_t base = 0; base < batches; base += dp) {
+    if (stop) {
+      ST_ASSIGN_OR_RETURN(const bool stopping, stop());
+      if (stopping) return std::optional<double>();
+    }
     const int64_t i = base + groups_->coord.dp;
-    if (i >= batches && !lockstep) break;
+    if (i >= batches && !lockstep) continue;
     source(std::min(i, batches - 1), tokens.data(), targets.data());
     ST_ASSIGN_OR_RETURN(const double loss, pipeline_->Evaluate(tokens.data(), targets.data()));
     if (i < batches) sum += loss;
@@ -155,7 +161,7 @@ Result<double> ParallelModel::Evaluate(int64_t batches, const EvalBatchSource& s
   ST_RETURN_IF_ERROR(groups_->dp->Allreduce(&sum, 1, ReduceOp::kSum));
   // Only the last stage computed losses.
   if (opt_.parallel.pp > 1) ST_RETURN_IF_ERROR(groups_->pp->Allreduce(&sum, 1, ReduceOp::kSum));
-  return sum / static_cast<double>(batches);
+  return std::optional<double>(sum / static_cast<double>(batches));
 }
 
 Result<std::optional<std::string>> ParallelModel::AfterTelemetryWindow(

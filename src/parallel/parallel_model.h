@@ -55,6 +55,10 @@ struct ParallelModelOptions {
 using StepBatchSource = std::function<void(int64_t index, int32_t* tokens, int32_t* targets)>;
 // Fills evaluation batch `index` (0-based, micro_batch_size sequences).
 using EvalBatchSource = std::function<void(int64_t index, int32_t* tokens, int32_t* targets)>;
+// Asked before each round of evaluation batches (one batch per DP rank):
+// whether to stop. Collective: every rank asks it as often, and every rank
+// must get the same answer (e.g. an all-reduce of a stop flag).
+using StopQuery = std::function<Result<bool>()>;
 
 // Where one rank's time went in a step (seconds).
 struct StepPhaseTimes {
@@ -136,8 +140,12 @@ class ParallelModel {
 
   // ---- Between steps ----
   // The mean loss over `batches` evaluation batches: each runs forward
-  // through every stage on one DP rank. Collective.
-  Result<double> Evaluate(int64_t batches, const EvalBatchSource& source);
+  // through every stage on one DP rank. With `stop`, asked before every
+  // round of dp batches: when it says stop, the evaluation ends there and
+  // returns no loss (a stop request does not wait for a long evaluation).
+  // Collective.
+  Result<std::optional<double>> Evaluate(int64_t batches, const EvalBatchSource& source,
+                                         const StopQuery& stop = nullptr);
   // After a window of per-rank telemetry: `compute_s[r]` is world rank r's
   // compute per step. Where the layout rebalances (parallel.rebalance), the
   // DP ranks' shares of the step's micro-batches follow their speed from the

@@ -125,8 +125,9 @@ class Trainer {
     const int64_t done = rec.step;
     ST_RETURN_IF_ERROR(ObserveStep(rec));
     if (Due(tc_.eval_interval, done)) {
-      rec.val_loss = summary_.final_val_loss = Evaluate();
-      if (!quiet_) std::printf("%s\n", ValidationLine(rec).c_str());
+      rec.val_loss = Evaluate();
+      if (rec.val_loss) summary_.final_val_loss = *rec.val_loss;
+      if (rec.val_loss && !quiet_) std::printf("%s\n", ValidationLine(rec).c_str());
     }
     const Status written = AppendRecord(rec);
     if (!quiet_) std::fflush(stdout);
@@ -228,13 +229,20 @@ class Trainer {
     return true;
   }
 
-  // The validation loss over training.eval_steps batches.
-  double Evaluate() {
+  // The validation loss over training.eval_steps batches; none when a stop
+  // was requested meanwhile (the ranks agree on it before every round of
+  // batches, and the step boundary then stops the run).
+  std::optional<double> Evaluate() {
     const int64_t mb = tc_.micro_batch_size;
     auto batch = [&](int64_t index, int32_t* tokens, int32_t* targets) {
       run_.data.val_batches->EvalSequences(index * mb, mb, tokens, targets);
     };
-    Result<double> loss = run_.model->Evaluate(tc_.eval_steps, batch);
+    auto stop = [this]() -> Result<bool> {
+      int64_t asked = StopSignals::Requested() ? 1 : 0;
+      ST_RETURN_IF_ERROR(world_.Allreduce(&asked, 1, ReduceOp::kSum));
+      return asked > 0;
+    };
+    Result<std::optional<double>> loss = run_.model->Evaluate(tc_.eval_steps, batch, stop);
     AbortIfFailed(world_, loss.status());
     return *loss;
   }

@@ -6,6 +6,8 @@
 #    with every step's loss and the final parameters bitwise equal to an
 #    uninterrupted run's;
 #  - the same for SIGUSR1 sent to the launcher (mpirun forwards it);
+#  - SIGTERM during a long evaluation stops within a round of evaluation
+#    batches (exit 75, a checkpoint), not after the whole evaluation;
 #  - one process: a first SIGINT stops with a checkpoint (75), a second one
 #    ends the process at once (130);
 #  - a flipped byte in the newest checkpoint's largest file: resuming that
@@ -84,6 +86,30 @@ preempt() {  # preempt NAME HOW: HOW is "rank1 TERM" or "launcher USR1"
 }
 preempt term_rank rank1 TERM
 preempt usr1_launcher launcher USR1
+
+# A stop request during a long evaluation (400,000 batches at step 5, a minute
+# or more) stops within a round of batches, not after the whole evaluation:
+# exit 75 well inside that time, a checkpoint of step 5, no validation loss.
+long_eval=(--set training.eval_interval=5 --set training.eval_steps=400000)
+timeout 300 mpirun -np 2 "$bin" "${args[@]}" "${dp2[@]}" "${long_eval[@]}" --run-dir "$work/eval" \
+  >"$work/eval.out" 2>&1 &
+launcher=$!
+if st_wait_records "$work/eval" 4 $launcher; then
+  sleep 1  # into the evaluation after step 5 (its record is written after it)
+  start=$SECONDS
+  kill -TERM "$(st_rank_pid "$work/eval" 1)"
+  wait $launcher
+  rc=$?
+  took=$((SECONDS - start))
+  if [ $rc -eq 75 ] && [ $took -lt 20 ] && [ -f "$work/eval/checkpoints/step_00000005/manifest.json" ] &&
+      ! grep -q val_loss "$work/eval/metrics.jsonl"; then
+    echo "ok stop during evaluation: exit 75 after ${took} s, checkpoint of step 5"; pass=$((pass + 1))
+  else
+    fail "stop during evaluation: rc $rc after ${took} s; $(ls "$work/eval/checkpoints" 2>/dev/null); $(tail -3 "$work/eval.out")"
+  fi
+else
+  fail "the long-evaluation run did not get going: $(tail -3 "$work/eval.out")"
+fi
 
 # A finished run requeued (the same command once more) has nothing to do: it
 # says so and exits 0, leaving the run as it was; naming its last checkpoint
