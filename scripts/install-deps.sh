@@ -20,6 +20,10 @@ pkgs=(
   iproute2
   # reference checks (PyTorch on the CPU) and the benchmarks
   python3 python3-numpy python3-torch python3-pip
+  # the Python package (pip install ., tests/cli/test_python_api.sh): its headers, a fresh
+  # virtualenv to install it into, pandas for read_run's DataFrames (scikit-build-core and
+  # nanobind come from PyPI, as pyproject.toml's build requirements)
+  python3-dev python3-venv python3-pandas
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,21 +2,23 @@
 // cluster; `scaletrain plan validate`: compare with published runs.
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/plan_command.h"
 #include "cli/plan_training.h"
 #include "cli/train_config_model.h"
 #include "core/config.h"
+#include "core/strings.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
 #include "plan/report.h"
 #include "plan/search.h"
 #include "plan/sizing.h"
-#include "core/strings.h"
 #include "plan/stacks.h"
 #include "plan/validate.h"
 
@@ -233,7 +235,7 @@ Status WithRange(const Uncertainty& u, const CostModel& model, Prediction* p) {
 // `plan --sweep`: the best layout at each GPU count, and where more GPUs
 // stop helping.
 Status RunSweep(const PlanOptions& o, CostModel& model, const PlanContext& ctx,
-                const SearchOptions& search) {
+                const SearchOptions& search, std::string* out) {
   for (int64_t n : o.sweep) {
     if (n < 1) return InvalidArgument("--sweep GPU counts must be >= 1");
   }
@@ -243,10 +245,10 @@ Status RunSweep(const PlanOptions& o, CostModel& model, const PlanContext& ctx,
   }
   if (!o.plot.empty()) ST_RETURN_IF_ERROR(WriteFile(o.plot, SweepToSvg(ctx, pts)));
   if (o.json) {
-    std::printf("%s\n", SweepToJson(ctx, pts).dump(2).c_str());
+    *out += SweepToJson(ctx, pts).dump(2) + "\n";
   } else {
-    std::printf("%s", SweepToText(ctx, pts).c_str());
-    if (!o.plot.empty()) std::printf("plot written to %s\n", o.plot.c_str());
+    *out += SweepToText(ctx, pts);
+    if (!o.plot.empty()) *out += "plot written to " + o.plot + "\n";
   }
   return Status::Ok();
 }
@@ -314,17 +316,18 @@ void ApplyLayoutFlags(const LayoutFlags& f, SearchOptions* search) {
 // `plan --search`: every valid layout with the given knobs held, the
 // fastest that fit first.
 Status RunSearch(const PlanOptions& o, const ClusterSpec& cluster, CostModel& model,
-                 const PlanContext& ctx, const SearchOptions& search, const SizingOptions& so) {
+                 const PlanContext& ctx, const SearchOptions& search, const SizingOptions& so,
+                 std::string* out) {
   ST_RETURN_IF_ERROR(CheckProfileCovers(cluster, search.num_gpus));
   ST_ASSIGN_OR_RETURN(SearchResult r, SearchLayouts(model, search));
   for (Prediction& p : r.top) ST_RETURN_IF_ERROR(WithRange(o.uncertainty, model, &p));
   if (o.json) {
-    std::printf("%s\n", SearchToJson(ctx, r, so).dump(2).c_str());
+    *out += SearchToJson(ctx, r, so).dump(2) + "\n";
   } else {
-    std::printf("%s", SearchToText(ctx, r).c_str());
+    *out += SearchToText(ctx, r);
     if (!r.top.empty()) {
       Sizing s = SizeRun(r.top[0], cluster, so);
-      std::printf("\nbest layout in detail:\n%s", PlanToText(ctx, r.top[0], &s).c_str());
+      *out += "\nbest layout in detail:\n" + PlanToText(ctx, r.top[0], &s);
     }
   }
   return Status::Ok();
@@ -388,7 +391,7 @@ Layout OnStack(Layout l, const LayoutFlags& f, const Software& sw) {
 // `plan` of one layout: its step, memory, and the run's time, energy and cost.
 Status RunPredict(const PlanOptions& o, const PlanInputs& in, const LayoutFlags& f,
                   const SearchOptions& search, CostModel& model, const PlanContext& ctx,
-                  const SizingOptions& so) {
+                  const SizingOptions& so, std::string* out) {
   ST_ASSIGN_OR_RETURN(const Layout given, SingleLayout(f, search));
   const Layout l = OnStack(given, f, in.sw);
   if (l.num_gpus() != f.gpus) {
@@ -398,16 +401,12 @@ Status RunPredict(const PlanOptions& o, const PlanInputs& in, const LayoutFlags&
   ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
   ST_RETURN_IF_ERROR(WithRange(o.uncertainty, model, &p));
   Sizing s = SizeRun(p, in.cluster, so);
-  if (o.json) {
-    std::printf("%s\n", PlanToJson(ctx, p, &s).dump(2).c_str());
-  } else {
-    std::printf("%s", PlanToText(ctx, p, &s).c_str());
-  }
+  *out += o.json ? PlanToJson(ctx, p, &s).dump(2) + "\n" : PlanToText(ctx, p, &s);
   return Status::Ok();
 }
 
 // `scaletrain plan` without `validate`: a sweep, a search, or one layout.
-Status RunPlan(const PlanOptions& o) {
+Status RunPlan(const PlanOptions& o, std::string* out) {
   PlanInputs in;
   ST_RETURN_IF_ERROR(LoadPlanInputs(o, &in));
   CostModel model(in.preset.spec, in.cluster, in.sw);
@@ -416,14 +415,14 @@ Status RunPlan(const PlanOptions& o) {
       o.global_batch.value_or(in.preset.global_batch > 0 ? in.preset.global_batch : 512);
   const SizingOptions so = SizingFor(o, ctx.params);
   ST_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsFor(o, in, gb));
-  if (!o.sweep.empty()) return RunSweep(o, model, ctx, search);
+  if (!o.sweep.empty()) return RunSweep(o, model, ctx, search, out);
   ST_ASSIGN_OR_RETURN(const LayoutFlags f, LayoutFlagsFor(o, in.run_cfg));
   ApplyLayoutFlags(f, &search);
-  if (o.search) return RunSearch(o, in.cluster, model, ctx, search, so);
-  return RunPredict(o, in, f, search, model, ctx, so);
+  if (o.search) return RunSearch(o, in.cluster, model, ctx, search, so, out);
+  return RunPredict(o, in, f, search, model, ctx, so, out);
 }
 
-Status RunValidate(const PlanOptions& o) {
+Status RunValidate(const PlanOptions& o, std::string* out) {
   HardwareCatalog cat;
   StackCatalog stacks;
   std::string config_dir;
@@ -431,11 +430,7 @@ Status RunValidate(const PlanOptions& o) {
   // Rows without a stack: --stack where given, else modern.
   if (!o.stack.empty()) ST_RETURN_IF_ERROR(stacks.Find(o.stack).status().WithContext("--stack"));
   ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, stacks, config_dir, o.stack));
-  if (o.json) {
-    std::printf("%s\n", ValidationToJson(rep).dump(2).c_str());
-  } else {
-    std::printf("%s", ValidationToText(rep).c_str());
-  }
+  *out += o.json ? ValidationToJson(rep).dump(2) + "\n" : ValidationToText(rep);
   return Status::Ok();
 }
 
@@ -583,7 +578,12 @@ CLI::App* AddValidateCommand(CLI::App* plan, PlanOptions* o) {
   return validate;
 }
 
-void RegisterPlanCommand(CLI::App& app, int* exit_code) {
+// What `plan` or `plan validate` printed (all of it) and how it ended.
+using PlanDone = std::function<void(const Status& status, const std::string& out)>;
+
+// `plan` and `plan validate` on `app`, each calling `done` once it has run:
+// the binary and RunPlanCommand register the same flags through here.
+CLI::App* AddPlanCommand(CLI::App& app, const PlanDone& done) {
   auto o = std::make_shared<PlanOptions>();
   auto* plan = app.add_subcommand("plan",
                                   "predict step time, memory, MFU and cost of training a model on "
@@ -606,21 +606,73 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   AddModeOptions(plan, o.get());
   AddSizingOptions(plan, o.get());
   CLI::App* validate = AddValidateCommand(plan, o.get());
-  validate->callback([o, exit_code] {
-    Status st = RunValidate(*o);
-    if (!st.ok()) {
-      std::fprintf(stderr, "error: %s\n", st.message().c_str());
-      *exit_code = 1;
-    }
+  validate->callback([o, done] {
+    std::string out;
+    Status st = RunValidate(*o, &out);
+    done(st, out);
   });
-  plan->callback([o, exit_code, validate] {
+  plan->callback([o, done, validate] {
     if (validate->parsed()) return;
-    Status st = RunPlan(*o);
+    std::string out;
+    Status st = RunPlan(*o, &out);
+    done(st, out);
+  });
+  return plan;
+}
+
+void RegisterPlanCommand(CLI::App& app, int* exit_code) {
+  AddPlanCommand(app, [exit_code](const Status& st, const std::string& out) {
+    std::fputs(out.c_str(), stdout);
     if (!st.ok()) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
       *exit_code = 1;
     }
   });
+}
+
+Result<std::string> RunPlanCommand(const std::vector<std::string>& args) {
+  CLI::App app{"scaletrain"};
+  app.require_subcommand(1);
+  Status status = InvalidArgument("`plan` did not run");  // replaced by its callback
+  std::string out;
+  AddPlanCommand(app, [&status, &out](const Status& st, const std::string& text) {
+    status = st;
+    out = text;
+  });
+  // CLI11 takes a vector of arguments last first.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  reversed.push_back("plan");
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(e.what());
+  }
+  ST_RETURN_IF_ERROR(status);
+  return out;
+}
+
+std::vector<std::string> PlanFlagNames(bool validate) {
+  CLI::App app{"scaletrain"};
+  CLI::App* plan = AddPlanCommand(app, [](const Status&, const std::string&) {});
+  std::vector<std::string> names;
+  for (const CLI::Option* opt :
+       (validate ? plan->get_subcommand("validate") : plan)->get_options()) {
+    for (const std::string& n : opt->get_lnames()) {
+      if (n != "help") names.push_back(n);
+    }
+  }
+  return names;
+}
+
+Result<PlanCatalogNames> ListPlanCatalogs(const std::string& config_dir) {
+  PlanOptions o;
+  o.config_dir = config_dir;
+  HardwareCatalog cat;
+  StackCatalog stacks;
+  std::string dir;
+  ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &stacks, &dir));
+  return PlanCatalogNames{ModelPresetNames(dir), cat.ClusterNames(), cat.GpuNames(),
+                          stacks.Names()};
 }
 
 }  // namespace scaletrain::cli
