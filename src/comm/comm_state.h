@@ -14,6 +14,7 @@
 
 #include "comm/communicator.h"
 #include "comm/flight_recorder.h"
+#include "comm/host_probe.h"
 #include "core/status.h"
 
 namespace scaletrain::internal {
@@ -48,6 +49,10 @@ struct CommState {
   std::shared_ptr<CommCounters> counters;
   std::shared_ptr<CommProgress> progress;
   int64_t flight_id = -1;  // the flight recorder's record of this operation (-1: none)
+  // The group's other members and this rank's host (Communicator::SetPeers),
+  // which the watchdog probes to say whether a host is cut off; null: unknown.
+  std::shared_ptr<const GroupPeers> peers;
+  std::string self_host;
 
   std::mutex mu;
   std::condition_variable cv;

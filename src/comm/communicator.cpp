@@ -128,6 +128,9 @@ Status CommHandle::Wait() {
   return Wait(state_->timeout_s);
 }
 
+// How long the watchdog waits for each peer host's answer to its probe.
+constexpr double kPeerProbeS = 1.0;
+
 Status CommHandle::Wait(double timeout_s) {
   if (!state_) return Status::Ok();
   internal::CommState& s = *state_;
@@ -158,11 +161,13 @@ Status CommHandle::Wait(double timeout_s) {
   if (!finished) {
     char limit[32];
     std::snprintf(limit, sizeof(limit), "%g", timeout_s);
+    // Whether the peers' hosts still answer tells a cut link from a lost rank.
+    const std::string why = s.peers ? PeerReachReport(*s.peers, s.self_host, kPeerProbeS)
+                                    : ": a rank of the group died or hangs";
     Status timed_out =
         Internal("watchdog: " + s.what + " did not finish within " + limit + " s at step " +
-                 std::to_string(s.step) +
-                 ": a rank of the group died or hangs; ending the job (raise the limit if a "
-                 "step legitimately takes longer)");
+                 std::to_string(s.step) + why +
+                 "; ending the job (raise the limit if a step legitimately takes longer)");
     // Each rank's last operations, for `scaletrain report` to find where the job stuck.
     if (FlightRecorder::Get().enabled()) (void)FlightRecorder::Get().Dump(timed_out.message());
     if (s.progress) s.progress->WaitTimedOut(timed_out);
@@ -331,6 +336,8 @@ CommHandle Communicator::Issue(const OpDesc& op) {
   state->timeout_s = timeout_s_;
   state->counters = counters_;
   state->progress = progress();
+  state->peers = peers_;
+  state->self_host = self_host_;
 
   const int64_t payload = PayloadBytes(op, size());
   std::string what = CommOpName(op.op);

@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/host_probe.h"
 #include "core/half.h"
 #include "core/status.h"
 
@@ -156,6 +157,13 @@ class Communicator {
   int64_t step() const { return step_; }
   // Watchdog limit for Wait() without an explicit timeout; <= 0: none.
   void set_timeout_s(double timeout_s) { timeout_s_ = timeout_s; }
+  // The group's other members (world rank, host) and this rank's host: when
+  // the watchdog fires it probes the peers' hosts and says which, if any, no
+  // longer answers on the network (comm/host_probe.h).
+  void SetPeers(GroupPeers peers, std::string self_host) {
+    peers_ = std::make_shared<const GroupPeers>(std::move(peers));
+    self_host_ = std::move(self_host);
+  }
   double timeout_s() const { return timeout_s_; }
   static constexpr double kDefaultTimeoutS = 300;
 
@@ -304,6 +312,8 @@ class Communicator {
   std::atomic<int64_t> seq_{0};  // operations issued on this group: the flight recorder's sequence number
   int64_t step_ = -1;
   double timeout_s_ = kDefaultTimeoutS;
+  std::shared_ptr<const GroupPeers> peers_;
+  std::string self_host_;
   std::shared_ptr<internal::CommCounters> counters_;
 };
 

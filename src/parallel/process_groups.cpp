@@ -20,6 +20,20 @@ void ProcessGroups::SetStep(int64_t step) {
   }
 }
 
+void ProcessGroups::SetPeerHosts(const std::vector<std::string>& hosts) {
+  const std::string& self = hosts.at(static_cast<size_t>(rank));
+  auto peers_of = [&](const std::vector<int64_t>& members) {
+    GroupPeers peers;
+    for (int64_t r : members)
+      if (r != rank) peers.emplace_back(r, hosts.at(static_cast<size_t>(r)));
+    return peers;
+  };
+  std::vector<int64_t> everyone(hosts.size());
+  for (size_t r = 0; r < hosts.size(); ++r) everyone[r] = static_cast<int64_t>(r);
+  world->SetPeers(peers_of(everyone), self);
+  for (MeshAxis axis : kMeshAxes) group(axis).SetPeers(peers_of(mesh.GroupMembers(axis, rank)), self);
+}
+
 void ProcessGroups::ClearStats() {
   for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), dp_host.get(), dp_cross.get()}) {
     if (c != nullptr) (void)c->TakeStats();

@@ -35,6 +35,9 @@ struct ProcessGroups {
   void SetTimeout(double timeout_s);
   // Forgets every group's counts so far (CommStats): a step counts from here.
   void ClearStats();
+  // Tells the world and the DP, TP and PP groups their members' hosts
+  // (`hosts` by world rank), for the watchdog's message (Communicator::SetPeers).
+  void SetPeerHosts(const std::vector<std::string>& hosts);
 };
 
 // Creates the world communicator of `backend` ("self" or "mpi"), checks that

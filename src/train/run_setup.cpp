@@ -141,6 +141,7 @@ Result<std::unique_ptr<ProcessGroups>> ConnectRanks(const RunConfig& cfg, std::s
   ST_RETURN_IF_ERROR(CheckRanksAgree(*groups->world, cfg, hosts));
   if (groups->rank == 0) WarnIfTensorParallelSpansHosts(groups->mesh, *hosts);
   ST_RETURN_IF_ERROR(CreateHierarchicalDpGroups(*groups, par.dp_reduce, par.zero));
+  groups->SetPeerHosts(*hosts);
   return groups;
 }
 
