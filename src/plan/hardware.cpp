@@ -358,16 +358,25 @@ GpuWords ReadGpuWords(const std::string& given) {
   return g;
 }
 
+// The parts catalogued in more than one size of their SXM form (A100 80 / 40
+// GB, V100 32 / 16 GB; a plain name is the first) and, the A100, as a PCIe
+// card (a100-pcie, 80 GB, and a100-pcie-40g): the name of the size and form
+// the words give, which the catalog may not hold (another size or form).
+std::string SizedPartName(const GpuWords& g) {
+  const bool sxm = g.form.empty() || g.form == "sxm";
+  const std::string usual = g.part == "a100" ? "80" : "32";
+  const std::string memory = g.memory.empty() ? usual : g.memory;
+  if (sxm) return g.part + "-" + memory + "g";
+  const std::string card = g.part + "-" + g.form;
+  return memory == usual ? card : card + "-" + memory + "g";
+}
+
 std::string CatalogGpuName(const std::string& given) {
   const GpuWords g = ReadGpuWords(given);
   if (g.other || g.part.empty())
     return NameKey(given);  // not a part, form and size: the name as given
   const bool sxm = g.form.empty() || g.form == "sxm";
-  if (g.part == "a100") {
-    if (!sxm) return "a100-" + g.form;
-    if (g.memory.empty() || g.memory == "80") return "a100-80g";
-    return "a100-" + g.memory + "g";  // a100-40g, or a size not in the catalog
-  }
+  if (g.part == "a100" || g.part == "v100") return SizedPartName(g);
   // Other parts are catalogued in one size: another size is a variant of
   // it (StatedMemoryGib).
   if (g.part == "h100") return "h100-" + (g.form.empty() ? std::string("sxm") : g.form);

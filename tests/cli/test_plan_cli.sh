@@ -79,6 +79,13 @@ def rng(*extra):
 a, b = rng(), rng("--kernel-uncertainty", "0.3")
 assert b[0] < a[0] and b[1] > a[1], (a, b)
 PY
+# The GPUs of issue 36 plan on their presets; Volta has no bf16 and says so.
+for c in dgx1-v100 dgx2 frontier h800-ib hgx-a800 gh200-nvl32 hgx-h20 mi325x-ib pcie-a100-100gbe pcie-h100nvl-100gbe; do
+  "$bin" plan --model gpt3-1.3b --cluster "$c" --gpus 16 --precision fp16 >/dev/null 2>"$tmp/err" \
+    || fail "plan on $c: $(cat "$tmp/err")"
+done
+expect_error "v100-16g has no bf16 matrix rate in the catalog; use --precision fp16" \
+  plan --model gpt3-1.3b --cluster dgx1-v100 --gpus 8
 # The slowest GPU sets the pace: measured for the H100 (lower with more GPUs), not for the A100.
 python3 - "$bin" <<'PY' || fail "slowest_gpu_pace follows the GPU count where the spread is measured"
 import json, subprocess, sys
