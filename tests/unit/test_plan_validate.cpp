@@ -49,6 +49,15 @@ constexpr double kNemoFp8Bound = 10.7;  // measured: 10.4% over 20 rows, worst +
 // set (no constant fitted).
 constexpr double kFmsFsdpBound = 8.6;  // measured: 8.3% over 4 rows, worst +18.8%
 
+// Megatron-LM 2019 and its 2020 release on V100 of DGX-2H
+// (tests/plan/megatron-2019-v100.csv), the first V100 runs, added with the
+// V100s to the catalog (issue 36); no constant was fitted to them. measured:
+// 63.6% over 15 rows, worst +140%: the 2019 paper's software ran the same
+// 1.2B model 1.6x slower than its 2020 release (NVIDIA's post), which the
+// planner's legacy stack describes (its two rows +2.8%, -1.9%). A regression
+// bound at what the file measures, not a claim of accuracy.
+constexpr double kMegatron2019Bound = 64.0;
+
 // Validates tests/plan/NAME with the repository's catalog; every row must be
 // predicted.
 ValidationReport ValidateRepoCsv(const std::string& name, size_t rows) {
@@ -909,8 +918,10 @@ namespace {
 // The range of every row of every tests/plan file holds the row's
 // prediction, in the units of its metric.
 TEST(PlanValidate, EveryRowsRangeHoldsItsPrediction) {
-  for (const auto& [file, rows] : std::vector<std::pair<std::string, size_t>>{
-           {"published-runs.csv", 26}, {"korthikanti-2022.csv", 8}}) {
+  for (const auto& [file, rows] :
+       std::vector<std::pair<std::string, size_t>>{{"published-runs.csv", 26},
+                                                   {"korthikanti-2022.csv", 8},
+                                                   {"megatron-2019-v100.csv", 15}}) {
     const ValidationReport rep = ValidateRepoCsv(file, rows);
     for (const ValidationRow& r : rep.rows) {
       EXPECT_LT(r.predicted_lo, r.predicted) << file << " " << r.run.id;
@@ -964,6 +975,23 @@ TEST(PlanValidate, RangeCoverageOfASmallCsv) {
   EXPECT_DOUBLE_EQ(json["coverage"].get<double>(), 0.5);
   EXPECT_EQ(json["rows"][1]["predicted_range"][0].get<double>(), rep->rows[1].predicted_lo);
   EXPECT_FALSE(json["rows"][1]["in_range"].get<bool>());
+}
+
+// Megatron-LM on V100 of DGX-2H: every row predicted in fp16 on the legacy
+// stack, on the cluster it names. The 2020 release's two step times (the
+// same models a year of software later) are predicted within what they
+// measure, +2.8% and -1.9%; the 2019 paper's rows are 1.6x slower software.
+TEST(PlanValidate, Megatron2019V100Runs) {
+  const ValidationReport rep = ValidateRepoCsv("megatron-2019-v100.csv", 15);
+  for (const ValidationRow& r : rep.rows) {
+    EXPECT_EQ(r.stack, "legacy") << r.run.id;
+    EXPECT_EQ(r.prediction.layout.precision, Precision::kFP16) << r.run.id;
+    if (r.run.id.starts_with("mlm20")) {
+      EXPECT_LT(std::fabs(r.error_pct), 3.0) << r.run.id;
+      EXPECT_TRUE(r.in_range) << r.run.id;
+    }
+  }
+  EXPECT_LT(rep.mape, kMegatron2019Bound) << "MAPE " << rep.mape;
 }
 
 }  // namespace
