@@ -20,6 +20,7 @@
 #include "plan/search.h"
 #include "plan/sizing.h"
 #include "plan/stacks.h"
+#include "plan/uncertainty.h"
 #include "plan/validate.h"
 
 namespace scaletrain::cli {
@@ -48,7 +49,7 @@ struct PlanOptions {
   std::string plot;
   double tokens = 0, rack_kw = 40, usd_per_gpu_hour = 0, pue = 0, utilization = 0.85;
   GpuVariantSpec variant;  // the cluster's GPU variant; 0: as catalogued
-  Uncertainty uncertainty;              // the step time's range
+  UncertaintyOverride uncertainty;  // the range's spans where the flags replace the sourced ones
   size_t top = 5;
   std::string validate_csv;
 };
@@ -219,14 +220,10 @@ Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& i
   return search;
 }
 
-// The step time with kernel and link efficiencies at the ends of their
-// uncertainty (p->step_time_lo_s, step_time_hi_s).
-Status WithRange(const Uncertainty& u, const CostModel& model, Prediction* p) {
-  for (const auto& [flag, v] : {std::pair{"--kernel-uncertainty", u.kernel}, {"--fabric-uncertainty", u.fabric}}) {
-    if (!(v >= 0 && v < 1)) {
-      return InvalidArgument(std::string(flag) + Fmt(" = %g is not a fraction; give a value in [0, 1)", v));
-    }
-  }
+// The step time's range: the uncertain inputs at the ends of their sourced
+// spans, or of the flags' (p->step_time_lo_s, step_time_hi_s).
+Status WithRange(const UncertaintyOverride& o, const CostModel& model, Prediction* p) {
+  ST_ASSIGN_OR_RETURN(const Uncertainty u, UncertaintyFor(model.cluster(), o));
   ST_ASSIGN_OR_RETURN(std::tie(p->step_time_lo_s, p->step_time_hi_s),
                       StepTimeRange(model.spec(), model.cluster(), model.software(), p->layout, u));
   return Status::Ok();
@@ -429,7 +426,8 @@ Status RunValidate(const PlanOptions& o, std::string* out) {
   ST_RETURN_IF_ERROR(LoadCatalog(o, &cat, &stacks, &config_dir));
   // Rows without a stack: --stack where given, else modern.
   if (!o.stack.empty()) ST_RETURN_IF_ERROR(stacks.Find(o.stack).status().WithContext("--stack"));
-  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, stacks, config_dir, o.stack));
+  ST_ASSIGN_OR_RETURN(ValidationReport rep, ValidateFile(o.validate_csv, cat, stacks, config_dir,
+                                                         o.stack, o.uncertainty));
   *out += o.json ? ValidationToJson(rep).dump(2) + "\n" : ValidationToText(rep);
   return Status::Ok();
 }
@@ -457,13 +455,10 @@ Result<Prediction> PredictTrainingConfig(const std::string& config_path, const s
 
 // The data-parallel reduction's form and the GPU variant (plan's flags).
 void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
-  plan->add_option("--power-cap", o->variant.power_cap_w,
-                   "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
-                   "cube root of the power above idle (docs/planner.md)");
-  plan->add_option("--kernel-uncertainty", o->uncertainty.kernel,
-                   "how far the kernel efficiencies may be off, for the step time's range (default 0.10)");
-  plan->add_option("--fabric-uncertainty", o->uncertainty.fabric,
-                   "how far the link efficiencies may be off, for the step time's range (default 0.15)");
+  plan->add_option(
+      "--power-cap", o->variant.power_cap_w,
+      "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
+      "cube root of the power above idle (docs/planner.md)");
   plan->add_option("--hbm-gib", o->variant.hbm_gib, "GPU memory in GiB, for a variant of the catalogued GPU (94 / 96 GB parts)");
   plan->add_option("--hbm-tbps", o->variant.hbm_tbps, "GPU memory bandwidth in TB/s, for a variant of the catalogued GPU (H100 96 GB HBM2e: 2.4)");
   plan->add_option("--dp-reduce", o->dp_reduce,
@@ -473,6 +468,18 @@ void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_option("--dp-compress", o->dp_compress,
                    "what ZeRO-0's gradient all-reduce sends (the trainer's parallel.dp_compress): none, "
                    "bf16, fp16 or sign (1 bit + a scale per 256 elements, all-gathered)");
+}
+
+// The range's spans, where a flag replaces the sourced ones (uncertainty.h).
+void AddUncertaintyOptions(CLI::App* cmd, PlanOptions* o) {
+  cmd->add_option(
+      "--kernel-uncertainty", o->uncertainty.kernel,
+      "the range with every kernel efficiency (matmul, attention, HBM) +- this fraction, in place "
+      "of the spans their sources give (docs/planner.md, \"The range\")");
+  cmd->add_option(
+      "--fabric-uncertainty", o->uncertainty.fabric,
+      "the range with every link efficiency (in-node, fabric) +- this fraction, in place of the "
+      "spans their sources give");
 }
 
 // The flags that state a layout (each held fixed under --search).
@@ -569,7 +576,9 @@ CLI::App* AddValidateCommand(CLI::App* plan, PlanOptions* o) {
   validate
       ->add_option("file", o->validate_csv, "CSV of published runs (tests/plan/published-runs.csv)")
       ->required();
-  validate->add_flag("--json", o->json, "print JSON: rows and mape");
+  validate->add_flag("--json", o->json,
+                     "print JSON: rows, mape, the ranges' coverage and half-width");
+  AddUncertaintyOptions(validate, o);
   validate->add_option(
       "--stack", o->stack,
       "software stack of the rows without a `stack` column value (a stack of configs/stacks or "
@@ -602,6 +611,7 @@ CLI::App* AddPlanCommand(CLI::App& app, const PlanDone& done) {
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
   AddCommunicationAndVariantOptions(plan, o.get());
+  AddUncertaintyOptions(plan, o.get());
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   AddModeOptions(plan, o.get());
   AddSizingOptions(plan, o.get());

@@ -495,23 +495,4 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   return p;
 }
 
-Result<std::pair<double, double>> StepTimeRange(const ModelSpec& spec, const ClusterSpec& cluster,
-                                                const Software& sw, const Layout& l, const Uncertainty& u) {
-  auto at = [&](double sign) -> Result<double> {
-    auto scaled = [&](double e, double by) { return std::min(1.0, e * (1.0 + sign * by)); };
-    ClusterSpec c = cluster;
-    c.gpu.matmul_efficiency = scaled(c.gpu.matmul_efficiency, u.kernel);
-    c.gpu.attention_efficiency = scaled(c.gpu.attention_efficiency, u.kernel);
-    c.gpu.hbm_efficiency = scaled(c.gpu.hbm_efficiency, u.kernel);
-    c.fabric.efficiency = scaled(c.fabric.efficiency, u.fabric);
-    c.node.intra_efficiency = scaled(c.node.intra_efficiency, u.fabric);
-    CostModel m(spec, c, sw);
-    ST_ASSIGN_OR_RETURN(Prediction p, m.Evaluate(l));
-    return p.step_time_s;
-  };
-  ST_ASSIGN_OR_RETURN(const double fast, at(+1.0));
-  ST_ASSIGN_OR_RETURN(const double slow, at(-1.0));
-  return std::make_pair(fast, slow);
-}
-
 }  // namespace scaletrain::plan

@@ -93,26 +93,14 @@ struct Prediction {
   double dp_comm_total_s = 0;  // before overlap
   double comm_to_compute = 0;  // all communication time / compute time
   std::string limiter;         // "compute" or the largest other term
-  // The step time with the uncertain efficiencies at their ends
-  // (StepTimeRange); 0, 0 where not computed.
+  // The step time's range: fastest and slowest with the uncertain inputs at
+  // the ends of their sourced spans (StepTimeRange, uncertainty.h); 0, 0
+  // where not computed.
   double step_time_lo_s = 0, step_time_hi_s = 0;
   // The tensor-core clock the job computes at, as a share of a typical GPU's:
   // the slowest of its GPUs sets the pace (SlowestGpuFactor; 1: not modelled).
   double slowest_gpu_pace = 1.0;
 };
-
-// How far the efficiencies a prediction rests on may be off, as fractions:
-// the kernels' (matmul_efficiency, attention_efficiency, hbm_efficiency)
-// and the links' (fabric efficiency, in-node intra_efficiency).
-struct Uncertainty {
-  double kernel = 0.10;
-  double fabric = 0.15;
-};
-// The layout's step time with every kernel efficiency x (1 + kernel) and
-// link efficiency x (1 + fabric) (capped at 1: the fastest), and x (1 -
-// each) (the slowest): {fastest, slowest}.
-Result<std::pair<double, double>> StepTimeRange(const ModelSpec& spec, const ClusterSpec& cluster,
-                                                const Software& sw, const Layout& l, const Uncertainty& u);
 
 // Narayanan et al. (SC'21) eq. for GPT with full recomputation:
 // 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per step.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <set>
@@ -171,6 +172,24 @@ Status AddModelSteps(const std::vector<std::vector<double>>& steps, const std::s
   return Status::Ok();
 }
 
+// An `assumed` list names only the figures of its table the prediction's
+// range treats as uncertain inputs; anything else is a typo or a figure the
+// range does not use, and the error lists the valid ones.
+Status CheckAssumed(const std::vector<std::string>& assumed,
+                    std::initializer_list<const char*> valid, const std::string& where) {
+  for (const std::string& a : assumed) {
+    if (std::any_of(valid.begin(), valid.end(), [&](const char* v) { return a == v; })) continue;
+    std::string names;
+    for (const char* v : valid) names += std::string(names.empty() ? "" : ", ") + v;
+    return InvalidArgument(
+        where + ": assumed lists '" + a +
+        "', which is no figure the prediction's range varies; the figures an entry "
+        "may mark assumed: " +
+        names);
+  }
+  return Status::Ok();
+}
+
 Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t, const std::string& path,
                              const std::string& context) {
   GpuSpec g;
@@ -197,6 +216,7 @@ Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t, cons
   r.Add("idle_w", &g.idle_w);
   r.Add("sm_count", &g.sm_count, {0, std::numeric_limits<double>::infinity(), false, false, "a count"});
   r.Add("reference_cluster", &g.reference_cluster);
+  r.Add("assumed", &g.assumed);
   std::vector<std::vector<double>> gemms, attention, steps;
   r.Add("measured_gemms", &gemms, 5);
   r.Add("measured_attention", &attention, 6);
@@ -206,6 +226,10 @@ Result<GpuSpec> GpuFromTable(const std::string& name, const toml::table& t, cons
   ST_RETURN_IF_ERROR(AddMeasurements(gemms, attention, where, &g));
   ST_RETURN_IF_ERROR(AddModelSteps(steps, where, &g));
   ST_RETURN_IF_ERROR(CheckGpuRates(g, where));
+  ST_RETURN_IF_ERROR(CheckAssumed(
+      g.assumed,
+      {"matmul_efficiency", "attention_efficiency", "hbm_efficiency", "sustained_clock_ratio"},
+      where));
   return g;
 }
 
@@ -221,10 +245,12 @@ Result<NodeSpec> NodeFromTable(const std::string& name, const toml::table& t, co
   r.Add("intra_latency_us", &n.intra_latency_us);
   r.Add("max_power_kw", &n.max_power_kw, true);
   r.Add("overhead_w", &n.overhead_w);
+  r.Add("assumed", &n.assumed);
   ST_RETURN_IF_ERROR(r.Read(t));
   if (n.gpus_per_node <= 0 || n.intra_gbps <= 0) {
     return InvalidArgument(path + ": " + context + ": gpus_per_node and intra_gbps must be positive");
   }
+  ST_RETURN_IF_ERROR(CheckAssumed(n.assumed, {"intra_efficiency"}, path + ": " + context));
   return n;
 }
 
@@ -239,10 +265,12 @@ Result<FabricSpec> FabricFromTable(const std::string& name, const toml::table& t
   r.Add("efficiency", &f.efficiency);
   r.Add("latency_us", &f.latency_us);
   r.Add("p2p_gbit", &f.p2p_gbit);
+  r.Add("assumed", &f.assumed);
   ST_RETURN_IF_ERROR(r.Read(t));
   if (f.nics_per_node <= 0 || f.nic_gbit <= 0) {
     return InvalidArgument(path + ": " + context + ": nics_per_node and nic_gbit must be positive");
   }
+  ST_RETURN_IF_ERROR(CheckAssumed(f.assumed, {"efficiency"}, path + ": " + context));
   return f;
 }
 
@@ -330,16 +358,25 @@ GpuWords ReadGpuWords(const std::string& given) {
   return g;
 }
 
+// The parts catalogued in more than one size of their SXM form (A100 80 / 40
+// GB, V100 32 / 16 GB; a plain name is the first) and, the A100, as a PCIe
+// card (a100-pcie, 80 GB, and a100-pcie-40g): the name of the size and form
+// the words give, which the catalog may not hold (another size or form).
+std::string SizedPartName(const GpuWords& g) {
+  const bool sxm = g.form.empty() || g.form == "sxm";
+  const std::string usual = g.part == "a100" ? "80" : "32";
+  const std::string memory = g.memory.empty() ? usual : g.memory;
+  if (sxm) return g.part + "-" + memory + "g";
+  const std::string card = g.part + "-" + g.form;
+  return memory == usual ? card : card + "-" + memory + "g";
+}
+
 std::string CatalogGpuName(const std::string& given) {
   const GpuWords g = ReadGpuWords(given);
   if (g.other || g.part.empty())
     return NameKey(given);  // not a part, form and size: the name as given
   const bool sxm = g.form.empty() || g.form == "sxm";
-  if (g.part == "a100") {
-    if (!sxm) return "a100-" + g.form;
-    if (g.memory.empty() || g.memory == "80") return "a100-80g";
-    return "a100-" + g.memory + "g";  // a100-40g, or a size not in the catalog
-  }
+  if (g.part == "a100" || g.part == "v100") return SizedPartName(g);
   // Other parts are catalogued in one size: another size is a variant of
   // it (StatedMemoryGib).
   if (g.part == "h100") return "h100-" + (g.form.empty() ? std::string("sxm") : g.form);
@@ -426,6 +463,7 @@ Result<GpuSpec> PowerCapped(const GpuSpec& g, double cap_w) {
                                g.name.c_str(), idle));
   }
   GpuSpec c = g;
+  c.capped_power_share = g.capped_power_share * (cap_w - idle) / (g.tdp_w - idle);
   c.sustained_clock_ratio = g.sustained_clock_ratio * std::cbrt((cap_w - idle) / (g.tdp_w - idle));
   c.tdp_w = cap_w;
   c.description = g.description + Fmt(", capped at %g W", cap_w);
@@ -449,6 +487,10 @@ Result<ClusterSpec> HardwareCatalog::ClusterForGpu(const std::string& gpu_name) 
   return NotFound(
       "GPU '" + gpu_name +
       "' has no reference_cluster and no cluster preset uses it; add one to configs/hardware");
+}
+
+bool IsAssumed(const std::vector<std::string>& assumed, const std::string& field) {
+  return std::find(assumed.begin(), assumed.end(), field) != assumed.end();
 }
 
 std::vector<std::string> HardwareCatalog::GpuNames() const { return Keys(gpus_); }

@@ -56,6 +56,15 @@ struct GpuSpec {
   // quantization). 0 = not modelled.
   double sm_count = 0;
   std::string reference_cluster;
+  // The factors above the catalog could not source for this part (its
+  // `assumed` list: matmul_efficiency, attention_efficiency, hbm_efficiency,
+  // sustained_clock_ratio): the prediction's range gives them the spread of
+  // the measured parts' values, not their own measurement's (uncertainty.h).
+  std::vector<std::string> assumed;
+  // Under a power cap (PowerCapped): the share of the power above idle the
+  // cap leaves, (cap - idle) / (tdp - idle); 1 uncapped. The range takes the
+  // clock under it from this share (uncertainty.h).
+  double capped_power_share = 1.0;
   // Measured by `scaletrain bench` on this device (profiles only): the rate
   // of a GEMM of output m x n and depth k as the trainer runs it, forward
   // (2mnk FLOPs) and backward (both gradients, 4mnk); and the attention
@@ -94,6 +103,9 @@ struct NodeSpec {
   double intra_latency_us = 8;
   double max_power_kw = 0;    // whole node at full load
   double overhead_w = 0;      // max_power minus the GPUs' TDP
+  // Figures not sourced for this node (its `assumed` list: intra_efficiency):
+  // the range gives them the spread of links in general (uncertainty.h).
+  std::vector<std::string> assumed;
 };
 
 struct FabricSpec {
@@ -107,7 +119,13 @@ struct FabricSpec {
   // node reaches (pipeline sends), when it differs from its share of the
   // collectives' nic_gbit; 0: that share.
   double p2p_gbit = 0;
+  // Figures not sourced for this fabric (its `assumed` list: efficiency):
+  // the range gives them the spread of links in general (uncertainty.h).
+  std::vector<std::string> assumed;
 };
+
+// Whether `field` is in an `assumed` list of the catalog.
+bool IsAssumed(const std::vector<std::string>& assumed, const std::string& field);
 
 struct ClusterSpec {
   std::string name;

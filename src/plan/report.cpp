@@ -96,6 +96,14 @@ void AddStepCollectivesJson(const Prediction& p, nlohmann::json* j) {
   }
 }
 
+// The tokens/s the step time's range gives: {slowest, fastest}; 0, 0 where
+// no range was computed.
+std::pair<double, double> TokensPerSRange(const Prediction& p) {
+  if (!(p.step_time_lo_s > 0)) return {0, 0};
+  return {p.tokens_per_s * p.step_time_s / p.step_time_hi_s,
+          p.tokens_per_s * p.step_time_s / p.step_time_lo_s};
+}
+
 }  // namespace
 
 nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Sizing* sizing) {
@@ -121,6 +129,10 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
       {"layout", LayoutJson(p.layout)},
       {"step_time_s", p.step_time_s},
       {"step_time_range_s", {p.step_time_lo_s, p.step_time_hi_s}},
+      // The prediction is the step time; its range in its units, and the
+      // throughput that range gives.
+      {"predicted_range", {p.step_time_lo_s, p.step_time_hi_s}},
+      {"tokens_per_s_range", {TokensPerSRange(p).first, TokensPerSRange(p).second}},
       {"slowest_gpu_pace", p.slowest_gpu_pace},
       {"time_breakdown_s", TimeBreakdownJson(t)},
       {"tokens_per_s", p.tokens_per_s},
@@ -137,7 +149,8 @@ nlohmann::json PlanToJson(const PlanContext& ctx, const Prediction& p, const Siz
         {"activations", mem.activations / kGiB},
         {"other", mem.other / kGiB}}},
       {"fits", p.fits},
-      {"comm_bytes_per_gpu", {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}}},
+      {"comm_bytes_per_gpu",
+       {{"tp", p.comm_bytes.tp}, {"pp", p.comm_bytes.pp}, {"dp", p.comm_bytes.dp}}},
       {"comm_to_compute", p.comm_to_compute},
       {"limiter", p.limiter}};
   // Exact integers, checked against the trainer's memory.json and
@@ -221,6 +234,8 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
       e["measured"] = row.measured;
       e["predicted"] = row.predicted;
       e["error_pct"] = row.error_pct;
+      e["predicted_range"] = {row.predicted_lo, row.predicted_hi};
+      e["in_range"] = row.in_range;
       e["stack"] = row.stack;
       e["stack_from"] = row.stack_from;
       if (!row.stack_hint.empty()) e["stack_hint"] = row.stack_hint;
@@ -235,6 +250,8 @@ nlohmann::json ValidationToJson(const ValidationReport& r) {
     j["rows"].push_back(e);
   }
   j["mape"] = r.mape;
+  j["coverage"] = r.coverage;
+  j["mean_half_width_pct"] = r.mean_half_width_pct;
   j["ignored_columns"] = r.ignored_columns;
   j["max_abs_error_pct"] = r.max_abs_error;
   return j;
@@ -279,8 +296,13 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
   o += Fmt("step     %s   tokens/s %.4g   TFLOP/s/GPU %.1f (with recompute %.1f)   MFU %.1f%%\n",
            Secs(p.step_time_s).c_str(), p.tokens_per_s, p.tflops_per_gpu, p.hw_tflops_per_gpu, 100 * p.mfu);
   if (p.step_time_hi_s > 0) {
-    o += Fmt("         range %s to %s (kernel and link efficiencies at the ends of their uncertainty)\n",
-             Secs(p.step_time_lo_s).c_str(), Secs(p.step_time_hi_s).c_str());
+    const auto [tps_lo, tps_hi] = TokensPerSRange(p);
+    o += Fmt(
+        "         range %s to %s (%+.1f%% / %+.1f%%), tokens/s %.4g to %.4g: the uncertain inputs "
+        "(software version, kernels, memory, clock, links) at the ends of their sourced spans\n",
+        Secs(p.step_time_lo_s).c_str(), Secs(p.step_time_hi_s).c_str(),
+        100 * (p.step_time_lo_s / p.step_time_s - 1), 100 * (p.step_time_hi_s / p.step_time_s - 1),
+        tps_lo, tps_hi);
   }
   if (p.slowest_gpu_pace < 1) {
     o += Fmt("         compute at the pace of the slowest of %lld GPUs: %.1f%% below a typical one\n",
@@ -353,7 +375,8 @@ std::string SearchToText(const PlanContext& ctx, const SearchResult& r) {
 }
 
 std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {
-  std::string o = Fmt("%6s %-44s %11s %8s %7s %6s  %s\n", "GPUs", "best layout", "tokens/s", "speedup", "effic.", "MFU",
+  std::string o = Fmt("%6s %-44s %11s %21s %8s %7s %6s  %s\n", "GPUs", "best layout", "tokens/s",
+                      "tokens/s range", "speedup", "effic.", "MFU",
                       "where the step goes (compute+rc / tp+cp / pp / dp / bubble / opt)");
   for (const auto& pt : pts) {
     if (!pt.found) {
@@ -363,10 +386,15 @@ std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& p
     const auto& p = pt.best;
     const auto& t = p.time_s;
     const double s = p.step_time_s;
-    o += Fmt("%6lld %-44s %11.4g %7.2fx %6.0f%% %5.1f%%  %2.0f / %2.0f / %2.0f / %2.0f / %2.0f / %2.0f %%\n",
-             static_cast<long long>(pt.gpus), LayoutToString(p.layout).c_str(), p.tokens_per_s, pt.speedup,
-             100 * pt.efficiency, 100 * p.mfu, 100 * (t.compute + t.recompute) / s, 100 * (t.tp_comm + t.cp_comm) / s,
-             100 * t.pp_comm / s, 100 * t.dp_comm / s, 100 * t.bubble / s, 100 * t.optimizer / s);
+    const auto [tps_lo, tps_hi] = TokensPerSRange(p);
+    const std::string range = Fmt("%.4g - %.4g", tps_lo, tps_hi);
+    o +=
+        Fmt("%6lld %-44s %11.4g %21s %7.2fx %6.0f%% %5.1f%%  %2.0f / %2.0f / %2.0f / %2.0f / %2.0f "
+            "/ %2.0f %%\n",
+            static_cast<long long>(pt.gpus), LayoutToString(p.layout).c_str(), p.tokens_per_s,
+            range.c_str(), pt.speedup, 100 * pt.efficiency, 100 * p.mfu,
+            100 * (t.compute + t.recompute) / s, 100 * (t.tp_comm + t.cp_comm) / s,
+            100 * t.pp_comm / s, 100 * t.dp_comm / s, 100 * t.bubble / s, 100 * t.optimizer / s);
   }
   bool any = false;
   for (const auto& pt : pts) {
@@ -427,22 +455,30 @@ std::string ValidationToText(const ValidationReport& r) {
   int stack_width = 7;
   for (const auto& row : r.rows)
     stack_width = std::max(stack_width, static_cast<int>(shown_stack(row).size()));
-  std::string o = Fmt("%-28s %-15s %11s %11s %8s  %-*s %s\n", "id", "metric", "measured", "predicted", "error",
-                      stack_width, "stack", "layout [the knobs the row does not state]");
+  std::string o = Fmt("%-28s %-15s %11s %11s %8s %25s  %-*s %s\n", "id", "metric", "measured",
+                      "predicted", "error", "range (measured in it?)", stack_width, "stack",
+                      "layout [the knobs the row does not state]");
   for (const auto& row : r.rows) {
     if (!row.error.empty()) {
       o += Fmt("%-28s error: %s\n", row.run.id.c_str(), row.error.c_str());
       continue;
     }
-    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%%  %-*s %s%s%s\n", row.run.id.c_str(),
-             row.metric.c_str(), row.measured, row.predicted, row.error_pct, stack_width,
-             shown_stack(row).c_str(), LayoutToString(row.prediction.layout).c_str(), UnstatedText(row).c_str(),
-             row.fits ? "" : " (no layout fits; fastest shown)");
+    const std::string range =
+        Fmt("%.4g - %.4g %s", row.predicted_lo, row.predicted_hi, row.in_range ? "in " : "out");
+    o += Fmt("%-28s %-15s %11.4g %11.4g %+7.1f%% %25s  %-*s %s%s%s\n", row.run.id.c_str(),
+             row.metric.c_str(), row.measured, row.predicted, row.error_pct, range.c_str(),
+             stack_width, shown_stack(row).c_str(), LayoutToString(row.prediction.layout).c_str(),
+             UnstatedText(row).c_str(), row.fits ? "" : " (no layout fits; fastest shown)");
   }
   const auto predicted = std::count_if(r.rows.begin(), r.rows.end(),
                                        [](const ValidationRow& row) { return row.error.empty(); });
-  o += Fmt("MAPE %.1f%% over %lld rows, worst %.1f%%", r.mape, static_cast<long long>(predicted),
-           r.max_abs_error);
+  o +=
+      Fmt("MAPE %.1f%% over %lld rows, worst %.1f%%; range: coverage %.0f%% (%lld of %lld measured "
+          "figures in "
+          "their range), mean half-width %.1f%%",
+          r.mape, static_cast<long long>(predicted), r.max_abs_error, 100 * r.coverage,
+          static_cast<long long>(std::llround(r.coverage * static_cast<double>(predicted))),
+          static_cast<long long>(predicted), r.mean_half_width_pct);
   const size_t unpredicted = r.rows.size() - static_cast<size_t>(predicted);
   o += unpredicted == 0
            ? std::string("\n")

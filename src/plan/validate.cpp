@@ -220,6 +220,24 @@ Status CompareMeasured(const PublishedRun& run, bool legacy, ValidationRow* row)
   return Status::Ok();
 }
 
+// The row's range in its metric's units: the step time's range as the
+// metric reads it (a step time scales with it, a throughput inversely).
+Status SetRange(const ModelSpec& spec, const ClusterSpec& cluster, const Software& sw,
+                const UncertaintyOverride& spans, ValidationRow* row) {
+  ST_ASSIGN_OR_RETURN(const Uncertainty u, UncertaintyFor(cluster, spans));
+  const Prediction& p = row->prediction;
+  ST_ASSIGN_OR_RETURN(const auto range, StepTimeRange(spec, cluster, sw, p.layout, u));
+  const auto [fast, slow] = range;
+  const double t = p.step_time_s;
+  if (row->metric == "step_s") {
+    row->predicted_lo = row->predicted * fast / t, row->predicted_hi = row->predicted * slow / t;
+  } else {
+    row->predicted_lo = row->predicted * t / slow, row->predicted_hi = row->predicted * t / fast;
+  }
+  row->in_range = row->predicted_lo <= row->measured && row->measured <= row->predicted_hi;
+  return Status::Ok();
+}
+
 }  // namespace
 
 namespace {
@@ -276,7 +294,8 @@ Status NoLayoutError(const PublishedRun& run, CostModel& model, const SearchOpti
 
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
                                   const StackCatalog& stacks, const std::string& config_dir,
-                                  const std::string& default_stack) {
+                                  const std::string& default_stack,
+                                  const UncertaintyOverride& spans) {
   ValidationRow row;
   row.run = run;
   int64_t preset_batch = 0;
@@ -319,19 +338,21 @@ Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog
   row.prediction = row.fits ? sr.top[0] : *sr.fastest_unfit;
   NoteUnstatedKnobs(run, row.prediction.layout, sw, &row);
   ST_RETURN_IF_ERROR(CompareMeasured(run, legacy, &row));
+  ST_RETURN_IF_ERROR(SetRange(spec, cluster, sw, spans, &row));
   return row;
 }
 
 Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
                                       const StackCatalog& stacks, const std::string& config_dir,
-                                      const std::string& default_stack) {
+                                      const std::string& default_stack,
+                                      const UncertaintyOverride& spans) {
   ValidationReport rep;
   ST_ASSIGN_OR_RETURN(std::vector<PublishedRun> runs,
                       ReadPublishedRuns(csv_path, &rep.ignored_columns));
   double sum = 0;
   int64_t n = 0;
   for (const auto& run : runs) {
-    auto r = run.error.empty() ? ValidateRun(run, catalog, stacks, config_dir, default_stack)
+    auto r = run.error.empty() ? ValidateRun(run, catalog, stacks, config_dir, default_stack, spans)
                                : Result<ValidationRow>(InvalidArgument(run.error));
     if (!r.ok()) {
       ValidationRow bad;
@@ -351,7 +372,20 @@ Result<ValidationReport> ValidateFile(const std::string& csv_path, const Hardwar
     return InvalidArgument(csv_path + ": no row could be predicted (" + first + ")");
   }
   rep.mape = sum / static_cast<double>(n);
+  SetRangeSummary(&rep);
   return rep;
+}
+
+void SetRangeSummary(ValidationReport* rep) {
+  double inside = 0, half_widths = 0, n = 0;
+  for (const ValidationRow& row : rep->rows) {
+    if (!row.error.empty()) continue;
+    inside += row.in_range ? 1 : 0;
+    half_widths += 100.0 * (row.predicted_hi - row.predicted_lo) / 2.0 / row.predicted;
+    n += 1;
+  }
+  rep->coverage = n > 0 ? inside / n : 0;
+  rep->mean_half_width_pct = n > 0 ? half_widths / n : 0;
 }
 
 }  // namespace scaletrain::plan

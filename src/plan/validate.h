@@ -11,6 +11,7 @@
 #include "plan/hardware.h"
 #include "plan/stacks.h"
 #include "plan/table_reader.h"
+#include "plan/uncertainty.h"
 
 namespace scaletrain::plan {
 
@@ -32,6 +33,11 @@ struct ValidationRow {
   std::string metric;    // step_s, tokens_per_s, tflops_per_gpu or mfu
   double measured = 0, predicted = 0;
   double error_pct = 0;  // (predicted - measured) / measured * 100
+  // The prediction's range in the metric's units (the step time's range,
+  // StepTimeRange, as the metric reads it) and whether it holds the
+  // measured figure.
+  double predicted_lo = 0, predicted_hi = 0;
+  bool in_range = false;
   Prediction prediction;
   bool fits = true;
   std::string error;     // non-empty if the row could not be predicted
@@ -41,6 +47,10 @@ struct ValidationReport {
   std::vector<ValidationRow> rows;
   double mape = 0;         // mean |error_pct| over predicted rows
   double max_abs_error = 0;
+  // Over the predicted rows: the share whose measured figure lies in its
+  // range, and the mean of each range's half-width as a % of its prediction.
+  double coverage = 0;
+  double mean_half_width_pct = 0;
   int64_t layouts_evaluated = 0;
   std::vector<std::string> ignored_columns;  // the header's columns not read
 };
@@ -49,12 +59,18 @@ struct ValidationReport {
 // the rest are searched as the authors would have tuned them (best tokens/s
 // that fits), on the row's `stack`; where the row has none, on
 // `default_stack` (`plan validate --stack`) if given, else on `modern`.
-// Documented in docs/planner.md.
+// Each row's range takes the sourced spans of its cluster (uncertainty.h),
+// or the override's where it gives one. Documented in docs/planner.md.
 Result<ValidationRow> ValidateRun(const PublishedRun& run, const HardwareCatalog& catalog,
                                   const StackCatalog& stacks, const std::string& config_dir,
-                                  const std::string& default_stack = "");
+                                  const std::string& default_stack = "",
+                                  const UncertaintyOverride& spans = {});
 Result<ValidationReport> ValidateFile(const std::string& csv_path, const HardwareCatalog& catalog,
                                       const StackCatalog& stacks, const std::string& config_dir,
-                                      const std::string& default_stack = "");
+                                      const std::string& default_stack = "",
+                                      const UncertaintyOverride& spans = {});
+// The coverage and mean half-width of the report's predicted rows
+// (ValidationReport::coverage, mean_half_width_pct), from their ranges.
+void SetRangeSummary(ValidationReport* rep);
 
 }  // namespace scaletrain::plan

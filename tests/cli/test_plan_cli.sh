@@ -52,15 +52,40 @@ grep -q "by (tp, pp) family" "$tmp/search.txt" || fail "search explains families
   || fail "search --json exited non-zero"
 "$bin" plan --model gpt3-6.7b --cluster dgx-a100 --sweep 32,64 --json >"$tmp/sweep.json" 2>&1 \
   || fail "sweep --json exited non-zero"
-python3 - "$tmp/search.json" "$tmp/sweep.json" <<'PY' || fail "search and sweep rows carry step_time_range_s"
+"$bin" plan --model gpt3-6.7b --cluster dgx-a100 --gpus 64 --tp 8 --json >"$tmp/single.json" 2>&1 \
+  || fail "plan --json exited non-zero"
+python3 - "$tmp/search.json" "$tmp/sweep.json" "$tmp/single.json" <<'PY' || fail "every plan carries predicted_range"
 import json, sys
-search, sweep = (json.load(open(f)) for f in sys.argv[1:3])
-plans = search["top"] + [p["plan"] for p in sweep["points"] if p["found"]]
-assert len(plans) == 5, len(plans)
+search, sweep, single = (json.load(open(f)) for f in sys.argv[1:4])
+plans = search["top"] + [p["plan"] for p in sweep["points"] if p["found"]] + [single]
+assert len(plans) == 6, len(plans)
 for p in plans:
-    lo, hi = p["step_time_range_s"]
+    lo, hi = p["predicted_range"]
+    assert [lo, hi] == p["step_time_range_s"]
     assert 0 < lo < p["step_time_s"] < hi, (lo, p["step_time_s"], hi)
+    tlo, thi = p["tokens_per_s_range"]
+    assert tlo < p["tokens_per_s"] < thi, (tlo, p["tokens_per_s"], thi)
+    assert abs(tlo * hi - p["tokens_per_s"] * p["step_time_s"]) < 1e-6 * tlo * hi
 PY
+"$bin" plan --model gpt3-6.7b --cluster dgx-a100 --sweep 32,64 >"$tmp/sweep.txt" 2>&1 || fail "sweep exited non-zero"
+grep -q "tokens/s range" "$tmp/sweep.txt" || fail "sweep text prints each point's range"
+# A wider span widens the range (--kernel-uncertainty replaces the kernels' sourced spans).
+python3 - "$bin" <<'PY' || fail "--kernel-uncertainty widens the range"
+import json, subprocess, sys
+def rng(*extra):
+    out = subprocess.run([sys.argv[1], "plan", "--model", "gpt3-6.7b", "--cluster", "dgx-a100", "--gpus", "64",
+                          "--tp", "8", "--json", *extra], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["predicted_range"]
+a, b = rng(), rng("--kernel-uncertainty", "0.3")
+assert b[0] < a[0] and b[1] > a[1], (a, b)
+PY
+# The GPUs of issue 36 plan on their presets; Volta has no bf16 and says so.
+for c in dgx1-v100 dgx2 frontier h800-ib hgx-a800 gh200-nvl32 hgx-h20 mi325x-ib pcie-a100-100gbe pcie-h100nvl-100gbe; do
+  "$bin" plan --model gpt3-1.3b --cluster "$c" --gpus 16 --precision fp16 >/dev/null 2>"$tmp/err" \
+    || fail "plan on $c: $(cat "$tmp/err")"
+done
+expect_error "v100-16g has no bf16 matrix rate in the catalog; use --precision fp16" \
+  plan --model gpt3-1.3b --cluster dgx1-v100 --gpus 8
 # The slowest GPU sets the pace: measured for the H100 (lower with more GPUs), not for the A100.
 python3 - "$bin" <<'PY' || fail "slowest_gpu_pace follows the GPU count where the spread is measured"
 import json, subprocess, sys
@@ -240,8 +265,18 @@ expect_error "unknown software stack 'modren'; did you mean 'modern'?" plan --mo
 
 # Validation prints every row and the MAPE, in JSON as rows and mape.
 "$bin" plan validate tests/plan/published-runs.csv --json >"$tmp/val.json" 2>&1 || fail "validate exited non-zero"
-python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert len(j['rows'])==26 and j['mape']>0" \
-  "$tmp/val.json" || fail "validate --json has rows and mape"
+python3 - "$tmp/val.json" <<'PY' || fail "validate --json has rows, mape, coverage and half-width"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert len(j["rows"]) == 26 and j["mape"] > 0
+inside = [r["predicted_range"][0] <= r["measured"] <= r["predicted_range"][1] for r in j["rows"]]
+assert [r["in_range"] for r in j["rows"]] == inside
+assert abs(j["coverage"] - sum(inside) / len(inside)) < 1e-12, j["coverage"]
+assert 0 < j["mean_half_width_pct"] < 50, j["mean_half_width_pct"]
+PY
+"$bin" plan validate tests/plan/korthikanti-2022.csv >"$tmp/val.txt" 2>&1 || fail "validate exited non-zero"
+grep -q "MAPE .* range: coverage [0-9]*% ([0-9]* of 8 measured figures in their range), mean half-width" \
+  "$tmp/val.txt" || fail "validate prints coverage and half-width beside the MAPE"
 
 # Bad input: non-zero exit and one line naming the fix (expect_error in lib.sh).
 expect_error "did you mean 'dgx-h100'" plan --model llama3-8b --cluster dgx-h10 --gpus 8

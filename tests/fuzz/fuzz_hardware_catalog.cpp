@@ -4,8 +4,9 @@
 //
 // Checked besides not crashing: a refusal has a message; in an accepted
 // catalog every GPU meets the limits LoadFile states (efficiencies in
-// (0, 1], a positive matrix rate and HBM bandwidth), and every cluster either
-// resolves to its GPU, node and fabric or is refused with a message.
+// (0, 1], a positive matrix rate and HBM bandwidth, an `assumed` list of
+// the factors the range varies only), and every cluster either resolves to
+// its GPU, node and fabric or is refused with a message.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,6 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!(e > 0 && e <= 1)) fuzz::Fail("GPU '" + name + "' was accepted with an efficiency outside (0, 1]");
     }
     if (!(gpu->hbm_tbps > 0)) fuzz::Fail("GPU '" + name + "' was accepted without HBM bandwidth");
+    for (const std::string& a : gpu->assumed) {
+      if (a != "matmul_efficiency" && a != "attention_efficiency" && a != "hbm_efficiency" &&
+          a != "sustained_clock_ratio") {
+        fuzz::Fail("GPU '" + name + "' was accepted with '" + a + "' in its assumed list");
+      }
+    }
     auto cluster = catalog.ClusterForGpu(name);
     if (!cluster.ok()) fuzz::CheckRefusal(cluster.status(), "HardwareCatalog::ClusterForGpu");
   }

@@ -442,24 +442,5 @@ TEST(PlanCompute, MeasuredModelStepScalesTheComputeOfItsModel) {
   EXPECT_DOUBLE_EQ(ComputeSeconds(spec, c, sw, one), plain);
 }
 
-// The range: kernel and link efficiencies at the ends of their uncertainty
-// bracket the prediction; with none it collapses onto it.
-TEST(PlanCompute, StepTimeRangeBracketsThePrediction) {
-  auto setup = LoadSmallGptOnDgxH100();
-  ASSERT_TRUE(setup.ok()) << setup.status().message();
-  const Software sw = *ShippedStack("modern");
-  CostModel model(setup->spec, setup->cluster, sw);
-  auto p = model.Predict(setup->layout);
-  ASSERT_TRUE(p.ok());
-  auto r = StepTimeRange(setup->spec, setup->cluster, sw, setup->layout, Uncertainty{});
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_LT(r->first, p->step_time_s);
-  EXPECT_GT(r->second, p->step_time_s);
-  auto none = StepTimeRange(setup->spec, setup->cluster, sw, setup->layout, Uncertainty{0, 0});
-  ASSERT_TRUE(none.ok());
-  EXPECT_DOUBLE_EQ(none->first, p->step_time_s);
-  EXPECT_DOUBLE_EQ(none->second, p->step_time_s);
-}
-
 }  // namespace
 }  // namespace scaletrain::plan

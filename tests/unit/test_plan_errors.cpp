@@ -44,14 +44,25 @@ TEST(PlanErrors, UnknownNamesSuggestTheNearest) {
                                                         {"NVIDIA H100 PCIe", "h100-pcie"},
                                                         {"H200 SXM 141GB", "h200"},
                                                         {"H100 SXM5 80 GB", "h100-sxm"},
-                                                        {"Tesla MI300", "mi300x"}}) {
+                                                        {"Tesla MI300", "mi300x"},
+                                                        {"NVIDIA A100 PCIe 80GB", "a100-pcie"},
+                                                        {"A100 PCIe 40GB", "a100-pcie-40g"},
+                                                        {"H100 NVL", "h100-nvl"},
+                                                        {"Tesla V100-SXM2-16GB", "v100-16g"},
+                                                        {"V100 32GB", "v100-32g"},
+                                                        {"NVIDIA H800", "h800"},
+                                                        {"A800 80GB", "a800"},
+                                                        {"GH200", "gh200"},
+                                                        {"H20", "h20"},
+                                                        {"AMD Instinct MI250X", "mi250x"},
+                                                        {"MI325X", "mi325x"}}) {
     const auto gpu = cat.Gpu(given);
     ASSERT_TRUE(gpu.ok()) << given << ": " << gpu.status().message();
     EXPECT_EQ(gpu->name, name) << given;
   }
   // A form or size the catalog lacks is not read as another part.
   for (const char* lacking :
-       {"A100 PCIe 40GB", "A100 120GB", "H100 NVL", "H200 NVL", "GH200", "V100"}) {
+       {"A100 PCIe 120GB", "A100 120GB", "H200 NVL", "V100 PCIe", "MI250", "B100"}) {
     const auto gpu = cat.Gpu(lacking);
     EXPECT_FALSE(gpu.ok()) << lacking << " read as " << gpu->name;
     if (!gpu.ok()) {

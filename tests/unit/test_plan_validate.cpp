@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "core/strings.h"
 #include "plan/report.h"
 #include "plan/validate.h"
 #include "plan_stacks.h"
@@ -47,6 +48,15 @@ constexpr double kNemoFp8Bound = 10.7;  // measured: 10.4% over 20 rows, worst +
 // PyTorch FSDP1 with hybrid sharding on AWS A100 instances, added as a dev
 // set (no constant fitted).
 constexpr double kFmsFsdpBound = 8.6;  // measured: 8.3% over 4 rows, worst +18.8%
+
+// Megatron-LM 2019 and its 2020 release on V100 of DGX-2H
+// (tests/plan/megatron-2019-v100.csv), the first V100 runs, added with the
+// V100s to the catalog (issue 36); no constant was fitted to them. measured:
+// 63.6% over 15 rows, worst +140%: the 2019 paper's software ran the same
+// 1.2B model 1.6x slower than its 2020 release (NVIDIA's post), which the
+// planner's legacy stack describes (its two rows +2.8%, -1.9%). A regression
+// bound at what the file measures, not a claim of accuracy.
+constexpr double kMegatron2019Bound = 64.0;
 
 // Validates tests/plan/NAME with the repository's catalog; every row must be
 // predicted.
@@ -897,6 +907,91 @@ TEST(PlanValidate, FmsFsdpRunsWithinTheMeasuredBound) {
   EXPECT_EQ(rep.rows[0].prediction.shard_replicas, 16);
   EXPECT_EQ(rep.rows[2].prediction.shard_replicas, 1);
   EXPECT_LT(rep.mape, kFmsFsdpBound) << "MAPE " << rep.mape;
+}
+
+}  // namespace
+}  // namespace scaletrain::plan
+
+namespace scaletrain::plan {
+namespace {
+
+// The range of every row of every tests/plan file holds the row's
+// prediction, in the units of its metric.
+TEST(PlanValidate, EveryRowsRangeHoldsItsPrediction) {
+  for (const auto& [file, rows] :
+       std::vector<std::pair<std::string, size_t>>{{"published-runs.csv", 26},
+                                                   {"korthikanti-2022.csv", 8},
+                                                   {"megatron-2019-v100.csv", 15}}) {
+    const ValidationReport rep = ValidateRepoCsv(file, rows);
+    for (const ValidationRow& r : rep.rows) {
+      EXPECT_LT(r.predicted_lo, r.predicted) << file << " " << r.run.id;
+      EXPECT_GT(r.predicted_hi, r.predicted) << file << " " << r.run.id;
+      EXPECT_EQ(r.in_range, r.predicted_lo <= r.measured && r.measured <= r.predicted_hi)
+          << r.run.id;
+    }
+  }
+}
+
+// On a small CSV whose measured figures are placed against the range the
+// planner gives them: coverage is the share inside, the half-width the mean
+// of each row's, and a step time's range is the throughput's inverted.
+TEST(PlanValidate, RangeCoverageOfASmallCsv) {
+  const std::string head = kBaseHeader + ",notes,stack\n";
+  const std::string row = ",test,llama3-8b,8,,,,8192,,h100-sxm,8,1,1,8,,false,full,1,32,";
+  auto first = ValidateTempCsv("range-first.csv", head + "a" + row + ",,,1000,,modern\n");
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const ValidationRow& r = first->rows[0];
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  const double tps = r.predicted, lo = r.predicted_lo, hi = r.predicted_hi,
+               step = r.prediction.step_time_s;
+  auto csv = [&](const char* id, const std::string& measured) {
+    return std::string(id) + row + measured + ",,modern\n";
+  };
+  auto rep = ValidateTempCsv("range.csv", head + csv("in", Fmt(",,,%.10g", tps)) +
+                                              csv("below", Fmt(",,,%.10g", lo * 0.95)) +
+                                              csv("above", Fmt(",,,%.10g", hi * 1.05)) +
+                                              csv("step-in", Fmt(",,%.10g,", step)));
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->rows.size(), 4u);
+  const std::vector<bool> inside = {true, false, false, true};
+  double half_widths = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const ValidationRow& v = rep->rows[i];
+    EXPECT_EQ(v.in_range, inside[i])
+        << v.run.id << ": " << v.measured << " in " << v.predicted_lo << " - " << v.predicted_hi;
+    half_widths += 100 * (v.predicted_hi - v.predicted_lo) / 2 / v.predicted;
+  }
+  EXPECT_DOUBLE_EQ(rep->coverage, 0.5);
+  EXPECT_NEAR(rep->mean_half_width_pct, half_widths / 4, 1e-9);
+  // The step time's range is the throughput's, inverted.
+  const ValidationRow& s = rep->rows[3];
+  EXPECT_EQ(s.metric, "step_s");
+  EXPECT_NEAR(s.predicted_lo / s.predicted, tps / hi, 1e-9);
+  EXPECT_NEAR(s.predicted_hi / s.predicted, tps / lo, 1e-9);
+  const std::string text = ValidationToText(*rep);
+  EXPECT_NE(text.find("coverage 50% (2 of 4 measured figures in their range)"), std::string::npos)
+      << text;
+  const auto json = ValidationToJson(*rep);
+  EXPECT_DOUBLE_EQ(json["coverage"].get<double>(), 0.5);
+  EXPECT_EQ(json["rows"][1]["predicted_range"][0].get<double>(), rep->rows[1].predicted_lo);
+  EXPECT_FALSE(json["rows"][1]["in_range"].get<bool>());
+}
+
+// Megatron-LM on V100 of DGX-2H: every row predicted in fp16 on the legacy
+// stack, on the cluster it names. The 2020 release's two step times (the
+// same models a year of software later) are predicted within what they
+// measure, +2.8% and -1.9%; the 2019 paper's rows are 1.6x slower software.
+TEST(PlanValidate, Megatron2019V100Runs) {
+  const ValidationReport rep = ValidateRepoCsv("megatron-2019-v100.csv", 15);
+  for (const ValidationRow& r : rep.rows) {
+    EXPECT_EQ(r.stack, "legacy") << r.run.id;
+    EXPECT_EQ(r.prediction.layout.precision, Precision::kFP16) << r.run.id;
+    if (r.run.id.starts_with("mlm20")) {
+      EXPECT_LT(std::fabs(r.error_pct), 3.0) << r.run.id;
+      EXPECT_TRUE(r.in_range) << r.run.id;
+    }
+  }
+  EXPECT_LT(rep.mape, kMegatron2019Bound) << "MAPE " << rep.mape;
 }
 
 }  // namespace
