@@ -30,4 +30,10 @@ std::string NameKey(std::string s);
 // false, no, off, 0 (any case); nothing for any other word.
 std::optional<bool> YesNo(const std::string& s);
 
+// "; did you mean 'y'?" for the candidate nearest `name` where one is near
+// enough (an edit distance of at most 2, or a third of the name); "" otherwise.
+// Every unknown-name error uses it: config keys, subcommands, the planner's
+// catalog names.
+std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates);
+
 }  // namespace scaletrain

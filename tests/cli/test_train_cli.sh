@@ -48,8 +48,13 @@ grep -q -- '--- sample' "$work/train.out" && ok || bad "no sample at the end"
   && grep -q '^ROMEO:' "$work/sample.out" && ok || { bad "sample"; cat "$work/sample.out"; }
 
 # --- bad input -------------------------------------------------------------
-expect_error "unknown key" "unknown config key 'training.stepz'" \
+# An unknown --set key blames the flag, not the config file, and suggests the nearest.
+expect_error "unknown key" "^error: --set training.stepz: unknown config key 'training.stepz'; did you mean 'training.steps'?" \
   "$bin" train --config "$cfg" "${tiny[@]}" --set training.stepz=3 --run-dir "$work/r1"
+expect_error "key in the wrong section" "did you mean 'parallel.dp'?" \
+  "$bin" train --config "$cfg" "${tiny[@]}" --set training.dp=2 --run-dir "$work/r1"
+expect_error "plan --train-config --set" "^error: --train-config: --set parallel.zeroo: unknown config key 'parallel.zeroo'; did you mean 'parallel.zero'?" \
+  "$bin" plan --train-config "$cfg" --cluster dgx-h100 "${tiny[@]}" --set parallel.zeroo=1
 expect_error "wrong type" "must be an integer" \
   "$bin" train --config "$cfg" "${tiny[@]}" --set 'model.n_layer="two"' --run-dir "$work/r1"
 expect_error "heads" "not divisible by model.n_head" \
