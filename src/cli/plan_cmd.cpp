@@ -7,16 +7,17 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/plan_training.h"
 #include "cli/train_config_model.h"
 #include "core/config.h"
+#include "core/strings.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
 #include "plan/report.h"
 #include "plan/search.h"
 #include "plan/sizing.h"
-#include "core/strings.h"
 #include "plan/stacks.h"
 #include "plan/validate.h"
 
@@ -25,6 +26,10 @@ namespace scaletrain::cli {
 namespace {
 
 using namespace scaletrain::plan;
+
+// The flags every `plan` needs, listed first in its help.
+constexpr const char* kRequiredGroup =
+    "Required: a model (--model or --train-config), a cluster (--cluster), and --gpus or --sweep";
 
 struct PlanOptions {
   std::string model, cluster, config_dir, stack;
@@ -482,7 +487,8 @@ void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
 
 // The flags that state a layout (each held fixed under --search).
 void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
-  plan->add_option("--gpus", o->gpus, "number of GPUs");
+  plan->add_option("--gpus", o->gpus, "number of GPUs")->group(kRequiredGroup);
+  plan->option_defaults()->group("Layout (each flag given is held fixed under --search)");
   plan->add_option("--tp", o->tp, "tensor-parallel size");
   plan->add_option("--pp", o->pp, "pipeline-parallel stages");
   plan->add_option("--dp", o->dp, "data-parallel size (default: gpus / (tp x cp x pp))");
@@ -512,6 +518,7 @@ void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
 
 // Where the catalogs are and the user's own files beside them.
 void AddFileOptions(CLI::App* cmd, PlanOptions* o) {
+  cmd->option_defaults()->group("Files");
   cmd->add_option("--config-dir", o->config_dir,
                   "folder with hardware/, models/ and stacks/ (default: ./configs)");
   cmd->add_option(
@@ -525,17 +532,23 @@ void AddFileOptions(CLI::App* cmd, PlanOptions* o) {
 
 // The flags that name the model, the cluster and the software, and their files.
 void AddInputOptions(CLI::App* plan, PlanOptions* o) {
-  plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file");
-  plan->add_option(
-      "--train-config", o->train_config,
-      "plan the run a training config (scaletrain train --config) describes: its model, layout, "
-      "batch, precision and bucket size; layout flags override it");
+  plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file")
+      ->group(kRequiredGroup);
+  plan->add_option("--train-config", o->train_config,
+                   "instead of --model: plan the run a training config (scaletrain train --config) "
+                   "describes: its model, "
+                   "layout, batch, precision and bucket size; layout flags override it")
+      ->group(kRequiredGroup);
+  plan->add_option("--cluster", o->cluster,
+                   "cluster preset (configs/hardware/clusters.toml), or the name in a "
+                   "--hardware profile")
+      ->group(kRequiredGroup);
+  plan->option_defaults()->group("Model and software");
   plan->add_option("--set", o->sets,
                    "with --train-config: section.key=value, as scaletrain train --set");
   plan->add_option(
       "--vocab", o->vocab,
       "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
-  plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
   plan->add_option(
       "--stack", o->stack,
       "software stack: a stack of configs/stacks or of --stack-file, by its name or an alias: modern "
@@ -547,6 +560,7 @@ void AddInputOptions(CLI::App* plan, PlanOptions* o) {
 
 // The sizing of the run (time, energy, cost).
 void AddSizingOptions(CLI::App* plan, PlanOptions* o) {
+  plan->option_defaults()->group("Time, energy and cost of the run");
   plan->add_option("--tokens", o->tokens, "tokens to train on (default: 20 per parameter)");
   plan->add_option("--rack-kw", o->rack_kw, "power limit per rack in kW")->capture_default_str();
   plan->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour,
@@ -558,14 +572,31 @@ void AddSizingOptions(CLI::App* plan, PlanOptions* o) {
 
 // What `plan` does with the inputs: one layout, a search or a sweep.
 void AddModeOptions(CLI::App* plan, PlanOptions* o) {
+  plan->add_option("--sweep", o->sweep,
+                   "instead of --gpus: GPU counts to sweep, e.g. 8,16,32 (best layout at each)")
+      ->delimiter(',')
+      ->group(kRequiredGroup);
+  plan->option_defaults()->group("What to do (without these: the one layout the flags give)");
   plan->add_flag("--search", o->search,
                  "search every valid layout; the given layout flags are held fixed");
   plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();
-  plan->add_option("--sweep", o->sweep, "GPU counts to sweep, e.g. 8,16,32 (best layout at each)")
-      ->delimiter(',');
   plan->add_option("--plot", o->plot, "with --sweep: write an SVG plot to this file");
   plan->add_flag("--json", o->json, "print JSON (schema in docs/planner.md)");
 }
+
+// `plan --help` opens with these, then the required flags.
+constexpr const char* kPlanExamples =
+    "  scaletrain plan --model llama2-7b --cluster dgx-h100 --gpus 64 --tp 2 --pp 2\n"
+    "      one layout: step time, MFU, memory per GPU, time and cost to train\n"
+    "  scaletrain plan --model gpt3-175b --cluster dgx-a100 --gpus 1024 --search\n"
+    "      the fastest layouts that fit, and why each (tp, pp) family ranks where it does\n"
+    "  scaletrain plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 "
+    "--global-batch 128 "
+    "--plot sweep.svg\n"
+    "      the best layout at each GPU count, and where more GPUs stop helping\n"
+    "Planning a `scaletrain train` config instead of a preset: --train-config FILE (and --hardware "
+    "PROFILE from "
+    "`scaletrain bench`).";
 
 // `plan validate FILE.csv`.
 CLI::App* AddValidateCommand(CLI::App* plan, PlanOptions* o) {
@@ -589,11 +620,11 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
                                   "predict step time, memory, MFU and cost of training a model on "
                                   "a GPU cluster; search layouts");
   AddInputOptions(plan, o.get());
+  AddLayoutOptions(plan, o.get());
   plan->add_option("--bucket-mb", o->bucket_mb,
                    "gradient bucket size in MiB (the trainer's parallel.bucket_mb; default: the "
                    "stack's, e.g. Megatron-Core's max(40 M, 1 M x dp) parameters on modern, 25 MiB "
                    "on cpu)");
-  AddLayoutOptions(plan, o.get());
   plan->add_option(
       "--precision", o->precision,
       "bf16, fp16, fp8, tf32, fp32 (default bf16; with --train-config its training.precision)");
@@ -601,11 +632,12 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       "--grad-reduce", o->grad_reduce,
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
-  AddCommunicationAndVariantOptions(plan, o.get());
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   AddModeOptions(plan, o.get());
+  AddCommunicationAndVariantOptions(plan, o.get());
   AddSizingOptions(plan, o.get());
   CLI::App* validate = AddValidateCommand(plan, o.get());
+  SetHelpExamples(plan, kPlanExamples);
   validate->callback([o, exit_code] {
     Status st = RunValidate(*o);
     if (!st.ok()) {
