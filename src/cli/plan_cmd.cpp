@@ -446,9 +446,14 @@ Status RunValidate(const PlanOptions& o) {
 
 }  // namespace
 
-Result<Prediction> PredictTrainingConfig(const std::string& config_path, const std::string& cluster,
-                                         const std::vector<std::string>& hardware_files,
-                                         std::optional<int64_t> vocab) {
+bool IsBenchProfile(const ClusterSpec& c) {
+  return c.fabric.kind == "measured" || c.fabric.kind == "unmeasured";
+}
+
+Result<TrainingPrediction> PredictTrainingConfig(const std::string& config_path,
+                                                 const std::string& cluster,
+                                                 const std::vector<std::string>& hardware_files,
+                                                 std::optional<int64_t> vocab) {
   PlanOptions o;
   o.train_config = config_path;
   o.cluster = cluster;
@@ -462,11 +467,13 @@ Result<Prediction> PredictTrainingConfig(const std::string& config_path, const s
   ApplyLayoutFlags(f, &search);
   ST_ASSIGN_OR_RETURN(const Layout l, SingleLayout(f, search));
   ST_RETURN_IF_ERROR(CheckProfileCovers(in.cluster, l.num_gpus()));
-  return model.Predict(l);
+  ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
+  return TrainingPrediction{std::move(p), in.cluster};
 }
 
 // The data-parallel reduction's form and the GPU variant (plan's flags).
 void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
+  plan->option_defaults()->group("Communication, uncertainty and GPU variant");
   plan->add_option("--power-cap", o->variant.power_cap_w,
                    "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
                    "cube root of the power above idle (docs/planner.md)");

@@ -75,6 +75,21 @@ std::optional<bool> YesNo(const std::string& s) {
   return std::nullopt;
 }
 
+std::vector<std::string> WrapWords(const std::string& text, size_t width) {
+  std::vector<std::string> lines(1);
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(' ', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(at, end - at);
+    if (!lines.back().empty() && lines.back().size() + 1 + word.size() > width)
+      lines.emplace_back();
+    lines.back() += (lines.back().empty() ? "" : " ") + word;
+    at = end + 1;
+  }
+  return lines;
+}
+
 namespace {
 
 size_t EditDistance(const std::string& a, const std::string& b) {
