@@ -122,6 +122,17 @@ std::string RankHeatmap(const RunData& run) {
                  "a healthy window of the rank's stage (the lower quartile of its windows)");
 }
 
+// The per-rank plots, or why there are none.
+std::string PerRankCharts(const RunData& run, const Attribution& a) {
+  if (run.windows.empty()) {
+    return "<p class=note>No per-rank records (ranks.jsonl): the run has telemetry.rank_interval = "
+           "0, or has "
+           "not finished its first window of " +
+           std::to_string(run.config.telemetry.rank_interval) + " steps.</p>\n";
+  }
+  return RankSplitChart(a) + RankHeatmap(run);
+}
+
 std::string MemoryChart(const RunData& run) {
   std::vector<std::string> labels;
   std::vector<Stack> stacks = {{"parameters", palette::kParams, {}},
@@ -363,7 +374,7 @@ std::string ReportHtml(const RunData& run, const PageOptions& o) {
   h += SummaryTable(run, m, a, o);
   h += FlightSection(run);
   h += "<h2>Training</h2>\n" + LossChart(run) + ThroughputCharts(run, o);
-  h += "<h2>Time</h2>\n" + BreakdownChart(run, a) + RankSplitChart(a) + RankHeatmap(run);
+  h += "<h2>Time</h2>\n" + BreakdownChart(run, a) + PerRankCharts(run, a);
   h += PredictionSection(m, o);
   h += "<h2>Memory</h2>\n" + MemoryChart(run);
   return h + "</body></html>\n";

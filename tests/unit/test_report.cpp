@@ -313,6 +313,15 @@ TEST(Attribution, ManyRanksShowTheFastestTheMedianAndTheSlowest) {
   EXPECT_EQ(RanksToShow(a).size(), 8u);
 }
 
+TEST_F(RunDirTest, WithoutPerRankRecordsThePageSaysWhyInsteadOfEmptyCharts) {
+  std::ofstream(dir_ / "metrics.jsonl") << "{\"step\": 1, \"loss\": 4, \"step_time_s\": 0.1}\n";
+  auto run = ReadRunDir(dir_.string());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const std::string html = ReportHtml(*run, {});
+  EXPECT_NE(html.find("No per-rank records (ranks.jsonl)"), std::string::npos);
+  EXPECT_EQ(html.find("Where each rank&#39;s step went"), std::string::npos);
+}
+
 TEST_F(RunDirTest, ADirectoryThatIsNotARunIsOneClearError) {
   auto run = ReadRunDir((dir_ / "nothing").string());
   ASSERT_FALSE(run.ok());
