@@ -18,6 +18,9 @@ pkgs=(
   slurm-wlm munge prometheus
   # the emulated cluster (scripts/cluster.sh: network namespaces, a bridge, tc)
   iproute2
+  # the report and the sweep plot as a browser shows them (tests/cli/test_browser.sh,
+  # scripts/docs-screenshots.sh: headless Chromium)
+  chromium
   # reference checks (PyTorch on the CPU) and the benchmarks
   python3 python3-numpy python3-torch python3-pip
   # the Python package (pip install ., tests/cli/test_python_api.sh): its headers, a fresh

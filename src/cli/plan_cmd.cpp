@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/plan_command.h"
 #include "cli/plan_training.h"
 #include "cli/train_config_model.h"
@@ -28,6 +29,10 @@ namespace scaletrain::cli {
 namespace {
 
 using namespace scaletrain::plan;
+
+// The flags every `plan` needs, listed first in its help.
+constexpr const char* kRequiredGroup =
+    "Required: a model (--model or --train-config), a cluster (--cluster), and --gpus or --sweep";
 
 struct PlanOptions {
   std::string model, cluster, config_dir, stack;
@@ -434,9 +439,14 @@ Status RunValidate(const PlanOptions& o, std::string* out) {
 
 }  // namespace
 
-Result<Prediction> PredictTrainingConfig(const std::string& config_path, const std::string& cluster,
-                                         const std::vector<std::string>& hardware_files,
-                                         std::optional<int64_t> vocab) {
+bool IsBenchProfile(const ClusterSpec& c) {
+  return c.fabric.kind == "measured" || c.fabric.kind == "unmeasured";
+}
+
+Result<TrainingPrediction> PredictTrainingConfig(const std::string& config_path,
+                                                 const std::string& cluster,
+                                                 const std::vector<std::string>& hardware_files,
+                                                 std::optional<int64_t> vocab) {
   PlanOptions o;
   o.train_config = config_path;
   o.cluster = cluster;
@@ -450,15 +460,16 @@ Result<Prediction> PredictTrainingConfig(const std::string& config_path, const s
   ApplyLayoutFlags(f, &search);
   ST_ASSIGN_OR_RETURN(const Layout l, SingleLayout(f, search));
   ST_RETURN_IF_ERROR(CheckProfileCovers(in.cluster, l.num_gpus()));
-  return model.Predict(l);
+  ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
+  return TrainingPrediction{std::move(p), in.cluster};
 }
 
 // The data-parallel reduction's form and the GPU variant (plan's flags).
 void AddCommunicationAndVariantOptions(CLI::App* plan, PlanOptions* o) {
-  plan->add_option(
-      "--power-cap", o->variant.power_cap_w,
-      "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
-      "cube root of the power above idle (docs/planner.md)");
+  plan->option_defaults()->group("Communication, uncertainty and GPU variant");
+  plan->add_option("--power-cap", o->variant.power_cap_w,
+                   "GPU power cap in W (a fleet's setting): the sustained clock follows it, about as the "
+                   "cube root of the power above idle (docs/planner.md)");
   plan->add_option("--hbm-gib", o->variant.hbm_gib, "GPU memory in GiB, for a variant of the catalogued GPU (94 / 96 GB parts)");
   plan->add_option("--hbm-tbps", o->variant.hbm_tbps, "GPU memory bandwidth in TB/s, for a variant of the catalogued GPU (H100 96 GB HBM2e: 2.4)");
   plan->add_option("--dp-reduce", o->dp_reduce,
@@ -484,7 +495,8 @@ void AddUncertaintyOptions(CLI::App* cmd, PlanOptions* o) {
 
 // The flags that state a layout (each held fixed under --search).
 void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
-  plan->add_option("--gpus", o->gpus, "number of GPUs");
+  plan->add_option("--gpus", o->gpus, "number of GPUs")->group(kRequiredGroup);
+  plan->option_defaults()->group("Layout (each flag given is held fixed under --search)");
   plan->add_option("--tp", o->tp, "tensor-parallel size");
   plan->add_option("--pp", o->pp, "pipeline-parallel stages");
   plan->add_option("--dp", o->dp, "data-parallel size (default: gpus / (tp x cp x pp))");
@@ -514,6 +526,7 @@ void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
 
 // Where the catalogs are and the user's own files beside them.
 void AddFileOptions(CLI::App* cmd, PlanOptions* o) {
+  cmd->option_defaults()->group("Files");
   cmd->add_option("--config-dir", o->config_dir,
                   "folder with hardware/, models/ and stacks/ (default: ./configs)");
   cmd->add_option(
@@ -527,17 +540,23 @@ void AddFileOptions(CLI::App* cmd, PlanOptions* o) {
 
 // The flags that name the model, the cluster and the software, and their files.
 void AddInputOptions(CLI::App* plan, PlanOptions* o) {
-  plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file");
-  plan->add_option(
-      "--train-config", o->train_config,
-      "plan the run a training config (scaletrain train --config) describes: its model, layout, "
-      "batch, precision and bucket size; layout flags override it");
+  plan->add_option("--model", o->model, "model preset (configs/models) or a model TOML file")
+      ->group(kRequiredGroup);
+  plan->add_option("--train-config", o->train_config,
+                   "instead of --model: plan the run a training config (scaletrain train --config) "
+                   "describes: its model, "
+                   "layout, batch, precision and bucket size; layout flags override it")
+      ->group(kRequiredGroup);
+  plan->add_option("--cluster", o->cluster,
+                   "cluster preset (configs/hardware/clusters.toml), or the name in a "
+                   "--hardware profile")
+      ->group(kRequiredGroup);
+  plan->option_defaults()->group("Model and software");
   plan->add_option("--set", o->sets,
                    "with --train-config: section.key=value, as scaletrain train --set");
   plan->add_option(
       "--vocab", o->vocab,
       "with --train-config: vocabulary size when model.vocab_size is 0 and no vocab.json is found");
-  plan->add_option("--cluster", o->cluster, "cluster preset (configs/hardware/clusters.toml)");
   plan->add_option(
       "--stack", o->stack,
       "software stack: a stack of configs/stacks or of --stack-file, by its name or an alias: modern "
@@ -549,6 +568,7 @@ void AddInputOptions(CLI::App* plan, PlanOptions* o) {
 
 // The sizing of the run (time, energy, cost).
 void AddSizingOptions(CLI::App* plan, PlanOptions* o) {
+  plan->option_defaults()->group("Time, energy and cost of the run");
   plan->add_option("--tokens", o->tokens, "tokens to train on (default: 20 per parameter)");
   plan->add_option("--rack-kw", o->rack_kw, "power limit per rack in kW")->capture_default_str();
   plan->add_option("--usd-per-gpu-hour", o->usd_per_gpu_hour,
@@ -560,14 +580,31 @@ void AddSizingOptions(CLI::App* plan, PlanOptions* o) {
 
 // What `plan` does with the inputs: one layout, a search or a sweep.
 void AddModeOptions(CLI::App* plan, PlanOptions* o) {
+  plan->add_option("--sweep", o->sweep,
+                   "instead of --gpus: GPU counts to sweep, e.g. 8,16,32 (best layout at each)")
+      ->delimiter(',')
+      ->group(kRequiredGroup);
+  plan->option_defaults()->group("What to do (without these: the one layout the flags give)");
   plan->add_flag("--search", o->search,
                  "search every valid layout; the given layout flags are held fixed");
   plan->add_option("--top", o->top, "layouts to list with --search")->capture_default_str();
-  plan->add_option("--sweep", o->sweep, "GPU counts to sweep, e.g. 8,16,32 (best layout at each)")
-      ->delimiter(',');
   plan->add_option("--plot", o->plot, "with --sweep: write an SVG plot to this file");
   plan->add_flag("--json", o->json, "print JSON (schema in docs/planner.md)");
 }
+
+// `plan --help` opens with these, then the required flags.
+constexpr const char* kPlanExamples =
+    "  scaletrain plan --model llama2-7b --cluster dgx-h100 --gpus 64 --tp 2 --pp 2\n"
+    "      one layout: step time, MFU, memory per GPU, time and cost to train\n"
+    "  scaletrain plan --model gpt3-175b --cluster dgx-a100 --gpus 1024 --search\n"
+    "      the fastest layouts that fit, and why each (tp, pp) family ranks where it does\n"
+    "  scaletrain plan --model gpt2-1.5b --cluster pcie-h100-100gbe --sweep 8,16,32,64,128 "
+    "--global-batch 128 "
+    "--plot sweep.svg\n"
+    "      the best layout at each GPU count, and where more GPUs stop helping\n"
+    "Planning a `scaletrain train` config instead of a preset: --train-config FILE (and --hardware "
+    "PROFILE from "
+    "`scaletrain bench`).";
 
 // `plan validate FILE.csv`.
 CLI::App* AddValidateCommand(CLI::App* plan, PlanOptions* o) {
@@ -598,11 +635,11 @@ CLI::App* AddPlanCommand(CLI::App& app, const PlanDone& done) {
                                   "predict step time, memory, MFU and cost of training a model on "
                                   "a GPU cluster; search layouts");
   AddInputOptions(plan, o.get());
+  AddLayoutOptions(plan, o.get());
   plan->add_option("--bucket-mb", o->bucket_mb,
                    "gradient bucket size in MiB (the trainer's parallel.bucket_mb; default: the "
                    "stack's, e.g. Megatron-Core's max(40 M, 1 M x dp) parameters on modern, 25 MiB "
                    "on cpu)");
-  AddLayoutOptions(plan, o.get());
   plan->add_option(
       "--precision", o->precision,
       "bf16, fp16, fp8, tf32, fp32 (default bf16; with --train-config its training.precision)");
@@ -610,12 +647,13 @@ CLI::App* AddPlanCommand(CLI::App& app, const PlanDone& done) {
       "--grad-reduce", o->grad_reduce,
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
-  AddCommunicationAndVariantOptions(plan, o.get());
-  AddUncertaintyOptions(plan, o.get());
   plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
   AddModeOptions(plan, o.get());
+  AddCommunicationAndVariantOptions(plan, o.get());
+  AddUncertaintyOptions(plan, o.get());
   AddSizingOptions(plan, o.get());
   CLI::App* validate = AddValidateCommand(plan, o.get());
+  SetHelpExamples(plan, kPlanExamples);
   validate->callback([o, done] {
     std::string out;
     Status st = RunValidate(*o, &out);

@@ -13,8 +13,19 @@
 
 namespace scaletrain::cli {
 
-Result<plan::Prediction> PredictTrainingConfig(const std::string& config_path, const std::string& cluster,
-                                               const std::vector<std::string>& hardware_files,
-                                               std::optional<int64_t> vocab);
+struct TrainingPrediction {
+  plan::Prediction prediction;
+  plan::ClusterSpec cluster;  // the cluster predicted on, as the catalog (and --hardware) gave it
+};
+
+Result<TrainingPrediction> PredictTrainingConfig(const std::string& config_path,
+                                                 const std::string& cluster,
+                                                 const std::vector<std::string>& hardware_files,
+                                                 std::optional<int64_t> vocab);
+
+// Whether `c` is a profile `scaletrain bench` measured (CPU ranks as
+// "GPUs"), not a GPU cluster of the catalog: only the bench writes fabrics
+// of kind "measured" or "unmeasured".
+bool IsBenchProfile(const plan::ClusterSpec& c);
 
 }  // namespace scaletrain::cli

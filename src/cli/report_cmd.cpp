@@ -10,6 +10,7 @@
 #include "cli/plan_training.h"
 #include "cli/train_config_model.h"
 #include "core/file_io.h"
+#include "core/strings.h"
 #include "model/spec.h"
 #include "report/compare.h"
 #include "report/flight.h"
@@ -34,39 +35,75 @@ report::Prediction FromPlanner(const plan::Prediction& p, const std::string& sou
   report::Prediction r;
   r.source = source;
   r.step_time_s = p.step_time_s;
-  const double parts[] = {t.compute + t.recompute, t.tp_comm, t.pp_comm + t.bubble, t.dp_comm, t.optimizer, 0.0};
-  for (int k = 0; k < 6; ++k) r.parts.emplace_back(report::kBreakdownNames[k], parts[k]);
+  // The planner's ranks are all alike: none waits for a slower one.
+  const double parts[report::kBreakdownParts] = {
+      t.compute + t.recompute, t.tp_comm, t.pp_comm + t.bubble, t.dp_comm, 0.0, t.optimizer, 0.0};
+  for (int k = 0; k < report::kBreakdownParts; ++k)
+    r.parts.emplace_back(report::kBreakdownNames[k], parts[k]);
   return r;
 }
 
-// MFU needs the model's FLOPs; the prediction needs a cluster. Either may
-// be missing: the page says why.
-void AddModelFigures(const ReportOptions& o, const report::RunData& run, const std::string& config_path,
-                     report::PageOptions* page) {
-  auto spec = TrainConfigModel(run.config, config_path, o.vocab, run.config.parallel.tp);
-  if (spec.ok()) {
-    page->flops_per_token = ModelFlopsPerSequence(*spec) / static_cast<double>(spec->block_size);
-  }
+// A prediction on other hardware than the run's compares different
+// machines: said on the console and on the page, not hidden in the errors.
+std::string HardwareMismatch(const report::RunData& run, const plan::ClusterSpec& c) {
+  const bool run_on_cpu = run.config.training.device == "cpu";
+  if (run_on_cpu == IsBenchProfile(c)) return "";
+  const int64_t t = run.config.training.threads;
+  const std::string threads = t > 0 ? " --threads " + std::to_string(t) : "";
+  const std::string what = IsBenchProfile(c)
+                               ? "a profile `scaletrain bench` measured on CPU ranks"
+                               : Fmt("a GPU cluster (%s, %lld per node)", c.gpu.name.c_str(),
+                                     static_cast<long long>(c.node.gpus_per_node));
+  return "the run trained on " + std::string(run_on_cpu ? "CPU ranks" : "GPUs") +
+         " (training.device = " + run.config.training.device + ") and --cluster " + c.name +
+         " is " + what +
+         ": the prediction is for that hardware, not a model of this run, so the errors compare "
+         "different machines; "
+         "to check the planner against this run, measure its machine as it trained: `mpirun -np " +
+         std::to_string(run.world_size()) + " scaletrain bench --output hw.toml --name here" +
+         threads + " --config " + (fs::path(run.dir) / "config.resolved.toml").string() +
+         "`, then pass --hardware hw.toml --cluster here";
+}
+
+// The prediction the page compares with, when --cluster asks for one. A
+// cluster the planner cannot model is an error naming what to pass, not a
+// note inside the page.
+Status AddPrediction(const ReportOptions& o, const report::RunData& run,
+                     const std::string& config_path, report::PageOptions* page) {
   if (o.cluster.empty()) {
     page->prediction_note =
         "No prediction: pass --cluster NAME (and --hardware PROFILE, e.g. from `scaletrain bench` on the "
         "machine that trained) to compare the measured step with the planner's.";
-    return;
+    return Status::Ok();
   }
   auto p = PredictTrainingConfig(config_path, o.cluster, o.hardware_files, o.vocab);
   if (!p.ok()) {
-    page->prediction_note = "The planner cannot model this run: " + p.status().message();
-    return;
+    const std::string hint =
+        o.hardware_files.empty()
+            ? "; a cluster measured by `scaletrain bench --output FILE` is defined in FILE: pass "
+              "--hardware FILE"
+            : "; the --hardware files define the clusters named in their [cluster.NAME] tables";
+    return InvalidArgument("--cluster " + o.cluster +
+                           ": the planner cannot predict this run: " + p.status().message() + hint);
   }
   std::string source = "cluster " + o.cluster;
   for (const std::string& f : o.hardware_files) source += ", hardware " + f;
-  page->prediction = FromPlanner(*p, source);
+  page->prediction = FromPlanner(p->prediction, source);
+  page->prediction_warning = HardwareMismatch(run, p->cluster);
+  if (!page->prediction_warning.empty())
+    std::fprintf(stderr, "warning: %s\n", page->prediction_warning.c_str());
+  return Status::Ok();
 }
 
 Status RunReport(const ReportOptions& o) {
   ST_ASSIGN_OR_RETURN(const report::RunData run, report::ReadRunDir(o.run_dir));
   report::PageOptions page;
-  AddModelFigures(o, run, (fs::path(o.run_dir) / "config.resolved.toml").string(), &page);
+  const std::string config_path = (fs::path(o.run_dir) / "config.resolved.toml").string();
+  // MFU needs the model's FLOPs: without them the page leaves MFU out.
+  auto spec = TrainConfigModel(run.config, config_path, o.vocab, run.config.parallel.tp);
+  if (spec.ok())
+    page.flops_per_token = ModelFlopsPerSequence(*spec) / static_cast<double>(spec->block_size);
+  ST_RETURN_IF_ERROR(AddPrediction(o, run, config_path, &page));
   const std::string html = report::ReportHtml(run, page);
   const std::string out = o.output.empty() ? (fs::path(o.run_dir) / "report" / "index.html").string() : o.output;
   const fs::path parent = fs::path(out).parent_path();
@@ -76,11 +113,14 @@ Status RunReport(const ReportOptions& o) {
   ST_RETURN_IF_ERROR(WriteFileAtomically(out, html));
   std::printf("report: %s (%d plots; %zu steps%s)\n", out.c_str(), report::CountSvgs(html), run.steps.size(),
               run.finished() ? "" : ", run not finished");
+  const report::MeasuredStep m = report::MeasureStep(run);
+  if (m.slow) std::printf("slow rank: %s\n", report::SlowRankWords(*m.slow).c_str());
   if (page.prediction) {
-    const report::MeasuredStep m = report::MeasureStep(run);
-    std::printf("step time: measured %.1f ms, predicted %.1f ms (%+.1f%%)\n", m.step_time_s * 1e3,
-                page.prediction->step_time_s * 1e3,
-                m.step_time_s > 0 ? (page.prediction->step_time_s - m.step_time_s) / m.step_time_s * 100 : 0.0);
+    std::printf("step time: measured %.1f ms (%s), predicted %.1f ms (%+.1f%%)\n",
+                m.step_time_s * 1e3, m.whose.c_str(), page.prediction->step_time_s * 1e3,
+                m.step_time_s > 0
+                    ? (page.prediction->step_time_s - m.step_time_s) / m.step_time_s * 100
+                    : 0.0);
   }
   const report::HangDiagnosis d = report::DiagnoseHang(run.flight);
   if (!d.summary.empty()) std::printf("flight records: %s\n", d.summary.c_str());

@@ -189,6 +189,69 @@ Status ApplyOverride(toml::table& root, const std::string& ov) {
   return Status::Ok();
 }
 
+// The section and key an override names ("training.steps=5": training, steps).
+std::pair<std::string, std::string> OverrideKey(const std::string& ov) {
+  const size_t dot = ov.find('.'), eq = ov.find('=');
+  if (dot == std::string::npos || eq == std::string::npos || dot > eq) return {"", ""};
+  return {ov.substr(0, dot), ov.substr(dot + 1, eq - dot - 1)};
+}
+
+// "; did you mean 'parallel.dp'?" for an unknown `section.key`: the same key
+// in another section first (a key put in the wrong section), else the
+// nearest name.
+std::string NearestKey(const std::string& sec, const std::string& key,
+                       const std::map<std::string, std::vector<std::string>>& known) {
+  std::vector<std::string> all;
+  for (const auto& [s, keys] : known) {
+    for (const std::string& k : keys) {
+      if (k == key && s != sec) return "; did you mean '" + s + "." + k + "'?";
+      all.push_back(s + "." + k);
+    }
+  }
+  return DidYouMean(sec + "." + key, all);
+}
+
+// Every section and key of `root` is one RunConfig has. An error blames
+// where the name came from: the --set flag that gave it, else the file.
+Status CheckKnownKeys(const toml::table& root, const std::vector<std::string>& overrides,
+                      const std::string& source_name) {
+  const auto known = KnownKeys();
+  std::vector<std::string> sections;
+  for (const auto& [s, _] : known) sections.push_back(s);
+  auto where = [&](const std::string& sec, const std::string& key) {
+    for (const std::string& ov : overrides) {
+      const auto [s, k] = OverrideKey(ov);
+      if (s == sec && (key.empty() || k == key)) return "--set " + s + "." + k;
+    }
+    return source_name;
+  };
+  for (const auto& [sec_key, sec_node] : root) {
+    const std::string sec(sec_key.str());
+    auto it = known.find(sec);
+    if (it == known.end()) {
+      const std::string hint = DidYouMean(sec, sections);
+      return InvalidArgument(where(sec, "") + ": unknown config section '" + sec + "'" +
+                             (hint.empty() ? ";" : hint) + " valid sections are " + Join(sections));
+    }
+    const toml::table* t = sec_node.as_table();
+    if (!t) return InvalidArgument(source_name + ": '" + sec + "' must be a [section] table");
+    for (const auto& [k, _] : *t) {
+      const std::string key(k.str());
+      if (std::find(it->second.begin(), it->second.end(), key) != it->second.end()) continue;
+      if (sec == "checkpoint" && key == "keep") {
+        return InvalidArgument(where(sec, key) +
+                               ": checkpoint.keep is now checkpoint.keep_last (old checkpoints are "
+                               "removed only after a newer one is verified); rename the key");
+      }
+      const std::string hint = NearestKey(sec, key, known);
+      return InvalidArgument(where(sec, key) + ": unknown config key '" + sec + "." + key + "'" +
+                             (hint.empty() ? ";" : hint) + " valid keys in [" + sec + "] are " +
+                             Join(it->second));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<RunConfig> ParseRunConfig(const std::string& toml_text,
@@ -205,32 +268,7 @@ Result<RunConfig> ParseRunConfig(const std::string& toml_text,
   }
   for (const auto& ov : overrides) ST_RETURN_IF_ERROR(ApplyOverride(root, ov));
 
-  const auto known = KnownKeys();
-  for (const auto& [sec_key, sec_node] : root) {
-    std::string sec(sec_key.str());
-    auto it = known.find(sec);
-    std::vector<std::string> sections;
-    for (const auto& [s, _] : known) sections.push_back(s);
-    if (it == known.end()) {
-      return InvalidArgument(source_name + ": unknown config section '" + sec +
-                             "'; valid sections are " + Join(sections));
-    }
-    const toml::table* t = sec_node.as_table();
-    if (!t) return InvalidArgument(source_name + ": '" + sec + "' must be a [section] table");
-    for (const auto& [k, _] : *t) {
-      std::string key(k.str());
-      if (std::find(it->second.begin(), it->second.end(), key) == it->second.end()) {
-        if (sec == "checkpoint" && key == "keep") {
-          return InvalidArgument(
-              source_name +
-              ": checkpoint.keep is now checkpoint.keep_last (old checkpoints are "
-              "removed only after a newer one is verified); rename the key");
-        }
-        return InvalidArgument(source_name + ": unknown config key '" + sec + "." + key +
-                               "'; valid keys in [" + sec + "] are " + Join(it->second));
-      }
-    }
-  }
+  ST_RETURN_IF_ERROR(CheckKnownKeys(root, overrides, source_name));
 
   RunConfig cfg;
   Status st;

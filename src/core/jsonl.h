@@ -15,4 +15,9 @@ namespace scaletrain {
 void ForEachStepRecord(const std::string& path,
                        const std::function<void(const std::string& line, const nlohmann::json& record)>& fn);
 
+// A phase key of these files in words, for people: "forward_s" -> "the
+// forward pass", "dp_comm_s" -> "the data-parallel gradient exchange"; an
+// unknown key comes back as it is.
+std::string PhaseInWords(const std::string& key);
+
 }  // namespace scaletrain

@@ -1,5 +1,6 @@
 #include "core/strings.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdarg>
 #include <cstdio>
@@ -72,6 +73,50 @@ std::optional<bool> YesNo(const std::string& s) {
   if (IsOneOf(key, {"true", "yes", "on", "1"})) return true;
   if (IsOneOf(key, {"false", "no", "off", "0"})) return false;
   return std::nullopt;
+}
+
+std::vector<std::string> WrapWords(const std::string& text, size_t width) {
+  std::vector<std::string> lines(1);
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(' ', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(at, end - at);
+    if (!lines.back().empty() && lines.back().size() + 1 + word.size() > width)
+      lines.emplace_back();
+    lines.back() += (lines.back().empty() ? "" : " ") + word;
+    at = end + 1;
+  }
+  return lines;
+}
+
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const auto& k : candidates) {
+    const size_t d = EditDistance(name, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  if (best.empty() || best_d > std::max<size_t>(2, name.size() / 3)) return "";
+  return "; did you mean '" + best + "'?";
 }
 
 }  // namespace scaletrain

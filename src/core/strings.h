@@ -30,4 +30,14 @@ std::string NameKey(std::string s);
 // false, no, off, 0 (any case); nothing for any other word.
 std::optional<bool> YesNo(const std::string& s);
 
+// `text` cut at spaces into lines of at most `width` characters (a longer
+// word gets a line of its own), for text drawn in a plot.
+std::vector<std::string> WrapWords(const std::string& text, size_t width);
+
+// "; did you mean 'y'?" for the candidate nearest `name` where one is near
+// enough (an edit distance of at most 2, or a third of the name); "" otherwise.
+// Every unknown-name error uses it: config keys, subcommands, the planner's
+// catalog names.
+std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates);
+
 }  // namespace scaletrain

@@ -92,9 +92,10 @@ void Svg::Circle(double cx, double cy, double r, const std::string& fill) {
 }
 
 void Svg::Text(double x, double y, const std::string& text, double size, const std::string& anchor,
-               const std::string& fill) {
-  body_ += Fmt("<text x=\"%.1f\" y=\"%.1f\" font-size=\"%g\" text-anchor=\"%s\" fill=\"%s\">", x, y, size,
-               anchor.c_str(), fill.c_str());
+               const std::string& fill, const std::string& css_class) {
+  body_ += Fmt("<text x=\"%.1f\" y=\"%.1f\" font-size=\"%g\" text-anchor=\"%s\" fill=\"%s\"", x, y,
+               size, anchor.c_str(), fill.c_str());
+  body_ += css_class.empty() ? ">" : " class=\"" + css_class + "\">";
   body_ += XmlEscape(text) + "</text>\n";
 }
 

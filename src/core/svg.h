@@ -20,6 +20,30 @@ std::vector<double> NiceTicks(double lo, double hi, int count);
 // A tick label: short, without trailing zeros ("0.25", "1.5k", "3M").
 std::string TickLabel(double v);
 
+// One colour per meaning in every plot, the report's and the planner's: a
+// part of the step is the same colour wherever it is drawn.
+namespace palette {
+inline constexpr const char* kCompute = "#1f77b4";    // blue
+inline constexpr const char* kTpComm = "#ff7f0e";     // orange (with context-parallel traffic)
+inline constexpr const char* kPpComm = "#9467bd";     // purple (the report: with the bubble)
+inline constexpr const char* kBubble = "#c5b0d5";     // light purple
+inline constexpr const char* kDpComm = "#d62728";     // red
+inline constexpr const char* kWaiting = "#e7ba52";    // amber: waiting for a slower rank
+inline constexpr const char* kOptimizer = "#2ca02c";  // green
+inline constexpr const char* kOther = "#8c8c8c";      // grey: data loading and the rest
+// Lines and memory: colours no part of the step uses.
+inline constexpr const char* kLoss = "#17324d";     // near-black blue
+inline constexpr const char* kValLoss = "#e6550d";  // dark orange, with markers
+inline constexpr const char* kThroughput = "#17324d";
+inline constexpr const char* kMfu = "#6b6ecf";
+inline constexpr const char* kIdeal = "#999999";  // dashed: perfect scaling
+inline constexpr const char* kBad = "#d62728";    // a point where scaling broke down
+inline constexpr const char* kParams = "#17becf";
+inline constexpr const char* kGrads = "#bcbd22";
+inline constexpr const char* kOptimizerState = "#2ca02c";  // the optimizer's
+inline constexpr const char* kActivations = "#e377c2";
+}  // namespace palette
+
 class Svg {
  public:
   Svg(double width, double height);
@@ -31,9 +55,12 @@ class Svg {
   void Polyline(const std::vector<std::pair<double, double>>& points, const std::string& stroke,
                 double width = 2, const std::string& dash = "");
   void Circle(double cx, double cy, double r, const std::string& fill);
-  // anchor: "start", "middle" or "end".
+  // anchor: "start", "middle" or "end". css_class marks what the text is
+  // (axis-x, axis-y: an axis' title; tick-x, tick-y: a tick's value), for
+  // the page's style and its tests.
   void Text(double x, double y, const std::string& text, double size = 12,
-            const std::string& anchor = "start", const std::string& fill = "#222");
+            const std::string& anchor = "start", const std::string& fill = "#222",
+            const std::string& css_class = "");
 
   double width() const { return width_; }
   double height() const { return height_; }

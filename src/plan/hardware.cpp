@@ -60,20 +60,6 @@ double GpuSpec::PeakTflops(Precision p) const {
 
 namespace {
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] =
-          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 template <typename Map>
 std::vector<std::string> Keys(const Map& m) {
   std::vector<std::string> k;
@@ -83,20 +69,10 @@ std::vector<std::string> Keys(const Map& m) {
 
 }  // namespace
 
-std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = std::string::npos;
-  for (const auto& k : candidates) {
-    size_t d = EditDistance(name, k);
-    if (d < best_d) best_d = d, best = k;
-  }
-  if (best.empty() || best_d > std::max<size_t>(2, name.size() / 3)) return "";
-  return "; did you mean '" + best + "'?";
-}
-
 std::string UnknownNameMessage(const std::string& what, const std::string& name,
                                const std::vector<std::string>& known) {
-  std::string msg = "unknown " + what + " '" + name + "'" + DidYouMean(name, known);
+  const std::string hint = DidYouMean(name, known);
+  std::string msg = "unknown " + what + " '" + name + "'" + (hint.empty() ? ";" : hint);
   msg += " known: ";
   for (size_t i = 0; i < known.size(); ++i) msg += (i ? ", " : "") + known[i];
   return msg;

@@ -203,9 +203,6 @@ double StatedMemoryGib(const std::string& gpu_name, const GpuSpec& part);
 // of every unknown-name error in the planner.
 std::string UnknownNameMessage(const std::string& what, const std::string& name,
                                const std::vector<std::string>& known);
-// "; did you mean 'y'?" for the candidate nearest `name` where one is near
-// enough (an edit distance of at most 2, or a third of the name); "" otherwise.
-std::string DidYouMean(const std::string& name, const std::vector<std::string>& candidates);
 
 // Where configs/ is: $SCALETRAIN_CONFIG_DIR, ./configs, or configs/ beside
 // (or up to three levels above) the running executable.

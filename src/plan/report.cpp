@@ -211,10 +211,13 @@ nlohmann::json SearchToJson(const PlanContext& ctx, const SearchResult& r, const
 nlohmann::json SweepToJson(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {
   nlohmann::json j;
   j["schema"] = "scaletrain.plan.sweep/1";
+  j["verdict"] = SweepVerdict(pts);
   j["points"] = nlohmann::json::array();
   for (const auto& pt : pts) {
-    nlohmann::json e = {{"gpus", pt.gpus}, {"found", pt.found}, {"speedup", pt.speedup},
-                        {"efficiency", pt.efficiency}, {"note", pt.note}};
+    nlohmann::json e = {{"gpus", pt.gpus},       {"found", pt.found},
+                        {"speedup", pt.speedup}, {"efficiency", pt.efficiency},
+                        {"gain", pt.gain},       {"note", pt.note},
+                        {"cause", pt.cause}};
     e["plan"] = pt.found ? PlanToJson(ctx, pt.best, nullptr) : nlohmann::json(nullptr);
     j["points"].push_back(e);
   }
@@ -276,6 +279,15 @@ std::string UnevenStagesText(const Prediction& p, int64_t n_layer) {
     a = b + 1;
   }
   return o + "\n";
+}
+
+// The widest layout of a table, so its columns line up whatever the
+// layouts hold (a vpp, a ZeRO stage, a compression).
+int LayoutWidth(const std::vector<const Prediction*>& ps, int at_least) {
+  int w = at_least;
+  for (const Prediction* p : ps)
+    w = std::max(w, static_cast<int>(LayoutToString(p->layout).size()));
+  return w;
 }
 
 }  // namespace
@@ -355,14 +367,17 @@ std::string SearchToText(const PlanContext& ctx, const SearchResult& r) {
     if (r.fastest_unfit) o += Fmt(" (the fastest needs %.1f GiB)", r.fastest_unfit->memory_gib);
     o += "; use more GPUs, a GPU with more memory, or a smaller global batch\n";
   } else {
-    o += Fmt("%-4s %-48s %12s %8s %19s %6s %8s  %s\n", "rank", "layout", "tokens/s", "step", "step range", "MFU",
-             "mem GiB", "limited by");
+    std::vector<const Prediction*> shown;
+    for (const Prediction& p : r.top) shown.push_back(&p);
+    const int lw = LayoutWidth(shown, 6);
+    o += Fmt("%-4s %-*s %12s %8s %19s %6s %8s  %s\n", "rank", lw, "layout", "tokens/s", "step",
+             "step range", "MFU", "mem GiB", "limited by");
     for (size_t i = 0; i < r.top.size(); ++i) {
       const auto& p = r.top[i];
       const std::string range = Secs(p.step_time_lo_s) + " - " + Secs(p.step_time_hi_s);
-      o += Fmt("%-4zu %-48s %12.4g %8s %19s %5.1f%% %8.1f  %s\n", i + 1, LayoutToString(p.layout).c_str(),
-               p.tokens_per_s, Secs(p.step_time_s).c_str(), range.c_str(), 100 * p.mfu, p.memory_gib,
-               p.limiter.c_str());
+      o += Fmt("%-4zu %-*s %12.4g %8s %19s %5.1f%% %8.1f  %s\n", i + 1, lw,
+               LayoutToString(p.layout).c_str(), p.tokens_per_s, Secs(p.step_time_s).c_str(),
+               range.c_str(), 100 * p.mfu, p.memory_gib, p.limiter.c_str());
     }
   }
   o += "\nby (tp, pp) family:\n";
@@ -375,7 +390,12 @@ std::string SearchToText(const PlanContext& ctx, const SearchResult& r) {
 }
 
 std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {
-  std::string o = Fmt("%6s %-44s %11s %21s %8s %7s %6s  %s\n", "GPUs", "best layout", "tokens/s",
+  std::vector<const Prediction*> found;
+  for (const auto& pt : pts) {
+    if (pt.found) found.push_back(&pt.best);
+  }
+  const int lw = LayoutWidth(found, 11);
+  std::string o = Fmt("%6s %-*s %11s %21s %8s %7s %6s  %s\n", "GPUs", lw, "best layout", "tokens/s",
                       "tokens/s range", "speedup", "effic.", "MFU",
                       "where the step goes (compute+rc / tp+cp / pp / dp / bubble / opt)");
   for (const auto& pt : pts) {
@@ -389,22 +409,23 @@ std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& p
     const auto [tps_lo, tps_hi] = TokensPerSRange(p);
     const std::string range = Fmt("%.4g - %.4g", tps_lo, tps_hi);
     o +=
-        Fmt("%6lld %-44s %11.4g %21s %7.2fx %6.0f%% %5.1f%%  %2.0f / %2.0f / %2.0f / %2.0f / %2.0f "
+        Fmt("%6lld %-*s %11.4g %21s %7.2fx %6.0f%% %5.1f%%  %2.0f / %2.0f / %2.0f / %2.0f / %2.0f "
             "/ %2.0f %%\n",
-            static_cast<long long>(pt.gpus), LayoutToString(p.layout).c_str(), p.tokens_per_s,
+            static_cast<long long>(pt.gpus), lw, LayoutToString(p.layout).c_str(), p.tokens_per_s,
             range.c_str(), pt.speedup, 100 * pt.efficiency, 100 * p.mfu,
             100 * (t.compute + t.recompute) / s, 100 * (t.tp_comm + t.cp_comm) / s,
             100 * t.pp_comm / s, 100 * t.dp_comm / s, 100 * t.bubble / s, 100 * t.optimizer / s);
   }
   bool any = false;
   for (const auto& pt : pts) {
-    if (pt.found && !pt.note.empty()) {
+    if (pt.found && !pt.cause.empty()) {
       if (!any) o += "\nwhere more GPUs stop helping:\n";
       any = true;
-      o += Fmt("  at %lld GPUs: %s\n", static_cast<long long>(pt.gpus), pt.note.c_str());
+      o += Fmt("  at %lld GPUs: %s\n    why: %s\n", static_cast<long long>(pt.gpus),
+               pt.note.c_str(), pt.cause.c_str());
     }
   }
-  if (!any) o += "\nevery step of the sweep scales at >= 70% of the GPU ratio\n";
+  o += "\nverdict: " + SweepVerdict(pts) + "\n";
   (void)ctx;
   return o;
 }
@@ -491,67 +512,154 @@ std::string ValidationToText(const ValidationReport& r) {
   return o + StackLegend(r);
 }
 
+namespace {
+
+// Tick values for a log axis over [lo, hi]: 1, 2 and 5 times powers of
+// ten, or round values inside a range too narrow to hold two of those.
+std::vector<double> LogTicks(double lo, double hi) {
+  std::vector<double> ticks;
+  for (double d = std::pow(10.0, std::floor(std::log10(lo))); d <= hi; d *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (m * d >= lo && m * d <= hi) ticks.push_back(m * d);
+    }
+  }
+  if (ticks.size() >= 2) return ticks;
+  ticks.clear();
+  for (double t : NiceTicks(lo, hi, 4)) {
+    if (t > 0) ticks.push_back(t);
+  }
+  return ticks;
+}
+
+// The geometry both panels of the sweep plot share.
+struct SweepFrame {
+  static constexpr double kW = 1000, kPad = 70, kTop = 72, kPanelH = 280;
+  double panel_w = (kW - 3 * kPad) / 2;
+  double y0 = kTop + kPanelH;  // the panels' bottom
+  double x0(int panel) const { return kPad + panel * (panel_w + kPad); }
+};
+
+void SweepAxes(Svg& svg, const SweepFrame& f, int panel, const std::string& title,
+               const std::string& x_label, const std::string& y_label) {
+  const double x0 = f.x0(panel);
+  svg.Rect(x0, f.y0 - SweepFrame::kPanelH, f.panel_w, SweepFrame::kPanelH, "none", "#888");
+  svg.Text(x0, f.y0 - SweepFrame::kPanelH - 10, title, 12);
+  svg.Text(x0 + f.panel_w / 2, f.y0 + 34, x_label, 12, "middle", "#222", "axis-x");
+  svg.Text(x0 - 58, f.y0 - SweepFrame::kPanelH - 26, y_label, 11, "start", "#555", "axis-y");
+}
+
+void LegendEntry(Svg& svg, double x, double y, const std::string& color, const std::string& name,
+                 bool line = false) {
+  if (line) {
+    svg.Line(x, y - 4, x + 14, y - 4, color, 1.5, "5,4");
+  } else {
+    svg.Rect(x, y - 9, 10, 10, color);
+  }
+  svg.Text(x + 18, y, name, 11);
+}
+
+// Left: tokens/s against GPUs, log2 both ways, the ideal line from the
+// first point dashed, points that scale badly in red.
+void ScalingPanel(Svg& svg, const SweepFrame& f, const std::vector<const SweepPoint*>& ok) {
+  const double x0 = f.x0(0), ph = SweepFrame::kPanelH;
+  const double gmin = std::log2(static_cast<double>(ok.front()->gpus));
+  const double gmax = std::max(gmin + 1, std::log2(static_cast<double>(ok.back()->gpus)));
+  const double t0 = ok.front()->best.tokens_per_s, ideal_end = t0 * std::pow(2.0, gmax - gmin);
+  double tmin = t0, tmax = ideal_end;
+  for (auto* p : ok) tmin = std::min(tmin, p->best.tokens_per_s), tmax = std::max(tmax, p->best.tokens_per_s);
+  const double lmin = std::log2(tmin) - 0.15, lmax = std::max(lmin + 1, std::log2(tmax) + 0.15);
+  auto X = [&](double g) {
+    return x0 + 12 + (std::log2(g) - gmin) / (gmax - gmin) * (f.panel_w - 24);
+  };
+  auto Y = [&](double tps) { return f.y0 - (std::log2(tps) - lmin) / (lmax - lmin) * ph; };
+  SweepAxes(svg, f, 0, "Throughput of the best layout at each GPU count", "GPUs (log scale)",
+            "tokens per second (log scale)");
+  for (double t : LogTicks(std::pow(2.0, lmin), std::pow(2.0, lmax))) {
+    svg.Line(x0, Y(t), x0 + f.panel_w, Y(t), "#eee");
+    svg.Text(x0 - 6, Y(t) + 4, TickLabel(t), 11, "end", "#222", "tick-y");
+  }
+  svg.Line(X(static_cast<double>(ok.front()->gpus)), Y(t0), X(std::pow(2.0, gmax)), Y(ideal_end),
+           palette::kIdeal, 1.5, "5,4");
+  std::vector<std::pair<double, double>> line;
+  for (auto* p : ok) line.emplace_back(X(static_cast<double>(p->gpus)), Y(p->best.tokens_per_s));
+  svg.Polyline(line, palette::kThroughput);
+  for (auto* p : ok) {
+    const double x = X(static_cast<double>(p->gpus)), y = Y(p->best.tokens_per_s);
+    const bool bad = !p->cause.empty();
+    svg.Circle(x, y, bad ? 6 : 4, bad ? palette::kBad : palette::kThroughput);
+    svg.Text(x, f.y0 + 16, std::to_string(p->gpus), 11, "middle", "#222", "tick-x");
+    svg.Text(x + 7, y + 14, Fmt("%.2fx", p->speedup), 10, "start", "#555");
+  }
+  const double ly = f.y0 + 56;
+  LegendEntry(svg, x0, ly, palette::kThroughput, "best layout (label: speed-up over the first)");
+  LegendEntry(
+      svg, x0, ly + 16, palette::kBad,
+      Fmt("adds < %.0f%% of the ideal gain over the previous count", 100 * kSweepGainShare));
+  LegendEntry(svg, x0, ly + 32, palette::kIdeal, "perfect scaling from the first count", true);
+}
+
+// Right: each count's step split into its parts, as shares, in the
+// colours the report uses for the same parts.
+void SharePanel(Svg& svg, const SweepFrame& f, const std::vector<const SweepPoint*>& ok) {
+  const double x1 = f.x0(1), ph = SweepFrame::kPanelH;
+  SweepAxes(svg, f, 1, "Where the step goes", "GPUs", "share of step time (%)");
+  for (double t : {0.0, 25.0, 50.0, 75.0, 100.0}) {
+    svg.Line(x1, f.y0 - t / 100 * ph, x1 + f.panel_w, f.y0 - t / 100 * ph, "#eee");
+    svg.Text(x1 - 6, f.y0 - t / 100 * ph + 4, TickLabel(t), 11, "end", "#222", "tick-y");
+  }
+  static const char* kColors[] = {palette::kCompute, palette::kTpComm, palette::kPpComm,
+                                  palette::kDpComm,  palette::kBubble, palette::kOptimizer};
+  static const char* kNames[] = {"compute (+ recompute)", "TP + CP comm",    "PP comm",
+                                 "DP comm (exposed)",     "pipeline bubble", "optimizer"};
+  const double bw = f.panel_w / static_cast<double>(ok.size());
+  for (size_t i = 0; i < ok.size(); ++i) {
+    const auto& t = ok[i]->best.time_s;
+    const double parts[] = {t.compute + t.recompute,
+                            t.tp_comm + t.cp_comm,
+                            t.pp_comm,
+                            t.dp_comm,
+                            t.bubble,
+                            t.optimizer};
+    double y = f.y0;
+    for (int k = 0; k < 6; ++k) {
+      const double hgt = parts[k] / ok[i]->best.step_time_s * ph;
+      svg.Rect(x1 + static_cast<double>(i) * bw + 4, y - hgt, bw - 8, hgt, kColors[k], "none",
+               Fmt("%lld GPUs: %s %.0f%%", static_cast<long long>(ok[i]->gpus), kNames[k],
+                   100 * parts[k] / ok[i]->best.step_time_s));
+      y -= hgt;
+    }
+    svg.Text(x1 + (static_cast<double>(i) + 0.5) * bw, f.y0 + 16, std::to_string(ok[i]->gpus), 11,
+             "middle", "#222", "tick-x");
+  }
+  for (int k = 0; k < 6; ++k) {
+    LegendEntry(svg, x1 + (k % 2) * 200, f.y0 + 56 + (k / 2) * 16, kColors[k], kNames[k]);
+  }
+}
+
+}  // namespace
+
 std::string SweepToSvg(const PlanContext& ctx, const std::vector<SweepPoint>& pts) {
   std::vector<const SweepPoint*> ok;
   for (const auto& p : pts) {
     if (p.found) ok.push_back(&p);
   }
-  const double W = 1000, H = 440, pad = 60, panel = (W - 3 * pad) / 2, ph = H - 2 * pad - 30;
-  Svg svg(W, H);
-  svg.Text(pad, 24,
-           Fmt("%s on %s: best layout at each GPU count (global batch %lld)", ctx.model->spec().name.c_str(),
-               ctx.model->cluster().name.c_str(),
+  const SweepFrame f;
+  const std::vector<std::string> verdict = WrapWords("Verdict: " + SweepVerdict(pts), 130);
+  Svg svg(SweepFrame::kW, f.y0 + 130 + 16 * static_cast<double>(verdict.size()));
+  svg.Text(SweepFrame::kPad, 24,
+           Fmt("%s on %s: the best layout at each GPU count (global batch %lld)",
+               ctx.model->spec().name.c_str(), ctx.model->cluster().name.c_str(),
                static_cast<long long>(ok.empty() ? 0 : ok[0]->best.layout.global_batch)),
            15);
   if (ok.empty()) {
-    svg.Text(60, 80, "no GPU count had a layout that fits");
+    svg.Text(SweepFrame::kPad, 80, "no GPU count had a layout that fits");
     return svg.Finish();
   }
-  // Left panel: tokens/s against GPUs, log2 both ways, with the ideal line.
-  const double x0 = pad, y0 = pad + ph;
-  const double gmin = std::log2(static_cast<double>(ok.front()->gpus));
-  const double gmax = std::max(gmin + 1, std::log2(static_cast<double>(ok.back()->gpus)));
-  double tmin = ok.front()->best.tokens_per_s, tmax = tmin;
-  for (auto* p : ok) tmin = std::min(tmin, p->best.tokens_per_s), tmax = std::max(tmax, p->best.tokens_per_s);
-  tmax = std::max(tmax, ok.front()->best.tokens_per_s * std::pow(2.0, gmax - gmin));
-  const double lmin = std::log2(tmin), lmax = std::max(lmin + 1, std::log2(tmax));
-  auto X = [&](double g) { return x0 + (std::log2(g) - gmin) / (gmax - gmin) * panel; };
-  auto Y = [&](double tps) { return y0 - (std::log2(tps) - lmin) / (lmax - lmin) * ph; };
-  svg.Rect(x0, y0 - ph, panel, ph, "none", "#888");
-  svg.Text(x0, y0 - ph - 8, "tokens/s (log) vs GPUs (log); dashed: perfect scaling");
-  svg.Line(X(static_cast<double>(ok.front()->gpus)), Y(ok.front()->best.tokens_per_s), X(std::pow(2.0, gmax)),
-           Y(ok.front()->best.tokens_per_s * std::pow(2.0, gmax - gmin)), "#999", 1, "5,4");
-  std::vector<std::pair<double, double>> line;
-  for (auto* p : ok) line.emplace_back(X(static_cast<double>(p->gpus)), Y(p->best.tokens_per_s));
-  svg.Polyline(line, "#1f77b4");
-  for (auto* p : ok) {
-    const double x = X(static_cast<double>(p->gpus)), y = Y(p->best.tokens_per_s);
-    const bool bad = !p->note.empty();
-    svg.Circle(x, y, bad ? 6 : 4, bad ? "#d62728" : "#1f77b4");
-    svg.Text(x, y0 + 16, std::to_string(p->gpus), 12, "middle");
-    svg.Text(x + 6, y - 6, Fmt("%.2fx", p->speedup), 10);
-  }
-  svg.Text(x0 + panel / 2, y0 + 34, "GPUs (red: doubling barely helps)", 12, "middle");
-  // Right panel: stacked shares of the step.
-  const double x1 = 2 * pad + panel;
-  svg.Text(x1, y0 - ph - 8, "share of step time");
-  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#7f7f7f", "#2ca02c"};
-  static const char* kNames[] = {"compute+recompute", "TP+CP comm", "PP comm", "DP comm (exposed)", "bubble", "optimizer"};
-  const double bw = panel / static_cast<double>(ok.size());
-  for (size_t i = 0; i < ok.size(); ++i) {
-    const auto& t = ok[i]->best.time_s;
-    const double parts[] = {t.compute + t.recompute, t.tp_comm + t.cp_comm, t.pp_comm, t.dp_comm, t.bubble, t.optimizer};
-    double y = y0;
-    for (int k = 0; k < 6; ++k) {
-      const double hgt = parts[k] / ok[i]->best.step_time_s * ph;
-      svg.Rect(x1 + i * bw + 4, y - hgt, bw - 8, hgt, kColors[k]);
-      y -= hgt;
-    }
-    svg.Text(x1 + (i + 0.5) * bw, y0 + 16, std::to_string(ok[i]->gpus), 12, "middle");
-  }
-  for (int k = 0; k < 6; ++k) {
-    svg.Rect(x1 + (k % 3) * 150, y0 + 30 + (k / 3) * 16, 10, 10, kColors[k]);
-    svg.Text(x1 + (k % 3) * 150 + 14, y0 + 39 + (k / 3) * 16, kNames[k]);
+  ScalingPanel(svg, f, ok);
+  SharePanel(svg, f, ok);
+  for (size_t i = 0; i < verdict.size(); ++i) {
+    svg.Text(SweepFrame::kPad, f.y0 + 124 + 16 * static_cast<double>(i), verdict[i], 12, "start",
+             i == 0 ? "#b00" : "#222");
   }
   return svg.Finish();
 }

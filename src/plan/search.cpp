@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <map>
 
+#include "core/strings.h"
+
 namespace scaletrain::plan {
 
 namespace {
@@ -326,6 +328,120 @@ Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
   return res;
 }
 
+namespace {
+
+// The parts of a predicted step as the sweep's notes name them.
+constexpr int kSweepParts = 7;
+const char* const kPartWords[kSweepParts] = {
+    "compute",         "TP communication", "pipeline transfers",        "exposed DP communication",
+    "pipeline bubble", "optimizer",        "context-parallel transfers"};
+
+double PartShare(const Prediction& p, int i) {
+  const TimeBreakdown& t = p.time_s;
+  const double v[kSweepParts] = {
+      t.compute + t.recompute, t.tp_comm, t.pp_comm, t.dp_comm, t.bubble, t.optimizer, t.cp_comm};
+  return v[i] / p.step_time_s;
+}
+
+// The part other than compute whose share of the step grew most from `a` to
+// `b` (b alone: the largest part other than compute).
+int PartThatGrew(const Prediction* a, const Prediction& b) {
+  int grew = 1;
+  double most = -1;
+  for (int i = 1; i < kSweepParts; ++i) {
+    const double delta = PartShare(b, i) - (a ? PartShare(*a, i) : 0.0);
+    if (delta > most) most = delta, grew = i;
+  }
+  return grew;
+}
+
+std::string Secs(double s) { return s >= 1 ? Fmt("%.2f s", s) : Fmt("%.1f ms", s * 1e3); }
+
+// "across nodes, over the 100 Gbit/s fabric (pcie-100gbe)" or "inside a node".
+std::string WhereDpRuns(const ClusterSpec& c, const Layout& l) {
+  if (l.tp * l.cp * l.dp <= c.node.gpus_per_node) return "inside a node";
+  return Fmt("across nodes, over the %s fabric at %lld x %g Gbit/s per node", c.fabric.name.c_str(),
+             static_cast<long long>(c.fabric.nics_per_node), c.fabric.nic_gbit);
+}
+
+// "44% of it pipeline bubble (16 micro-batches through 16 stages: the global
+// batch of 128 sequences over dp=8)": the largest part of a step other than
+// compute, and where it comes from.
+std::string LargestPartWords(const ClusterSpec& c, const Prediction& p) {
+  const int part = PartThatGrew(nullptr, p);
+  const Layout& l = p.layout;
+  std::string s = Fmt("%.0f%% of it %s", 100 * PartShare(p, part), kPartWords[part]);
+  if (part == 3) s += " (the gradient all-reduce " + WhereDpRuns(c, l) + ")";
+  if (part == 4) {
+    s +=
+        Fmt(" (%lld micro-batches through %lld stages: the global batch of %lld sequences over "
+            "dp=%lld)",
+            static_cast<long long>(l.micro_batches()), static_cast<long long>(l.pp),
+            static_cast<long long>(l.global_batch), static_cast<long long>(l.dp));
+  }
+  return s;
+}
+
+// Where the search moved to another (tp, pp): what the best layout that
+// keeps the previous point's model split (the new GPUs as data
+// parallelism) would cost at this count.
+std::string WhyTheSearchMoved(CostModel& model, const SearchOptions& base, const Prediction& prev,
+                              const Prediction& cur) {
+  const std::string moved =
+      Fmt("so the search moved to tp=%lld pp=%lld: %s a step, ",
+          static_cast<long long>(cur.layout.tp), static_cast<long long>(cur.layout.pp),
+          Secs(cur.step_time_s).c_str()) +
+      LargestPartWords(model.cluster(), cur);
+  SearchOptions o = base;
+  o.num_gpus = cur.layout.num_gpus();
+  o.tp = prev.layout.tp, o.pp = prev.layout.pp, o.top_k = 1;
+  auto kept = SearchLayouts(model, o);
+  if (!kept.ok() || kept->top.empty()) {
+    return Fmt("no layout with tp=%lld pp=%lld fits at %lld GPUs, ",
+               static_cast<long long>(prev.layout.tp), static_cast<long long>(prev.layout.pp),
+               static_cast<long long>(o.num_gpus)) +
+           moved;
+  }
+  const Prediction& k = kept->top[0];
+  return Fmt("keeping tp=%lld pp=%lld and growing data parallelism to dp=%lld would take %s a "
+             "step, ",
+             static_cast<long long>(k.layout.tp), static_cast<long long>(k.layout.pp),
+             static_cast<long long>(k.layout.dp), Secs(k.step_time_s).c_str()) +
+         LargestPartWords(model.cluster(), k) + "; " + moved;
+}
+
+// Why the part that grew did: the search's move, or data parallelism alone.
+std::string CauseOf(CostModel& model, const SearchOptions& base, const Prediction& prev,
+                    const Prediction& cur, int grew) {
+  const Layout &a = prev.layout, &b = cur.layout;
+  if (a.tp != b.tp || a.pp != b.pp) return WhyTheSearchMoved(model, base, prev, cur);
+  std::string why = Fmt("data parallelism grew from dp=%lld to dp=%lld",
+                        static_cast<long long>(a.dp), static_cast<long long>(b.dp));
+  if (grew == 3) {
+    why +=
+        ": each GPU's compute shrinks with dp but its share of the gradient all-reduce does not, " +
+        WhereDpRuns(model.cluster(), b);
+  }
+  return why;
+}
+
+// The note and cause of a point that adds less than kSweepGainShare of the
+// ideal gain over `prev`.
+void ExplainPoor(CostModel& model, const SearchOptions& base, const SweepPoint& prev,
+                 SweepPoint* pt) {
+  const double ratio = static_cast<double>(pt->gpus) / static_cast<double>(prev.gpus);
+  const int grew = PartThatGrew(&prev.best, pt->best);
+  pt->note =
+      Fmt("%.2gx the GPUs gives only %.2fx the tokens/s: %s grew from %.0f%% to %.0f%% of the step "
+          "(%s -> %s)",
+          ratio, pt->gain, kPartWords[grew], 100 * PartShare(prev.best, grew),
+          100 * PartShare(pt->best, grew), LayoutToString(prev.best.layout).c_str(),
+          LayoutToString(pt->best.layout).c_str());
+  pt->cause = CauseOf(model, base, prev.best, pt->best, grew);
+}
+
+}  // namespace
+
 Result<std::vector<SweepPoint>> SweepGpuCounts(CostModel& model, const SearchOptions& base,
                                                const std::vector<int64_t>& gpu_counts) {
   std::vector<SweepPoint> pts;
@@ -355,38 +471,44 @@ Result<std::vector<SweepPoint>> SweepGpuCounts(CostModel& model, const SearchOpt
     pt.efficiency = pt.speedup / (static_cast<double>(pt.gpus) / static_cast<double>(first->gpus));
     if (prev != nullptr) {
       const double ratio = static_cast<double>(pt.gpus) / static_cast<double>(prev->gpus);
-      const double gain = pt.best.tokens_per_s / prev->best.tokens_per_s;
-      if (ratio > 1 && gain < 1.0 + 0.7 * (ratio - 1.0)) {
-        // Which part of the step grew the most, in seconds per token?
-        const auto share = [](const Prediction& p, int i) {
-          const auto& t = p.time_s;
-          const double v[] = {t.compute + t.recompute, t.tp_comm, t.pp_comm, t.dp_comm,
-                              t.bubble, t.optimizer, t.cp_comm};
-          return v[i] / p.step_time_s;
-        };
-        static const char* kNames[] = {
-            "compute",         "TP communication", "pipeline transfers", "exposed DP communication",
-            "pipeline bubble", "optimizer",        "context-parallel transfers"};
-        int grew = 1;
-        double most = -1;
-        for (int i = 1; i < 7; ++i) {
-          const double delta = share(pt.best, i) - share(prev->best, i);
-          if (delta > most) most = delta, grew = i;
-        }
-        char buf[320];
-        std::snprintf(buf, sizeof buf,
-                      "%.2gx the GPUs gives only %.2fx the tokens/s: %s grew from %.0f%% to %.0f%% "
-                      "of the step "
-                      "(%s -> %s)",
-                      ratio, gain, kNames[grew], 100 * share(prev->best, grew),
-                      100 * share(pt.best, grew), LayoutToString(prev->best.layout).c_str(),
-                      LayoutToString(pt.best.layout).c_str());
-        pt.note = buf;
-      }
+      pt.gain = pt.best.tokens_per_s / prev->best.tokens_per_s;
+      if (ratio > 1 && pt.gain < 1.0 + kSweepGainShare * (ratio - 1.0))
+        ExplainPoor(model, base, *prev, &pt);
     }
     prev = &pt;
   }
   return pts;
+}
+
+std::string SweepVerdict(const std::vector<SweepPoint>& pts) {
+  const SweepPoint* prev = nullptr;
+  const SweepPoint* first_poor = nullptr;
+  const SweepPoint* before_poor = nullptr;
+  for (const SweepPoint& pt : pts) {
+    if (!pt.found) continue;
+    if (prev != nullptr && pt.gain < 1.0) {
+      return Fmt("stop at %lld GPUs: from %lld to %lld GPUs the step gets %.0f%% slower because %s",
+                 static_cast<long long>(prev->gpus), static_cast<long long>(prev->gpus),
+                 static_cast<long long>(pt.gpus), 100 * (1 / pt.gain - 1), pt.cause.c_str());
+    }
+    if (first_poor == nullptr && !pt.cause.empty()) first_poor = &pt, before_poor = prev;
+    prev = &pt;
+  }
+  if (first_poor != nullptr) {
+    return Fmt(
+        "scaling flattens after %lld GPUs: from %lld to %lld GPUs the tokens/s grow only %.2fx, "
+        "less than "
+        "%.0f%% of the ideal gain, because %s",
+        static_cast<long long>(before_poor->gpus), static_cast<long long>(before_poor->gpus),
+        static_cast<long long>(first_poor->gpus), first_poor->gain, 100 * kSweepGainShare,
+        first_poor->cause.c_str());
+  }
+  if (prev == nullptr) return "no GPU count of the sweep has a layout that fits";
+  return Fmt(
+      "more GPUs still help: every step of the sweep, up to %lld GPUs, adds at least %.0f%% of the "
+      "ideal "
+      "gain (%.2gx the tokens/s for 2x the GPUs)",
+      static_cast<long long>(prev->gpus), 100 * kSweepGainShare, 1 + kSweepGainShare);
 }
 
 }  // namespace scaletrain::plan

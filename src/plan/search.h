@@ -68,13 +68,27 @@ struct SweepPoint {
   Prediction best;
   double speedup = 0;      // tokens/s over the first point's
   double efficiency = 0;   // speedup / (gpus / first point's gpus)
-  std::string note;        // why this step scales badly, if it does
+  double gain = 0;         // tokens/s over the previous point's (0 for the first)
+  std::string note;        // why this step scales badly, if it does: the part of the step that grew
+  std::string cause;       // and why that part grew (what the search would have had otherwise)
 };
 
-// The best layout at each GPU count (same global batch). A point whose
-// speedup over the previous point is below 70% of the GPU ratio gets a note
-// naming the term of the step time that grew.
+// A point scales badly when it adds less than this share of the ideal gain
+// over the previous point: with `ratio` times the GPUs, tokens/s below
+// 1 + kSweepGainShare x (ratio - 1) times the previous (1.7x for a doubling).
+inline constexpr double kSweepGainShare = 0.7;
+
+// The best layout at each GPU count (same global batch). A point that
+// scales badly (kSweepGainShare) gets a note naming the part of the step
+// time that grew and a cause: why that part grew, from the layout the
+// search would have kept (the previous point's, with more data parallelism)
+// where it moved to another.
 Result<std::vector<SweepPoint>> SweepGpuCounts(CostModel& model, const SearchOptions& base,
                                                const std::vector<int64_t>& gpu_counts);
+
+// The sweep's answer in a sentence: where to stop adding GPUs and why
+// ("stop at 64 GPUs: from 64 to 128 GPUs the step gets 2% slower because
+// ..."), or that every step still scales.
+std::string SweepVerdict(const std::vector<SweepPoint>& pts);
 
 }  // namespace scaletrain::plan

@@ -25,8 +25,8 @@ Frame DrawFrame(Svg& svg, const std::string& title, const std::string& x_label, 
   Frame f;
   svg.Text(kLeft, 18, title, 14);
   svg.Rect(f.x0, f.y0 - f.h, f.w, f.h, "none", "#999");
-  svg.Text(f.x0 + f.w / 2, kHeight - 8, x_label, 12, "middle");
-  svg.Text(14, f.y0 - f.h - 8, y_label, 11, "start", "#555");
+  svg.Text(f.x0 + f.w / 2, kHeight - 8, x_label, 12, "middle", "#222", "axis-x");
+  svg.Text(14, f.y0 - f.h - 8, y_label, 11, "start", "#555", "axis-y");
   return f;
 }
 
@@ -58,7 +58,7 @@ template <typename ToY>
 void YGrid(Svg& svg, const Frame& f, double lo, double hi, ToY y) {
   for (double t : NiceTicks(lo, hi, 5)) {
     svg.Line(f.x0, y(t), f.x0 + f.w, y(t), "#eee");
-    svg.Text(f.x0 - 6, y(t) + 4, TickLabel(t), 11, "end");
+    svg.Text(f.x0 - 6, y(t) + 4, TickLabel(t), 11, "end", "#222", "tick-y");
   }
 }
 
@@ -111,7 +111,8 @@ std::string LineChart(const std::string& title, const std::string& x_label,
   auto X = [&](double x) { return f.x0 + (x - a.xlo) / (a.xhi - a.xlo) * f.w; };
   auto Y = [&](double y) { return f.y0 - (y - a.ylo) / (a.yhi - a.ylo) * f.h; };
   YGrid(svg, f, a.ylo, a.yhi, Y);
-  for (double t : NiceTicks(a.xlo, a.xhi, 8)) svg.Text(X(t), f.y0 + 16, TickLabel(t), 11, "middle");
+  for (double t : NiceTicks(a.xlo, a.xhi, 8))
+    svg.Text(X(t), f.y0 + 16, TickLabel(t), 11, "middle", "#222", "tick-x");
   size_t shown = 0;
   for (const Series& s : series) DrawSeries(svg, f, s, X, Y, &shown);
   return svg.Finish();
@@ -143,49 +144,84 @@ std::string StackedBars(const std::string& title, const std::string& x_label, co
                bar_labels[i] + ": " + s.name + " " + Fmt("%.4g", v));
       base += v;
     }
-    if (i % label_every == 0) svg.Text(x + (slot - gap) / 2, f.y0 + 16, bar_labels[i], 11, "middle");
+    if (i % label_every == 0)
+      svg.Text(x + (slot - gap) / 2, f.y0 + 16, bar_labels[i], 11, "middle", "#222", "tick-x");
   }
   for (size_t k = 0; k < stacks.size(); ++k) Legend(svg, f, k, stacks[k].name, stacks[k].color);
   return svg.Finish();
 }
 
-std::string Heatmap(const std::string& title, const std::string& x_label, const std::string& y_label,
-                    const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
-                    const std::vector<std::vector<double>>& values, const std::string& unit) {
+namespace {
+
+// The heat map's fixed scale: a cell's ratio to its reference, in bins that
+// mean the same on every run (a noisy window on a clean run stays white,
+// under the straggler detector's default 20%; a straggler is dark whatever
+// the other ranks do).
+constexpr double kHeatBounds[] = {1.2, 1.5, 2.0, 3.0};
+constexpr const char* kHeatColors[] = {"#ffffff", "#fdd49e", "#fc8d59", "#d7301f", "#7f0000"};
+constexpr const char* kHeatLabels[] = {"< 1.2x", "1.2-1.5x", "1.5-2x", "2-3x", ">= 3x"};
+
+int HeatBin(double ratio) {
+  int bin = 0;
+  for (double b : kHeatBounds) bin += ratio >= b ? 1 : 0;
+  return bin;
+}
+
+// The bins' key beside the plot, and what they are relative to (its value
+// where every row has the same reference).
+void HeatLegend(Svg& svg, const Frame& f, const std::vector<double>& reference,
+                const std::string& name, const std::string& unit) {
+  const double sx = f.x0 + f.w + 12;
+  double y = f.y0 - f.h + 10;
+  const bool one =
+      std::all_of(reference.begin(), reference.end(), [&](double r) { return r == reference[0]; });
+  std::vector<std::string> key = WrapWords("times " + name, 26);
+  if (one) key.push_back(Fmt("(%.3g %s)", reference[0], unit.c_str()));
+  for (const std::string& line : key) svg.Text(sx, y, line, 11), y += 14;
+  for (int i = 0; i < 5; ++i, y += 16) {
+    svg.Rect(sx, y - 4, 14, 12, kHeatColors[i], "#999");
+    svg.Text(sx + 20, y + 6, kHeatLabels[i], 11);
+  }
+}
+
+}  // namespace
+
+std::string Heatmap(const std::string& title, const std::string& x_label,
+                    const std::string& y_label, const std::vector<std::string>& row_labels,
+                    const std::vector<std::string>& col_labels,
+                    const std::vector<std::vector<double>>& values, const std::string& unit,
+                    const std::vector<double>& row_reference, const std::string& reference_name) {
   Svg svg(kWidth, kHeight);
   const Frame f = DrawFrame(svg, title, x_label, y_label);
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (const auto& row : values) {
-    for (double v : row) lo = std::min(lo, v), hi = std::max(hi, v);
-  }
-  if (row_labels.empty() || col_labels.empty() || !std::isfinite(lo)) return NoDataYet(svg, f);
-  auto Color = [&](double v) {
-    const double t = hi > lo ? (v - lo) / (hi - lo) : 0.0;  // 0: white, 1: dark red
-    const int r = static_cast<int>(255 - t * 75), g = static_cast<int>(255 - t * 235), b = static_cast<int>(255 - t * 225);
-    return Fmt("#%02x%02x%02x", r, g, b);
-  };
+  if (row_labels.empty() || col_labels.empty() || row_reference.size() != row_labels.size())
+    return NoDataYet(svg, f);
   const double cw = f.w / static_cast<double>(col_labels.size());
   const double ch = f.h / static_cast<double>(row_labels.size());
+  const bool values_fit = cw >= 34 && ch >= 14;
   const size_t col_every = std::max<size_t>(1, col_labels.size() / 10);
   const size_t row_every = std::max<size_t>(1, row_labels.size() / 16);
   for (size_t r = 0; r < row_labels.size(); ++r) {
-    const double y = f.y0 - f.h + ch * static_cast<double>(r);
+    const double y = f.y0 - f.h + ch * static_cast<double>(r), ref = row_reference[r];
     for (size_t c = 0; c < col_labels.size() && c < values[r].size(); ++c) {
-      svg.Rect(f.x0 + cw * static_cast<double>(c), y, cw, ch, Color(values[r][c]), "none",
-               row_labels[r] + ", " + col_labels[c] + ": " + Fmt("%.4g", values[r][c]) + " " + unit);
+      const double v = values[r][c], x = f.x0 + cw * static_cast<double>(c);
+      const int bin = ref > 0 ? HeatBin(v / ref) : 0;
+      svg.Rect(x, y, cw, ch, kHeatColors[bin], "#eee",
+               row_labels[r] + ", " + col_labels[c] + ": " +
+                   Fmt("%.4g %s, %.2fx %s", v, unit.c_str(), ref > 0 ? v / ref : 0.0,
+                       reference_name.c_str()));
+      if (values_fit) {
+        svg.Text(x + cw / 2, y + ch / 2 + 4, Fmt("%.3g", v), 10, "middle",
+                 bin >= 3 ? "#fff" : "#222");
+      }
     }
-    if (r % row_every == 0) svg.Text(f.x0 - 6, y + ch / 2 + 4, row_labels[r], 11, "end");
+    if (r % row_every == 0)
+      svg.Text(f.x0 - 6, y + ch / 2 + 4, row_labels[r], 11, "end", "#222", "tick-y");
   }
   for (size_t c = 0; c < col_labels.size(); c += col_every) {
-    svg.Text(f.x0 + cw * (static_cast<double>(c) + 0.5), f.y0 + 16, col_labels[c], 11, "middle");
+    svg.Text(f.x0 + cw * (static_cast<double>(c) + 0.5), f.y0 + 16, col_labels[c], 11, "middle",
+             "#222", "tick-x");
   }
-  // The scale.
-  const double sx = f.x0 + f.w + 12, sy = f.y0 - f.h + 4;
-  for (int i = 0; i < 10; ++i) {
-    svg.Rect(sx, sy + 12 * i, 14, 12, Color(hi - (hi - lo) * i / 9.0));
-  }
-  svg.Text(sx + 20, sy + 10, Fmt("%.3g %s", hi, unit.c_str()), 11);
-  svg.Text(sx + 20, sy + 118, Fmt("%.3g %s", lo, unit.c_str()), 11);
+  HeatLegend(svg, f, row_reference, reference_name, unit);
   return svg.Finish();
 }
 

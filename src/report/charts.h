@@ -31,10 +31,15 @@ std::string StackedBars(const std::string& title, const std::string& x_label, co
                         const std::vector<std::string>& bar_labels, const std::vector<Stack>& stacks);
 
 // values[row][col]: a cell per row (e.g. a rank) and column (e.g. a window),
-// coloured from white (the smallest) to dark red (the largest), with the
-// scale's ends printed; each cell's value is its tooltip.
-std::string Heatmap(const std::string& title, const std::string& x_label, const std::string& y_label,
-                    const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
-                    const std::vector<std::vector<double>>& values, const std::string& unit);
+// coloured by its ratio to its row's reference (e.g. a healthy window of its
+// pipeline stage) in fixed bins: below 1.2x white, then 1.2, 1.5, 2 and 3x,
+// so that a colour means the same slowness on every run; the value is
+// printed in each cell where it fits, and is each cell's tooltip.
+// `reference_name` says what the reference is, for the key.
+std::string Heatmap(const std::string& title, const std::string& x_label,
+                    const std::string& y_label, const std::vector<std::string>& row_labels,
+                    const std::vector<std::string>& col_labels,
+                    const std::vector<std::vector<double>>& values, const std::string& unit,
+                    const std::vector<double>& row_reference, const std::string& reference_name);
 
 }  // namespace scaletrain::report

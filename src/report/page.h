@@ -10,20 +10,21 @@
 #include <utility>
 #include <vector>
 
+#include "report/attribution.h"
 #include "report/run_data.h"
 
 namespace scaletrain::report {
 
-// A step's time in the categories measured and predicted times share.
-using Breakdown = std::vector<std::pair<std::string, double>>;
-inline const char* const kBreakdownNames[] = {"compute", "TP comm", "PP comm + bubble", "DP comm (exposed)",
-                                              "optimizer", "data + other"};
-
-// The measured step: medians over the steps after the first few (warm-up).
+// The measured step the planner is compared with: rank 0's medians over the
+// steps after the first few (warm-up); where the others waited for a slower
+// rank (report/attribution.h), that rank's mean step instead, since the
+// planner predicts ranks of equal speed and the run went at the slow one's.
 struct MeasuredStep {
   double step_time_s = 0;
   Breakdown parts;  // kBreakdownNames order
   int64_t steps_used = 0;
+  std::string whose;  // "rank 0, medians over 27 steps after warm-up"
+  std::optional<SlowRank> slow;
 };
 MeasuredStep MeasureStep(const RunData& run);
 
@@ -37,6 +38,7 @@ struct PageOptions {
   std::optional<double> flops_per_token;  // model FLOPs per token (forward + backward), for MFU
   std::optional<Prediction> prediction;
   std::string prediction_note;            // why there is none, when there is none
+  std::string prediction_warning;         // e.g. the cluster is not the hardware the run trained on
 };
 
 std::string ReportHtml(const RunData& run, const PageOptions& options);

@@ -39,11 +39,13 @@ StepPoint ParseStep(const json& j) {
   if (j.contains("val_loss") && j["val_loss"].is_number()) p.val_loss = j["val_loss"].get<double>();
   if (j.contains("stragglers") && j["stragglers"].is_array()) {
     for (const json& s : j["stragglers"]) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "rank %lld (%s) %s, compute %.2fx the median",
-                    static_cast<long long>(s.value("rank", int64_t{-1})), s.value("host", std::string("?")).c_str(),
-                    s.value("phase", std::string("?")).c_str(), s.value("compute_ratio", 0.0));
-      p.stragglers.push_back(buf);
+      StragglerNote n;
+      n.rank = s.value("rank", int64_t{-1}),
+      n.ranks_compared = s.value("ranks_compared", int64_t{0});
+      n.host = s.value("host", std::string("?")), n.phase = s.value("phase", std::string("?"));
+      n.compute_s = Num(s, "compute_s"), n.fastest_compute_s = Num(s, "fastest_compute_s");
+      n.median_compute_s = Num(s, "median_compute_s"), n.compute_ratio = Num(s, "compute_ratio");
+      p.stragglers.push_back(std::move(n));
     }
   }
   return p;

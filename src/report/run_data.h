@@ -14,6 +14,15 @@
 
 namespace scaletrain::report {
 
+// A rank the straggler detector flagged at a step (metrics.jsonl's
+// `stragglers`; runs before these fields carry only compute_ratio).
+struct StragglerNote {
+  int64_t rank = -1, ranks_compared = 0;
+  std::string host, phase;  // phase: a ranks.jsonl key, e.g. "forward_s"
+  double compute_s = 0, fastest_compute_s = 0, median_compute_s = 0;
+  double compute_ratio = 0;  // the detector's: lower quartile over the stage's median
+};
+
 // One line of metrics.jsonl (times in seconds).
 struct StepPoint {
   int64_t step = 0;
@@ -21,7 +30,7 @@ struct StepPoint {
   double data_s = 0, forward_s = 0, backward_s = 0, grad_sync_wait_s = 0, optimizer_s = 0;
   double tp_wait_s = 0, pp_wait_s = 0;
   std::optional<double> val_loss;
-  std::vector<std::string> stragglers;  // "rank 1 (host) forward 2.1x"
+  std::vector<StragglerNote> stragglers;
 };
 
 // One line of ranks.jsonl: a rank's mean seconds per step of each phase

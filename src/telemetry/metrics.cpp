@@ -92,6 +92,10 @@ std::string StepRecordJson(const StepRecord& r) {
                                     {"seconds", s.seconds},
                                     {"median_s", s.median_seconds},
                                     {"compute_ratio", s.compute_ratio},
+                                    {"compute_s", s.compute_s},
+                                    {"fastest_compute_s", s.fastest_compute_s},
+                                    {"median_compute_s", s.stage_median_compute_s},
+                                    {"ranks_compared", s.ranks_compared},
                                     {"windows", s.windows}});
     }
   }

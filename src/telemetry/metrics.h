@@ -78,7 +78,8 @@ class StepClock {
 // by group name) when any group has more than one rank; comm_bytes_by_stage
 // / comm_calls_by_stage (arrays per group) with pipeline parallelism;
 // stragglers ([{rank, host, phase, seconds, median_s, compute_ratio,
-// windows}]) when the detector flags any.
+// compute_s, fastest_compute_s, median_compute_s, ranks_compared, windows}])
+// when the detector flags any.
 std::string StepRecordJson(const StepRecord& record);
 
 // RUN_DIR/metrics.jsonl, appended a line per step and flushed.

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "core/jsonl.h"
 #include "core/stats.h"
+#include "core/strings.h"
 
 namespace scaletrain {
 
@@ -80,6 +82,58 @@ double StepCompute(const RankPhases& phases) {
 
 double RankCompute(const RankWindow& w) { return StepCompute(w.mean); }
 
+namespace {
+
+// The compute phase in which `w` is furthest above the stage's median, with
+// its value on `w` and on the stage's fastest rank.
+void SlowestPhase(const RankWindow& w, const std::vector<const RankWindow*>& ranks,
+                  const RankWindow& fastest, Straggler* s) {
+  double worst = -1;
+  for (RankPhase p : kComputePhases) {
+    std::vector<double> phase;
+    for (const RankWindow* o : ranks) phase.push_back(o->mean[static_cast<int>(p)]);
+    const double m = Median(phase), excess = w.mean[static_cast<int>(p)] - m;
+    if (excess > worst) {
+      worst = excess;
+      s->phase = p;
+      s->seconds = w.mean[static_cast<int>(p)];
+      s->median_seconds = m;
+      s->fastest_phase_seconds = fastest.mean[static_cast<int>(p)];
+    }
+  }
+}
+
+}  // namespace
+
+Straggler StragglerDetector::Describe(const RankWindow& w,
+                                      const std::vector<const RankWindow*>& ranks,
+                                      double median) const {
+  const RankWindow* fastest = *std::min_element(
+      ranks.begin(), ranks.end(),
+      [](const auto* a, const auto* b) { return a->median_compute_s < b->median_compute_s; });
+  Straggler s;
+  s.rank = w.rank;
+  s.host = w.host;
+  s.windows = slow_in_a_row_[w.rank];
+  s.compute_ratio = w.lower_quartile_compute_s / median;
+  s.compute_s = w.median_compute_s;
+  s.fastest_compute_s = fastest->median_compute_s;
+  s.stage_median_compute_s = median;
+  s.ranks_compared = static_cast<int64_t>(ranks.size());
+  SlowestPhase(w, ranks, *fastest, &s);
+  return s;
+}
+
+void StragglerDetector::Remember(int64_t rank) {
+  auto h = std::find_if(history_.begin(), history_.end(),
+                        [&](const auto& e) { return e.first == rank; });
+  if (h == history_.end()) {
+    history_.push_back({rank, 1});
+  } else {
+    ++h->second;
+  }
+}
+
 std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>& windows) {
   std::map<int64_t, std::vector<const RankWindow*>> by_stage;
   for (const RankWindow& w : windows) {
@@ -99,47 +153,29 @@ std::vector<Straggler> StragglerDetector::Observe(const std::vector<RankWindow>&
                         compute - median >= options_.min_excess_s;
       in_a_row = slow ? in_a_row + 1 : 0;
       if (in_a_row < options_.windows) continue;
-      Straggler s;
-      s.rank = w->rank;
-      s.host = w->host;
-      s.windows = in_a_row;
-      s.compute_ratio = compute / median;
-      double worst = -1;
-      for (RankPhase p : kComputePhases) {
-        std::vector<double> phase;
-        for (const RankWindow* o : ranks) phase.push_back(o->mean[static_cast<int>(p)]);
-        const double m = Median(phase), excess = w->mean[static_cast<int>(p)] - m;
-        if (excess > worst) {
-          worst = excess;
-          s.phase = p;
-          s.seconds = w->mean[static_cast<int>(p)];
-          s.median_seconds = m;
-        }
-      }
-      flagged.push_back(s);
-      auto h = std::find_if(history_.begin(), history_.end(),
-                            [&](const auto& e) { return e.first == s.rank; });
-      if (h == history_.end()) {
-        history_.push_back({s.rank, 1});
-      } else {
-        ++h->second;
-      }
+      flagged.push_back(Describe(*w, ranks, median));
+      Remember(w->rank);
     }
   }
   return flagged;
 }
 
 std::string StragglerLine(const Straggler& s) {
-  std::string phase = RankPhaseName(s.phase);
-  phase.resize(phase.size() - 2);  // "forward_s" -> "forward"
-  char buf[320];
-  std::snprintf(
-      buf, sizeof buf,
-      "straggler: rank %lld on %s is slow in %s: %.1f ms per step against the median %.1f ms "
-      "(compute %.2fx the median), %lld windows in a row",
-      static_cast<long long>(s.rank), s.host.c_str(), phase.c_str(), s.seconds * 1e3,
-      s.median_seconds * 1e3, s.compute_ratio, static_cast<long long>(s.windows));
-  return buf;
+  const double vs_fastest = s.fastest_compute_s > 0 ? s.compute_s / s.fastest_compute_s : 0;
+  std::string ratios = Fmt("it computes %.2fx the fastest rank", vs_fastest);
+  std::string times =
+      Fmt("%.1f ms per step against %.1f ms", s.compute_s * 1e3, s.fastest_compute_s * 1e3);
+  if (s.ranks_compared >= 3 && s.stage_median_compute_s > 0) {
+    ratios += Fmt(" and %.2fx the median", s.compute_s / s.stage_median_compute_s);
+    times += Fmt(" and %.1f ms", s.stage_median_compute_s * 1e3);
+  }
+  const std::string phase = PhaseInWords(RankPhaseName(s.phase));
+  return Fmt(
+      "straggler: rank %lld on %s is slow in %s: %s (%s; %s %.1f ms against %.1f ms), %lld "
+      "window%s in a row",
+      static_cast<long long>(s.rank), s.host.c_str(), phase.c_str(), ratios.c_str(), times.c_str(),
+      phase.c_str(), s.seconds * 1e3, s.fastest_phase_seconds * 1e3,
+      static_cast<long long>(s.windows), s.windows == 1 ? "" : "s");
 }
 
 }  // namespace scaletrain

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# `scaletrain report RUN_DIR` (issue 18):
+# `scaletrain report RUN_DIR` (issues 18 and 38):
 #  - a finished 2-rank run with a slow rank: report/index.html is one page with
 #    at least four well-formed SVG plots, no fetches, both ranks in the heat map,
-#    the straggler in the summary;
-#  - with a `scaletrain bench` profile: measured and predicted step side by side;
+#    the straggler in the summary in words; rank 0's wait is charged to
+#    waiting for rank 1, not to communication, on the console and the page;
+#  - with a `scaletrain bench` profile: measured (the slow rank's step) and
+#    predicted side by side, the slow rank named as the cause;
+#  - --cluster NAME without the profile that defines it is an error naming
+#    --hardware; a GPU cluster against a CPU run is a warning, on the page too;
 #  - a run still in progress reports as far as it got;
 #  - a hung job (rank 1 stuck in compute; rank 0's watchdog fires): the flight
 #    records name rank 1 and the collective, on the console and on the page;
@@ -49,8 +53,11 @@ fi
 if "$bin" report "$work/run" >"$work/report.out" 2>&1; then
   grep -q "report: $work/run/report/index.html" "$work/report.out" && pass=$((pass + 1)) ||
     fail "report's console line: $(cat "$work/report.out")"
+  grep -qE "^slow rank: rank 1 computes [0-9.]+x the others" "$work/report.out" && pass=$((pass + 1)) ||
+    fail "report names the slow rank: $(cat "$work/report.out")"
   bad=$(check_page "$work/run/report/index.html" 5 "finished: 30 steps" "rank 0, " "rank 1, " \
-    "rank 1 (" "Loss" "Throughput" "Model FLOPs utilisation" "Memory per rank" "No prediction: pass --cluster")
+    "rank 1 (" "Loss" "Throughput" "Model FLOPs utilisation" "Memory per rank" "No prediction: pass --cluster" \
+    "Where each rank&#39;s step went" "<th>waiting for a slower rank</th>" "per step, waiting for it: rank 0 ")
   [ -z "$bad" ] && pass=$((pass + 1)) || fail "report page: $bad"
 else
   fail "report failed: $(cat "$work/report.out")"
@@ -61,12 +68,25 @@ if mpirun -np 2 "$bin" bench --output "$work/hw.toml" --name here --threads 1 --
     --max-allreduce-mb 1 --stream-mb 8 --config "$root/configs/shakespeare_char.toml" "${shape[@]}" \
     --set "data.train=\"$work/data/train.bin\"" >"$work/bench.out" 2>&1; then
   if "$bin" report "$work/run" --hardware "$work/hw.toml" --cluster here >"$work/report2.out" 2>&1 &&
-      grep -q "step time: measured .* ms, predicted .* ms" "$work/report2.out"; then
+      grep -q "step time: measured .* ms (rank 1, the slowest, .*), predicted .* ms" "$work/report2.out"; then
     bad=$(check_page "$work/run/report/index.html" 6 "Measured against the planner" "cluster here" \
-      "Step time: measured and predicted")
+      "Step time: measured and predicted" "because rank 1 computes")
     [ -z "$bad" ] && pass=$((pass + 1)) || fail "page with a prediction: $bad"
   else
     fail "report with a prediction: $(cat "$work/report2.out")"
+  fi
+  # The profile's cluster without the profile: an error that names --hardware, and no page.
+  rm -f "$work/run/report/index.html"
+  expect_error "pass --hardware FILE" report "$work/run" --cluster here
+  [ ! -e "$work/run/report/index.html" ] && pass=$((pass + 1)) || fail "a page was written despite the error"
+  # A GPU cluster against this CPU run: said on the console and on the page.
+  if "$bin" report "$work/run" --cluster dgx-h100 >"$work/report3.out" 2>"$work/report3.err" &&
+      grep -q "^warning: the run trained on CPU ranks (training.device = cpu) and --cluster dgx-h100 is a GPU cluster" \
+        "$work/report3.err"; then
+    bad=$(check_page "$work/run/report/index.html" 6 "<p class=alert>the run trained on CPU ranks")
+    [ -z "$bad" ] && pass=$((pass + 1)) || fail "page with another cluster: $bad"
+  else
+    fail "report against a GPU cluster: $(cat "$work/report3.out" "$work/report3.err")"
   fi
 else
   fail "bench failed: $(grep -i error "$work/bench.out" | head -3)"

@@ -29,10 +29,10 @@ if ! timeout 300 mpirun -np 2 "$bin" "${args[@]}" --set training.steps=20 --set 
   fail "the run with a slow rank failed:"; cat "$work/slow.out"
 else
   first=$(grep -n "straggler" "$work/slow.out" | head -1)
-  if echo "$first" | grep -q "straggler: rank 1 on $host is slow in forward"; then
+  if echo "$first" | grep -qE "straggler: rank 1 on $host is slow in the forward pass: it computes [0-9.]+x the fastest rank \("; then
     pass=$((pass + 1))
   else
-    fail "no straggler line naming rank 1, $host and forward: $(grep -i straggl "$work/slow.out")"
+    fail "no straggler line naming rank 1, $host, the forward pass and the ratio: $(grep -i straggl "$work/slow.out")"
   fi
   # Within two windows: the line comes before the step 10 progress line.
   line_no=${first%%:*}

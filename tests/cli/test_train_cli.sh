@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The scaletrain binary end to end: data prepare -> train -> sample, and each
-# kind of bad input: one clear error line, a non-zero exit, nothing damaged.
+# kind of bad input: one clear error line, a non-zero exit, nothing damaged;
+# and the help: the commands in the usual order with an example each, plan's
+# examples and required flags first, an unknown command an error.
 # Usage: test_train_cli.sh PATH/TO/scaletrain REPO_ROOT
 set -u
 bin=$1
@@ -48,8 +50,13 @@ grep -q -- '--- sample' "$work/train.out" && ok || bad "no sample at the end"
   && grep -q '^ROMEO:' "$work/sample.out" && ok || { bad "sample"; cat "$work/sample.out"; }
 
 # --- bad input -------------------------------------------------------------
-expect_error "unknown key" "unknown config key 'training.stepz'" \
+# An unknown --set key blames the flag, not the config file, and suggests the nearest.
+expect_error "unknown key" "^error: --set training.stepz: unknown config key 'training.stepz'; did you mean 'training.steps'?" \
   "$bin" train --config "$cfg" "${tiny[@]}" --set training.stepz=3 --run-dir "$work/r1"
+expect_error "key in the wrong section" "did you mean 'parallel.dp'?" \
+  "$bin" train --config "$cfg" "${tiny[@]}" --set training.dp=2 --run-dir "$work/r1"
+expect_error "plan --train-config --set" "^error: --train-config: --set parallel.zeroo: unknown config key 'parallel.zeroo'; did you mean 'parallel.zero'?" \
+  "$bin" plan --train-config "$cfg" --cluster dgx-h100 "${tiny[@]}" --set parallel.zeroo=1
 expect_error "wrong type" "must be an integer" \
   "$bin" train --config "$cfg" "${tiny[@]}" --set 'model.n_layer="two"' --run-dir "$work/r1"
 expect_error "heads" "not divisible by model.n_head" \
@@ -78,6 +85,26 @@ expect_error "prepare missing input" "none.txt not found" \
   "$bin" data prepare --input "$work/none.txt" --output "$work/d2"
 expect_error "sample without checkpoint" "checkpoint" \
   "$bin" sample --checkpoint "$work/none"
+
+# --- the command line teaches ------------------------------------------------
+# A word that is no command is an error, also with --help (not the main help and exit 0).
+expect_error "unknown command" "^error: unknown command 'nosuchcommand'; commands: data, train, report" \
+  "$bin" nosuchcommand --help
+expect_error "misspelt command" "did you mean 'train'?" "$bin" tarin --config "$cfg"
+# The main help lists the commands in the order a user meets them, with an
+# example of each; every example names a command that exists.
+"$bin" --help >"$work/help.txt" 2>&1 && ok || bad "scaletrain --help exited non-zero"
+listed=$(sed -n '/^Subcommands:/,/^$/p' "$work/help.txt" | awk 'NF && !/Subcommands/ {print $1}' | tr '\n' ' ')
+[ "$listed" = "data train report sample export import bench plan " ] && ok || bad "commands in order: '$listed'"
+examples=$(grep -oE '^ +([0-9]\. +)?[a-z]+( prepare)? +scaletrain [a-z]+' "$work/help.txt" | awk '{print $NF}' | tr '\n' ' ')
+[ "$examples" = "data train report sample export import bench plan " ] && ok || bad "one example per command, in order: '$examples'"
+# plan --help opens with three examples, before the usage line and the flags,
+# and lists the required flags first.
+"$bin" plan --help >"$work/plan_help.txt" 2>&1 && ok || bad "plan --help exited non-zero"
+n=$(sed '/^Usage:/q' "$work/plan_help.txt" | grep -c '^  scaletrain plan --model ')
+[ "$n" -eq 3 ] && ok || bad "plan --help: $n examples before the usage line"
+first_group=$(awk '/^Options:/ {f = 1; next} f && /^[A-Z].*:$/ {print; exit}' "$work/plan_help.txt")
+case "$first_group" in "Required: "*) ok ;; *) bad "plan --help: the first group is '$first_group'" ;; esac
 
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]

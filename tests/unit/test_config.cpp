@@ -51,6 +51,40 @@ TEST(Config, UnknownKeyNamesKeyAndValidKeys) {
   EXPECT_NE(c.status().message().find("valid keys"), std::string::npos);
 }
 
+// The message of parsing kGood + `extra` with `overrides`; "" where it parses.
+std::string ConfigError(const std::string& extra, const std::vector<std::string>& overrides) {
+  auto c = ParseRunConfig(std::string(kGood) + extra, overrides, "t.toml");
+  return c.ok() ? "" : c.status().message();
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+TEST(Config, UnknownKeySuggestsTheNearestAndBlamesItsSource) {
+  // In the file: the file is named, and the nearest key suggested.
+  std::string m = ConfigError("stepz = 3\n", {});
+  EXPECT_TRUE(
+      StartsWith(m, "t.toml: unknown config key 'training.stepz'; did you mean 'training.steps'?"))
+      << m;
+  // From --set: the flag is named, not the file it did not come from.
+  m = ConfigError("", {"training.steps=2", "model.n_layr=2"});
+  EXPECT_TRUE(StartsWith(
+      m, "--set model.n_layr: unknown config key 'model.n_layr'; did you mean 'model.n_layer'?"))
+      << m;
+  // A key of another section: that section's key, however far the names are.
+  m = ConfigError("", {"training.zero=1"});
+  EXPECT_NE(m.find("did you mean 'parallel.zero'?"), std::string::npos) << m;
+  // Nothing near: no suggestion, the valid keys still listed.
+  m = ConfigError("", {"training.qqqqqqqqqqqq=1"});
+  EXPECT_EQ(m.find("did you mean"), std::string::npos) << m;
+  EXPECT_NE(m.find("'training.qqqqqqqqqqqq'; valid keys in [training] are"), std::string::npos)
+      << m;
+  // A section misspelt on the command line.
+  m = ConfigError("", {"trainin.steps=3"});
+  EXPECT_TRUE(StartsWith(
+      m, "--set trainin.steps: unknown config section 'trainin'; did you mean 'training'?"))
+      << m;
+}
+
 TEST(Config, UnknownSection) {
   auto c = ParseRunConfig(std::string(kGood) + "[optim]\nlr = 1\n", {}, "t.toml");
   ASSERT_FALSE(c.ok());

@@ -2,6 +2,7 @@
 // layouts a person would pick by hand.
 #include <gtest/gtest.h>
 
+#include "core/strings.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
 #include "plan/search.h"
@@ -211,6 +212,51 @@ TEST(PlanSweep, DoublingThatBarelyHelpsIsFlaggedAndExplained) {
   // The first point is the reference.
   EXPECT_DOUBLE_EQ((*pts)[0].speedup, 1.0);
   EXPECT_NEAR(p128.efficiency, p128.speedup / 16.0, 1e-12);
+  // The rule docs/scaling.md states: a point is explained exactly when it
+  // adds less than 70% of the ideal gain (tokens/s below 1.7x for 2x).
+  for (size_t i = 1; i < pts->size(); ++i) {
+    const auto &prev = (*pts)[i - 1], &pt = (*pts)[i];
+    const double gain = pt.best.tokens_per_s / prev.best.tokens_per_s;
+    EXPECT_DOUBLE_EQ(pt.gain, gain);
+    EXPECT_EQ(!pt.cause.empty(), gain < 1.7)
+        << pt.gpus << ": gain " << gain << ", cause '" << pt.cause << "'";
+  }
+  // The cause, not only the symptom: at 16 GPUs the bubble appears because
+  // data parallelism over the one 100 GbE NIC would be slower still.
+  const auto& p16 = (*pts)[1];
+  EXPECT_NE(p16.note.find("pipeline bubble grew"), std::string::npos) << p16.note;
+  EXPECT_NE(p16.cause.find("keeping tp=1 pp=1 and growing data parallelism to dp=16 would take"),
+            std::string::npos)
+      << p16.cause;
+  EXPECT_NE(
+      p16.cause.find("exposed DP communication (the gradient all-reduce across nodes, over the"),
+      std::string::npos)
+      << p16.cause;
+  EXPECT_NE(p16.cause.find("so the search moved to tp=1 pp="), std::string::npos) << p16.cause;
+  // Where to stop: 128 GPUs are slower than 64.
+  ASSERT_LT(p128.gain, 1.0);
+  const std::string verdict = SweepVerdict(*pts);
+  EXPECT_EQ(
+      verdict.rfind(Fmt("stop at 64 GPUs: from 64 to 128 GPUs the step gets %.0f%% slower because ",
+                        100 * (1 / p128.gain - 1)),
+                    0),
+      0u)
+      << verdict;
+}
+
+TEST(PlanSweep, TheVerdictSaysWhenEveryStepStillScales) {
+  // Llama 2 7B on DGX H100 with a large batch: compute-bound throughout.
+  Fixture f("llama2-7b", "dgx-h100");
+  SearchOptions o;
+  o.global_batch = 1024;
+  auto pts = SweepGpuCounts(*f.model, o, {8, 16, 32});
+  ASSERT_TRUE(pts.ok());
+  for (const auto& pt : *pts) EXPECT_TRUE(pt.cause.empty()) << pt.gpus << ": " << pt.cause;
+  EXPECT_EQ(
+      SweepVerdict(*pts).rfind(
+          "more GPUs still help: every step of the sweep, up to 32 GPUs, adds at least 70%", 0),
+      0u)
+      << SweepVerdict(*pts);
 }
 
 }  // namespace
