@@ -271,9 +271,11 @@ SH
   # host's first rank to core 0. --mca routed direct: launches fail now and
   # then without it. TCP only, on the cluster's subnet. Keepalives on
   # mpirun's own connections (after 5 s idle, 3 missed 2 s apart): a host
-  # whose link stays down is declared lost in about 11 s and the job ends,
-  # naming it, instead of mpirun waiting for the link to return (the
-  # defaults, 300 s and 9 x 20 s, wait 8 minutes).
+  # whose link stays down is declared lost 6-11 s after it went, and the job
+  # ends naming it, instead of mpirun waiting for the link to return (the
+  # defaults, 300 s and 9 x 20 s, wait 8 minutes). A shorter outage passes.
+  # A watchdog (parallel.comm_timeout_s) shorter than that lets a rank abort
+  # first, and mpirun's abort then waits on the lost host's connection.
   printf '%s\n' --hostfile "$dir/hostfile" --bind-to none --mca routed direct --mca plm_rsh_agent "$dir/nsexec.sh" \
     --mca btl tcp,self --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
     --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \

@@ -148,7 +148,7 @@ Status RunCompare(const ReportOptions& o) {
       }
       const TrainingConfig& tc = run.config.training;
       r.predicted_tokens_per_s =
-          static_cast<double>(tc.global_batch_size * run.config.model.block_size) / p->step_time_s;
+          static_cast<double>(tc.global_batch_size * run.config.model.block_size) / p->prediction.step_time_s;
       note = "Predicted on cluster " + o.cluster + ".";
     }
     runs.push_back(std::move(r));

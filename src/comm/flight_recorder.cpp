@@ -226,6 +226,27 @@ void FlightRecorder::MarkEnded(int64_t id, bool ok) {
   s.state.store(ok ? kDone : kFailed);
 }
 
+int64_t FlightRecorder::world_rank() const {
+  const Impl* impl = g_impl.load(std::memory_order_acquire);
+  return impl == nullptr ? 0 : impl->rank;
+}
+
+std::string FlightRecorder::OldestInFlight() const {
+  const Impl* impl = g_impl.load(std::memory_order_acquire);
+  if (impl == nullptr) return "";
+  const int64_t end = impl->next.load(std::memory_order_acquire);
+  for (int64_t id = std::max<int64_t>(0, end - impl->capacity); id < end; ++id) {
+    const Slot& s = impl->slots[static_cast<size_t>(id % impl->capacity)];
+    if (s.id.load(std::memory_order_acquire) != id || s.state.load() != kInFlight) continue;
+    char line[256];
+    std::snprintf(line, sizeof line, "%s of %lld bytes on group '%s' at step %lld, in flight for %.1f s",
+                  CommOpName(static_cast<CommOp>(s.op)), static_cast<long long>(s.bytes), s.group,
+                  static_cast<long long>(s.step), static_cast<double>(NowUnixNs() - s.issued_ns.load()) * 1e-9);
+    return line;
+  }
+  return "";
+}
+
 Result<std::string> FlightRecorder::Dump(const std::string& reason) {
   Impl* impl = g_impl.load(std::memory_order_acquire);
   if (impl == nullptr) return FailedPrecondition("the flight recorder is off (telemetry.flight_records = 0)");

@@ -54,6 +54,10 @@ class FlightRecorder {
   // Writes the file (atomically: a temporary file, then a rename). Returns
   // the path written.
   Result<std::string> Dump(const std::string& reason);
+  // The oldest operation still in flight, in words ("allreduce of 4096
+  // bytes on group 'dp' at step 12, in flight for 8.1 s"); empty if none.
+  std::string OldestInFlight() const;
+  int64_t world_rank() const;  // as Enable gave it (0 when off)
 
   struct Impl;  // internal: set once by Enable, never freed (a signal handler reads it)
 

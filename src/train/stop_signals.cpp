@@ -42,7 +42,18 @@ void WaitForSignals() {
     // SIGTERM is also what mpirun sends every rank when another rank ended
     // the job (a watchdog): each writes its last collectives (a thread, not
     // a handler: safe to write a file).
-    if (sig == SIGTERM && FlightRecorder::Get().enabled()) (void)FlightRecorder::Get().Dump("SIGTERM");
+    if (sig == SIGTERM && FlightRecorder::Get().enabled()) {
+      (void)FlightRecorder::Get().Dump("SIGTERM");
+      // Ended from outside while stuck in a collective (mpirun lost a host,
+      // or another rank's watchdog ended the job): say which one, since
+      // this rank may not live to report it.
+      const std::string stuck = FlightRecorder::Get().OldestInFlight();
+      if (!stuck.empty()) {
+        std::fprintf(stderr, "rank %lld: SIGTERM while waiting in %s\n",
+                     static_cast<long long>(FlightRecorder::Get().world_rank()), stuck.c_str());
+        std::fflush(stderr);
+      }
+    }
     int none = 0;
     g_signal.compare_exchange_strong(none, sig);
   }

@@ -23,6 +23,12 @@
 #                  final parameters are bitwise those of an uninterrupted run
 #   packet_loss    across two emulated hosts whose links lose 1% of the packets
 #                  (vde2's wirefilter): the run completes, bitwise as uninterrupted
+#   link_down      across two emulated hosts, one host's link goes down and stays
+#                  down (60 s): the job ends within 25 s (mpirun's keepalives,
+#                  scripts/cluster.sh, declare the host lost 6-11 s in, before the
+#                  20-s watchdog), naming the host (mpirun) and the collective each
+#                  rank was stuck in (the ranks' SIGTERM line); the newest checkpoint is intact, and once the
+#                  link is back `--resume auto` finishes bitwise as uninterrupted
 # Each trial prints one line "CASE trial N: ok|FAIL ..." and the script ends with a
 # table of outcomes. Cases that need root and mount (disk_full, read_only), or
 # root, network namespaces and vde2 (link_flap, packet_loss) are skipped with
@@ -35,7 +41,7 @@ bin=$1
 root=$2
 shift 2
 trials=1
-cases="kill_rank,kill_mid_save,disk_full,read_only,shard_removed,link_flap,packet_loss"
+cases="kill_rank,kill_mid_save,disk_full,read_only,shard_removed,link_flap,packet_loss,link_down"
 seed=$$
 while [ $# -gt 0 ]; do
   case $1 in
@@ -262,10 +268,13 @@ cluster() {
   cluster_up=1
   mapfile -t cluster_args <"$cluster_dir/mpirun.args"
 }
-# Trains the reference's 150 steps across the hosts (background; sets $job).
-launch_across() {  # launch_across RUN
+# Trains the reference's 150 steps across the hosts (background; sets $job);
+# the watchdog at TIMEOUT s (default 20).
+launch_across() {  # launch_across RUN [TIMEOUT] [EXTRA...]
+  local run=$1 timeout=${2:-20}
+  shift $(($# > 1 ? 2 : 1))
   mpirun "${cluster_args[@]}" -np 2 "$bin" "${base[@]}" "${train_data[@]}" --set training.steps=150 \
-    --set checkpoint.interval=1 --set parallel.comm_timeout_s=20 --run-dir "$1" >"$(out_of "$1")" 2>&1 &
+    --set checkpoint.interval=1 --set parallel.comm_timeout_s="$timeout" "$@" --run-dir "$run" >"$(out_of "$run")" 2>&1 &
   job=$!
 }
 
@@ -309,6 +318,46 @@ case_packet_loss() {
     record packet_loss "$1" ok "1% of the packets lost between the hosts: the run finished, $same"
   else
     record packet_loss "$1" FAIL "1% loss: rc $rc, $same; $(grep -v '^step' "$(out_of "$run")" | tail -3 | tr '\n' ' ')"
+  fi
+}
+
+case_link_down() {
+  reference || { record link_down "$1" FAIL "the reference run failed"; return; }
+  if ! cluster; then
+    notes[link_down]="skipped: needs root and network namespaces"; echo "link_down trial $1: skipped (${notes[link_down]})"
+    return
+  fi
+  local run=$work/link_down_$1 after=$((5 + RANDOM % 100)) victim=$((RANDOM % 2))
+  local host=st-h$victim survivor=$((1 - victim))
+  launch_across "$run" 20
+  st_wait_records "$run" "$after" $job || { record link_down "$1" FAIL "did not get going: $(tail -3 "$(out_of "$run")")"; return; }
+  local t0 rc took
+  t0=$(date +%s.%N)
+  ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" link "$host" down >/dev/null
+  # The job must end on its own while the link stays down (60 s at most here).
+  for _ in $(seq 1 600); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+  took=$(echo "$t0 $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
+  kill -0 $job 2>/dev/null && kill $job
+  wait $job
+  rc=$?
+  ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" link "$host" up >/dev/null
+  local out host_named collective_named
+  out=$(out_of "$run")
+  host_named=$(grep -cE "(on node $host\$|host $host \(rank $victim\) does not answer)" "$out")
+  collective_named=$(grep -cE "rank $survivor: (SIGTERM while waiting in|watchdog:) [a-z_]+ of [0-9]+ bytes" "$out")
+  if [ $rc -eq 0 ] || ! awk "BEGIN{exit !($took <= 25)}" || [ "$host_named" -lt 1 ] || [ "$collective_named" -lt 1 ]; then
+    record link_down "$1" FAIL "$host's link down at step $after: rc $rc after ${took} s; $(grep -E 'error|lost communication' "$out" | head -2 | tr '\n' ' ')"
+    return
+  fi
+  # The newest checkpoint is intact: the same command resumes from it and finishes as uninterrupted.
+  mpirun "${cluster_args[@]}" -np 2 "$bin" "${base[@]}" "${train_data[@]}" --set training.steps=150 \
+    --set checkpoint.interval=1 --set parallel.comm_timeout_s=20 --run-dir "$run" --resume auto >"$run.resume" 2>&1
+  local rc2=$? same
+  same=$(same_as_reference "$run")
+  if [ $rc2 -eq 0 ] && [ "$same" = "losses and final parameters bitwise equal" ]; then
+    record link_down "$1" ok "$host's link down at step $after: the job ended after ${took} s (rc $rc) naming $host and the collective ($(grep -oE "rank $survivor: (SIGTERM while waiting in|watchdog:) [a-z_]+ of [0-9]+ bytes on group '[a-z_]+'" "$out" | head -1)); resumed: $same"
+  else
+    record link_down "$1" FAIL "$host's link down at step $after: resume rc $rc2, $same; $(tail -2 "$run.resume" | tr '\n' ' ')"
   fi
 }
 
