@@ -11,6 +11,7 @@
 
 #include "cli/plan_command.h"
 #include "core/jsonl.h"
+#include "core/strings.h"
 #include "core/version.h"
 #include "plan/hardware.h"
 
@@ -59,7 +60,7 @@ NB_MODULE(_core, m) {
         "The long flags of `scaletrain plan` (or of `plan validate`), without '--'.");
   m.def("catalogs", &Catalogs, nb::arg("config_dir"),
         "The models, clusters, GPUs and stacks of a config folder's catalogs.");
-  m.def("did_you_mean", &scaletrain::plan::DidYouMean, nb::arg("name"), nb::arg("candidates"),
+  m.def("did_you_mean", &scaletrain::DidYouMean, nb::arg("name"), nb::arg("candidates"),
         "\"; did you mean 'x'?\" for the candidate nearest name, as the planner's errors say it; "
         "'' if none is near.");
   m.def("step_records", &StepRecordLines, nb::arg("path"),
