@@ -67,7 +67,7 @@ struct StepPhaseTimes {
   // embedding's sum; none without pipeline parallelism.
   std::optional<double> pipeline_wait_s;
   double grad_sync_wait_s = 0;  // exposed gradient reduction
-  double optimizer_s = 0;       // the update and ZeRO's parameter all-gather
+X
 };
 
 // What a rank holds for the model, in bytes.
