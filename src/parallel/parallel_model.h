@@ -67,7 +67,9 @@ struct StepPhaseTimes {
   // embedding's sum; none without pipeline parallelism.
   std::optional<double> pipeline_wait_s;
   double grad_sync_wait_s = 0;  // exposed gradient reduction
-X
+  // From the end of the gradient reduction: the loss and norm sums, the
+  // update and ZeRO's parameter all-gather.
+  double optimizer_s = 0;
 };
 
 // What a rank holds for the model, in bytes.
