@@ -48,10 +48,12 @@ subnet=10.200.0
 marker="# scaletrain-cluster"
 dir=${ST_CLUSTER_DIR:-/tmp/scaletrain-cluster}
 cgroup_name=scaletrain-cluster
-# A quota is enforced once per period: 10 ms keeps a host's share even over
-# steps of a few milliseconds (the kernel's default 100 ms would let a host
-# run flat out for 50 ms and then stall for 50).
-cpu_period_us=10000
+# A quota is enforced once per period: 2 ms keeps a host's share even over
+# the milliseconds between two collectives (at 10 ms the pipeline rows of
+# bench/cluster_scaling.sh were 11-20% slower than predicted, at 2 ms within
+# 13%, docs/scaling.md; the kernel's default 100 ms would let a half-core
+# host run flat out for 50 ms and then stall for 50).
+cpu_period_us=2000
 
 die() { echo "error: $*" >&2; exit 1; }
 

@@ -52,8 +52,8 @@ fi
 # Each host has its own CPU quota (default: the machine's cores / 2), and a
 # process the launcher's agent starts there runs inside it.
 cgroup_line() { "$ST_CLUSTER_DIR/nsexec.sh" "$1" "cat /proc/self/cgroup" | grep -E '(^0::|[:,]cpu[,:])' | head -1; }
-quota_ok=$(awk -v c="$(nproc)" 'BEGIN {printf "%d", c / 2 * 10000}')
-if "$cluster" status | grep -q "st-h1: .*\(cfs quota $quota_ok us per 10000 us\|cpu.max $quota_ok 10000\)" &&
+quota_ok=$(awk -v c="$(nproc)" 'BEGIN {printf "%d", c / 2 * 2000}')  # a 2 ms period
+if "$cluster" status | grep -q "st-h1: .*\(cfs quota $quota_ok us per 2000 us\|cpu.max $quota_ok 2000\)" &&
     cgroup_line st-h1 | grep -q "scaletrain-cluster/st-h1$"; then
   pass=$((pass + 1))
 else
