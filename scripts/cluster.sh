@@ -109,10 +109,11 @@ remove_cgroups() {
 
 existing_hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix[0-9]*$" || true; }
 
-# The VDE processes of a cluster in DIR: the switches (the hosts' run in
-# their namespaces, which down kills with them) and the wirefilters.
+# The VDE processes of an emulated cluster, whatever --dir it was made with:
+# the switches (the hosts' run in their namespaces, which down kills with
+# them) and the wirefilters.
 kill_vde() {
-  local pattern="(wirefilter -v|vde_switch -s) $dir/vde/"
+  local pattern="(wirefilter -v .*/vde/$prefix[0-9]+\.ctl:|vde_switch -s .*/vde/(core|$prefix[0-9]+)\.ctl)"
   pkill -f "$pattern" 2>/dev/null || true
   # A switch's tap goes when the switch has exited: wait, so that a new one
   # can take the name.
