@@ -16,8 +16,9 @@ pkgs=(
   # the Slurm requeue test runs a real one-node cluster (scripts/slurm/local-cluster.sh),
   # the Prometheus test a real server scraping a training run
   slurm-wlm munge prometheus
-  # the emulated cluster (scripts/cluster.sh: network namespaces, a bridge, tc)
-  iproute2
+  # the emulated cluster (scripts/cluster.sh: network namespaces, a bridge, tc; vde2's
+  # wirefilter for link delay, jitter and loss)
+  iproute2 vde2
   # the report and the sweep plot as a browser shows them (tests/cli/test_browser.sh,
   # scripts/docs-screenshots.sh: headless Chromium)
   chromium
