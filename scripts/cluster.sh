@@ -182,6 +182,11 @@ check_up() {
   fi
   local c
   c=$(host_cpus "$n" "$cpus")
+  if [ -z "$cpus" ] && [ -z "$(cgroup_cpu)" ]; then
+    # Asked for nothing: hosts without quotas, said once.
+    echo "warning: this machine mounts no cgroup with the cpu controller: the hosts share its cores without quotas" >&2
+    c=none
+  fi
   if [ "$c" != none ]; then
     [[ "$c" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v c="$c" 'BEGIN {exit !(c >= 0.01)}' ||
       die "--cpus must be a number of cores of at least 0.01 (e.g. 0.5), or none; got '$c'"
