@@ -146,6 +146,7 @@ down() {
     kept=$(grep -v "$marker" /etc/hosts)
     printf '%s\n' "$kept" >/etc/hosts
   fi
+  mountpoint -q "$dir/cgroupfs" 2>/dev/null && umount "$dir/cgroupfs"
   remove_cgroups
   rm -rf "$dir"
 }
@@ -261,6 +262,14 @@ add_host() {
 }
 
 write_agent() {
+  local kind base
+  read -r kind base <<<"$(cgroup_cpu)"
+  if [ -s "$dir/cgroups" ] && [ -d "$base/$cgroup_name" ]; then
+    # The hosts' cgroups where a process inside a host can reach them (ip
+    # netns exec mounts a /sys of its own, without cgroups).
+    mkdir -p "$dir/cgroupfs"
+    mount --bind "$base/$cgroup_name" "$dir/cgroupfs"
+  fi
   cat >"$dir/nsexec.sh" <<SH
 #!/bin/sh
 # mpirun's launcher agent for the emulated cluster: "ssh HOST CMD" becomes
@@ -271,6 +280,10 @@ write_agent() {
 host=\$1
 shift
 cg=\$(awk -v h="\$host" '\$1 == h {print \$2}' "$dir/cgroups")
+# Run from inside a host (an elastic launcher there starts mpirun), /sys is
+# that namespace's own mount, without the cgroups: reach them through the
+# bind mount DIR/cgroupfs, which every namespace sees.
+[ -z "\$cg" ] || [ -d "\$cg" ] || cg=$dir/cgroupfs/\$host
 [ -z "\$cg" ] || echo \$\$ >"\$cg/cgroup.procs"
 exec ip netns exec "\$host" unshare --uts /bin/sh -c "hostname \$host && \$*"
 SH

@@ -16,5 +16,6 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code);   // bench_cmd.cpp
 void RegisterReportCommand(CLI::App& app, int* exit_code);  // report_cmd.cpp
 void RegisterExportCommand(CLI::App& app, int* exit_code);  // hf_cmd.cpp
 void RegisterImportCommand(CLI::App& app, int* exit_code);  // hf_cmd.cpp
+void RegisterLaunchCommand(CLI::App& app, int* exit_code);  // launch_cmd.cpp
 
 }  // namespace scaletrain::cli

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   scaletrain::cli::RegisterDataCommand(app, &exit_code);
   scaletrain::cli::RegisterTrainCommand(app, &exit_code);
+  scaletrain::cli::RegisterLaunchCommand(app, &exit_code);
   scaletrain::cli::RegisterReportCommand(app, &exit_code);
   scaletrain::cli::RegisterSampleCommand(app, &exit_code);
   scaletrain::cli::RegisterExportCommand(app, &exit_code);
