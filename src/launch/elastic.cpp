@@ -212,6 +212,11 @@ struct Leader {
         return Finish(1);
       }
       auto layout = ChooseLayout(options.hosts, *live, options.min_hosts, train);
+      if (!layout.ok() && restart == 0) {
+        // Nothing ran: leave no run directory a retry would trip on.
+        std::fprintf(stderr, "error: %s\n", layout.status().message().c_str());
+        return Finish(2);
+      }
       if (!layout.ok()) {
         log.Record(json{{"event", "gave_up"}, {"reason", layout.status().message()}},
                    "error: " + layout.status().message());
