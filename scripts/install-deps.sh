@@ -19,6 +19,8 @@ pkgs=(
   # the emulated cluster (scripts/cluster.sh: network namespaces, a bridge, tc; vde2's
   # wirefilter for link delay, jitter and loss)
   iproute2 vde2
+  # the elastic launcher's membership and leader (scaletrain launch --etcd; tests/cli/test_launch.sh)
+  etcd-server etcd-client
   # the report and the sweep plot as a browser shows them (tests/cli/test_browser.sh,
   # scripts/docs-screenshots.sh: headless Chromium)
   chromium

@@ -132,7 +132,7 @@ etcd --name st --data-dir "$work/etcd" --listen-client-urls "$url" --advertise-c
   --initial-cluster "st=http://127.0.0.1:$((port + 1))" >"$work/etcd.log" 2>&1 &
 etcd_pid=$!
 
-esteps=20000
+esteps=12000
 elastic=("${tiny[@]}" --set training.steps=$esteps --set training.global_batch_size=12 --set training.micro_batch_size=2
   --set checkpoint.interval=500 --set checkpoint.keep_last=2 --set parallel.comm_timeout_s=60 --run-dir "$work/elastic")
 for i in 0 1 2; do
