@@ -237,6 +237,43 @@ std::string FlightSection(const RunData& run) {
   return h;
 }
 
+std::string JoinedNames(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "none" : s;
+}
+
+// The launcher's record (events.jsonl): each start's layout, each failure's
+// lost hosts and redone steps.
+std::string RestartsSection(const RunData& run) {
+  int failures = 0;
+  int64_t redone = 0;
+  std::string rows;
+  for (const LaunchEvent& e : run.events) {
+    std::string what;
+    if (e.event == "start") {
+      what = Fmt("%zu host(s): %s; dp %lld; ", e.hosts.size(), JoinedNames(e.hosts).c_str(),
+                 static_cast<long long>(e.dp)) +
+             (e.resume_step >= 0 ? Fmt("from the checkpoint of step %lld", static_cast<long long>(e.resume_step))
+                                 : std::string("from scratch"));
+    } else if (e.event == "failure") {
+      ++failures;
+      redone += e.steps_lost;
+      what = Fmt("exit %lld after step %lld; lost: %s; %lld step(s) redone from step %lld",
+                 static_cast<long long>(e.exit_code), static_cast<long long>(e.last_step),
+                 e.failed_hosts.empty() ? "no host (a rank failed)" : JoinedNames(e.failed_hosts).c_str(),
+                 static_cast<long long>(e.steps_lost), static_cast<long long>(e.checkpoint_step));
+    } else if (e.event == "done" || e.event == "stopped") {
+      what = Fmt("exit %lld", static_cast<long long>(e.exit_code));
+    }
+    rows += "<tr><td>" + Esc(e.time) + "</td><td>" + Esc(e.event) + "</td><td>" + Esc(what) + "</td></tr>\n";
+  }
+  if (run.events.empty()) return "";
+  return "<h2>Restarts</h2>\n<p" + std::string(failures > 0 ? " class=alert" : "") + ">" +
+         Fmt("%d failure(s), %lld step(s) redone (scaletrain launch)", failures, static_cast<long long>(redone)) +
+         "</p>\n<table><tr><th>time (UTC)</th><th>event</th><th></th></tr>\n" + rows + "</table>\n";
+}
+
 // "rank 1 (vm), flagged last in the window to step 30: slow in the forward
 // pass, computes 1.85x the fastest rank (18.1 ms against 9.8 ms a step)": a
 // window's figures (the time split below is the run's); a run written before
@@ -373,6 +410,7 @@ std::string ReportHtml(const RunData& run, const PageOptions& o) {
       "</head><body>\n<h1>scaletrain report</h1>\n<p class=note>" + Esc(run.dir) + "</p>\n";
   h += SummaryTable(run, m, a, o);
   h += FlightSection(run);
+  h += RestartsSection(run);
   h += "<h2>Training</h2>\n" + LossChart(run) + ThroughputCharts(run, o);
   h += "<h2>Time</h2>\n" + BreakdownChart(run, a) + PerRankCharts(run, a);
   h += PredictionSection(m, o);

@@ -28,6 +28,36 @@ std::vector<json> ReadJsonLines(const fs::path& path) {
   return out;
 }
 
+std::vector<std::string> Strings(const json& j, const char* key) {
+  std::vector<std::string> out;
+  if (!j.contains(key) || !j[key].is_array()) return out;
+  for (const json& v : j[key]) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+LaunchEvent ParseLaunchEvent(const json& j) {
+  LaunchEvent e;
+  e.time = j.value("time", std::string()), e.event = j.value("event", std::string());
+  e.hosts = Strings(j, "hosts"), e.failed_hosts = Strings(j, "failed_hosts");
+  e.dp = j.value("dp", int64_t{0}), e.resume_step = j.value("resume_step", int64_t{-1});
+  e.exit_code = j.value("exit_code", int64_t{0}), e.last_step = j.value("last_step", int64_t{-1});
+  e.checkpoint_step = j.value("checkpoint_step", int64_t{-1}), e.steps_lost = j.value("steps_lost", int64_t{0});
+  return e;
+}
+
+// events.jsonl's records (no "step" in them); a line cut short is skipped.
+std::vector<LaunchEvent> ReadLaunchEvents(const fs::path& path) {
+  std::vector<LaunchEvent> events;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("event")) events.push_back(ParseLaunchEvent(j));
+  }
+  return events;
+}
+
 StepPoint ParseStep(const json& j) {
   StepPoint p;
   p.step = j["step"].get<int64_t>();
@@ -138,6 +168,7 @@ Result<RunData> ReadRunDir(const std::string& dir) {
     }
     run.windows.push_back(std::move(w));
   }
+  run.events = ReadLaunchEvents(d / "events.jsonl");
   ST_RETURN_IF_ERROR(ReadMemory(d / "memory.json", &run));
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(d / "flight", ec)) {

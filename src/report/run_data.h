@@ -60,6 +60,14 @@ struct FlightFile {
   std::vector<FlightOp> ops;                           // oldest first
 };
 
+// One record of RUN_DIR/events.jsonl, written by `scaletrain launch`
+// (launch/elastic.h): a start, a failure, a stop, the end.
+struct LaunchEvent {
+  std::string time, event;  // "start", "failure", "stop_requested", "done", ...
+  std::vector<std::string> hosts, failed_hosts;
+  int64_t dp = 0, resume_step = -1, exit_code = 0, last_step = -1, checkpoint_step = -1, steps_lost = 0;
+};
+
 struct RunData {
   std::string dir;
   RunConfig config;  // config.resolved.toml
@@ -67,6 +75,7 @@ struct RunData {
   std::vector<RankWindowPoint> windows;
   std::vector<MemoryPoint> memory_by_stage;  // memory.json's per_stage (a rank of each stage)
   std::vector<FlightFile> flight;            // flight/rank-*.json, by rank
+  std::vector<LaunchEvent> events;           // events.jsonl (runs under scaletrain launch)
   int64_t world_size() const;
   bool finished() const;  // the last step recorded is training.steps
 };

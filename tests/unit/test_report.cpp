@@ -331,5 +331,25 @@ TEST_F(RunDirTest, ADirectoryThatIsNotARunIsOneClearError) {
   EXPECT_NE(run.status().message().find("is not a run directory"), std::string::npos) << run.status().message();
 }
 
+TEST_F(RunDirTest, TheLaunchersRestartsAreATableWithTheLostHostsAndRedoneSteps) {
+  std::ofstream(dir_ / "metrics.jsonl") << "{\"step\": 1, \"loss\": 4.0, \"step_time_s\": 0.1}\n";
+  std::ofstream(dir_ / "events.jsonl")
+      << "{\"event\":\"start\",\"restart\":0,\"hosts\":[\"h0\",\"h1\",\"h2\"],\"dp\":3,\"resume_step\":-1,\"time\":\"T0\"}\n"
+      << "{\"event\":\"failure\",\"exit_code\":205,\"failed_hosts\":[\"h2\"],\"last_step\":845,\"checkpoint_step\":800,"
+      << "\"steps_lost\":45,\"time\":\"T1\"}\n"
+      << "{\"event\":\"start\",\"restart\":1,\"hosts\":[\"h0\",\"h1\"],\"dp\":2,\"resume_step\":800,\"time\":\"T2\"}\n"
+      << "{\"event\":\"done\",\"exit_code\":0,\"time\":\"T3\"}\n{\"event\":\"fail";  // cut short
+  auto run = ReadRunDir(dir_.string());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->events.size(), 4u);
+  EXPECT_EQ(run->events[1].failed_hosts, std::vector<std::string>{"h2"});
+  const std::string html = ReportHtml(*run, PageOptions());
+  EXPECT_NE(html.find("1 failure(s), 45 step(s) redone"), std::string::npos);
+  EXPECT_NE(html.find("exit 205 after step 845; lost: h2; 45 step(s) redone from step 800"), std::string::npos);
+  EXPECT_NE(html.find("2 host(s): h0, h1; dp 2; from the checkpoint of step 800"), std::string::npos);
+  fs::remove(dir_ / "events.jsonl");
+  EXPECT_EQ(ReportHtml(*ReadRunDir(dir_.string()), PageOptions()).find("<h2>Restarts"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace scaletrain::report
