@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "core/config.h"
@@ -117,9 +118,24 @@ std::vector<std::string> MpirunArgv(const LaunchOptions& o, const JobLayout& lay
   return argv;
 }
 
+// The hosts of `layout` the membership no longer lists (none when it
+// cannot be asked).
+json LostHosts(Membership& membership, const JobLayout& layout) {
+  json lost = json::array();
+  auto live = membership.LiveHosts();
+  for (const HostSlots& h : layout.hosts) {
+    if (live.ok() && live->count(h.name) == 0) lost.push_back(h.name);
+  }
+  return lost;
+}
+
 // Runs mpirun to its end and returns its exit code (128 + N when a signal
-// ended it). A stop signal to the launcher reaches it as SIGUSR1, once.
-int RunMpirun(const std::vector<std::string>& argv, EventLog& log) {
+// ended it). A stop signal to the launcher reaches it as SIGUSR1, once. Every
+// second the membership is asked: a host of the job that lost its lease ends
+// the job at once (mpirun's process group killed), rather than when
+// OpenMPI's keepalives give up on it; *lost names those hosts.
+int RunMpirun(const std::vector<std::string>& argv, const JobLayout& layout, Membership& membership,
+              EventLog& log, json* lost) {
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -137,10 +153,20 @@ int RunMpirun(const std::vector<std::string>& argv, EventLog& log) {
     _exit(127);
   }
   bool forwarded = false;
+  auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (;;) {
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::steady_clock::now() >= next_check && lost->empty() && !forwarded) {
+      next_check += std::chrono::seconds(1);
+      *lost = LostHosts(membership, layout);
+      if (!lost->empty()) {
+        log.Record(json{{"event", "host_lost"}, {"hosts", *lost}},
+                   "lost: " + Joined(*lost) + " (its membership lease expired); ending the job to restart");
+        kill(-pid, SIGKILL);
+      }
+    }
     if (g_stop_signal != 0 && !forwarded) {
       forwarded = true;
       kill(pid, SIGUSR1);
@@ -174,12 +200,11 @@ struct Leader {
   }
 
   // After a failure: who is gone, how far the run got, what a restart loses.
-  void RecordFailure(int code, const JobLayout& layout, int restart) {
-    SleepUnlessStopped(membership.SettleSeconds());
-    auto live = membership.LiveHosts();
-    json failed = json::array();
-    for (const HostSlots& h : layout.hosts) {
-      if (live.ok() && live->count(h.name) == 0) failed.push_back(h.name);
+  // lost: the hosts already known gone (no need to wait for the leases).
+  void RecordFailure(int code, const JobLayout& layout, int restart, json failed) {
+    if (failed.empty()) {
+      SleepUnlessStopped(membership.SettleSeconds());
+      failed = LostHosts(membership, layout);
     }
     const int64_t last = LastMetricsStep(train.run_dir);
     const int64_t checkpoint = NewestCheckpointStep(train.run_dir);
@@ -194,7 +219,8 @@ struct Leader {
                    static_cast<long long>(checkpoint), static_cast<long long>(lost)));
   }
 
-  int Run() {
+  // The job's exit code, or nothing when this launcher stepped down.
+  std::optional<int> Run() {
     auto took_over = membership.MarkStarted();
     if (took_over.ok() && *took_over) {
       log.Record(json{{"event", "takeover"}}, Fmt("this launcher took the lead from one that is gone; waiting "
@@ -208,8 +234,11 @@ struct Leader {
       if (g_stop_signal != 0) return Finish(128 + g_stop_signal);
       auto live = membership.LiveHosts();
       if (!live.ok()) {
-        std::fprintf(stderr, "error: %s\n", live.status().message().c_str());
-        return Finish(1);
+        // Cut off from etcd: this launcher's lease is going, and another
+        // one will lead; follow again.
+        std::fprintf(stderr, "launch: %s; stepping down\n", live.status().message().c_str());
+        membership.StepDown();
+        return std::nullopt;
       }
       auto layout = ChooseLayout(options.hosts, *live, options.min_hosts, train);
       if (!layout.ok() && restart == 0) {
@@ -229,13 +258,14 @@ struct Leader {
                      layout->world, Joined(HostNames(layout->hosts)).c_str(), static_cast<long long>(layout->dp),
                      from >= 0 ? Fmt(" from the checkpoint of step %lld", static_cast<long long>(from)).c_str()
                                : ""));
-      const int code = RunMpirun(MpirunArgv(options, *layout), log);
+      json lost = json::array();
+      const int code = RunMpirun(MpirunArgv(options, *layout), *layout, membership, log, &lost);
       if (code == 0 || code == 75 || g_stop_signal != 0) {
         log.Record(json{{"event", code == 0 ? "done" : "stopped"}, {"exit_code", code}},
                    code == 0 ? "the job finished" : Fmt("the job stopped (exit %d)", code));
         return Finish(code);
       }
-      RecordFailure(code, *layout, restart + 1);
+      RecordFailure(code, *layout, restart + 1, lost);
       if (restart + 1 > options.max_restarts) {
         log.Record(json{{"event", "gave_up"}, {"reason", "max_restarts"}},
                    Fmt("error: %d restart(s) used (--max-restarts); the job ends with exit %d", restart, code));
@@ -323,7 +353,10 @@ int RunLaunch(const LaunchOptions& options, Membership& membership) {
       return **exited;
     }
     auto lead = membership.TryLead();
-    if (lead.ok() && *lead) return Leader{options, *train, membership, EventLog(train->run_dir)}.Run();
+    if (lead.ok() && *lead) {
+      std::optional<int> code = Leader{options, *train, membership, EventLog(train->run_dir)}.Run();
+      if (code.has_value()) return *code;
+    }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   return 128 + g_stop_signal;

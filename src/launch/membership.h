@@ -30,6 +30,8 @@ class Membership {
   virtual double SettleSeconds() const = 0;
   // True once this launcher leads (it then runs the job).
   virtual Result<bool> TryLead() = 0;
+  // Gives the lead up (cut off from the others); TryLead may win it again.
+  virtual void StepDown() {}
   // The job's end (its exit code), for the launchers that do not lead.
   virtual Status PublishExit(int code) = 0;
   virtual Result<std::optional<int>> PublishedExit() = 0;
@@ -61,6 +63,7 @@ class EtcdMembership : public Membership {
   Result<std::set<std::string>> LiveHosts() override;
   double SettleSeconds() const override { return static_cast<double>(ttl_s_) + 1.0; }
   Result<bool> TryLead() override;
+  void StepDown() override { leading_ = false; }
   Status PublishExit(int code) override;
   Result<std::optional<int>> PublishedExit() override;
   Result<bool> MarkStarted() override;

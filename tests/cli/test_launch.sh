@@ -119,7 +119,7 @@ launchers=()
 cleanup() {
   for p in "${launchers[@]}"; do kill -9 "$p" 2>/dev/null; done
   pkill -9 -f "scaletrain train.*$work/elastic" 2>/dev/null
-  [ -z "$etcd_pid" ] || kill -9 "$etcd_pid" 2>/dev/null
+  [ -z "$etcd_pid" ] || { kill -9 "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null; }
   "$cluster" down >/dev/null 2>&1
   rm -rf "$work"
 }
@@ -156,9 +156,12 @@ if ! st_wait_records "$work/elastic" 1000 || ! wait_event '"start"' 5; then
   fail "elastic: the job did not start on 3 hosts: $(tail -3 "$work"/launch*.out)"
 else
   "$cluster" link st-h2 down >/dev/null
+  down_at=$(date +%s.%N)
   if ! wait_event '"restart":1,"resume_step"' 90; then
     fail "elastic: no restart after st-h2's link went down: $(tail -3 "$work"/launch*.out)"
   else
+    restart_s=$($py -c 'import json,sys; print(round([json.loads(l) for l in open(sys.argv[1]) if "\"start\"" in l][1]["t_s"] - float(sys.argv[2]), 1))' \
+      "$work/elastic/events.jsonl" "$down_at")
     "$cluster" link st-h2 up >/dev/null
     # st-h2's launcher finds its lease expired and joins again.
     for _ in $(seq 1 100); do
@@ -183,7 +186,7 @@ for a in "${elastic[@]}"; do single+=("${a/#$work\/elastic/$work/single}"); done
 timeout 300 "$bin" "${single[@]}" --set training.micro_batch_size=12 >"$work/single.out" 2>&1 || fail "the single-process run"
 if [ "$codes" != " 0 0 0" ]; then
   fail "elastic: launcher exit codes$codes: $(tail -4 "$work"/launch*.out)"
-elif [ "$(events "$work/elastic")" != "start failure start failure start done" ]; then
+elif [ "$(events "$work/elastic")" != "start host_lost failure start failure start done" ]; then
   fail "elastic: events $(events "$work/elastic")"
 elif [ "$(ehosts 0)" != "st-h0,st-h1,st-h2 3" ] || [ "$(ehosts 1)" != "st-h0,st-h1 2" ] || [ "$(ehosts 2)" != "st-h0,st-h1,st-h2 3" ]; then
   fail "elastic: layouts '$(ehosts 0)' '$(ehosts 1)' '$(ehosts 2)' (want 3 hosts, the two left, 3 again)"
@@ -201,7 +204,7 @@ print(f"final loss {b[-1]['loss']:.4f} vs one process {a[-1]['loss']:.4f} ({100 
 sys.exit(0 if rel < 0.01 else 1)
 PY
 ); then
-  echo "ok elastic: st-h2 lost -> dp 2 on st-h0,st-h1 -> st-h2 back at the next restart -> dp 3; $out"
+  echo "ok elastic: st-h2 lost -> dp 2 on st-h0,st-h1 (restarted ${restart_s} s after the link went down) -> st-h2 back at the next restart -> dp 3; $out"
   pass=$((pass + 1))
 else
   fail "elastic: $out"
