@@ -118,6 +118,9 @@ std::vector<std::string> MpirunArgv(const LaunchOptions& o, const JobLayout& lay
   return argv;
 }
 
+// RunMpirun's code when the launcher lost the lead while its job ran.
+constexpr int kNoLongerLeading = -1;
+
 // The hosts of `layout` the membership no longer lists (none when it
 // cannot be asked).
 json LostHosts(Membership& membership, const JobLayout& layout) {
@@ -158,6 +161,13 @@ int RunMpirun(const std::vector<std::string>& argv, const JobLayout& layout, Mem
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!membership.Leads()) {
+      // Cut off: another launcher restarts the job; this one's must end
+      // and write nothing more to the run directory.
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return kNoLongerLeading;
+    }
     if (std::chrono::steady_clock::now() >= next_check && lost->empty() && !forwarded) {
       next_check += std::chrono::seconds(1);
       *lost = LostHosts(membership, layout);
@@ -232,6 +242,7 @@ struct Leader {
     }
     for (int restart = 0;; ++restart) {
       if (g_stop_signal != 0) return Finish(128 + g_stop_signal);
+      if (!membership.Leads()) return std::nullopt;  // cut off: another launcher leads now
       auto live = membership.LiveHosts();
       if (!live.ok()) {
         // Cut off from etcd: this launcher's lease is going, and another
@@ -260,6 +271,12 @@ struct Leader {
                                : ""));
       json lost = json::array();
       const int code = RunMpirun(MpirunArgv(options, *layout), *layout, membership, log, &lost);
+      if (code == kNoLongerLeading) {
+        std::fprintf(stderr, "launch: lost the lead (no etcd lease renewal for a ttl); its job ended, "
+                             "another launcher restarts it\n");
+        membership.StepDown();
+        return std::nullopt;
+      }
       if (code == 0 || code == 75 || g_stop_signal != 0) {
         log.Record(json{{"event", code == 0 ? "done" : "stopped"}, {"exit_code", code}},
                    code == 0 ? "the job finished" : Fmt("the job stopped (exit %d)", code));

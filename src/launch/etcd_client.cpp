@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -94,7 +96,12 @@ Result<EtcdClient> EtcdClient::Connect(const std::string& url) {
   httplib::Client http(host, port);
   http.set_connection_timeout(3, 0);
   http.set_read_timeout(3, 0);
+  // An etcd started a moment ago (by the same script) may not listen yet.
   auto res = http.Get("/version");
+  for (int retry = 0; !res && retry < 10; ++retry) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    res = http.Get("/version");
+  }
   if (!res || res->status != 200 || res->body.find("etcdserver") == std::string::npos) {
     return FailedPrecondition("no etcd answers at " + url +
                               " (start one, e.g. `etcd --listen-client-urls " + url +

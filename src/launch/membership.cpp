@@ -35,20 +35,24 @@ Status EtcdMembership::Register() {
 // longer than ttl), the keys under it are gone: register again, so the host
 // is taken back at the next restart; leadership is not reclaimed (another
 // launcher may hold it by now).
+// A leader that could not renew for a whole ttl must assume its lease (and
+// with it the lead) is gone, even before etcd can tell it so.
 void EtcdMembership::RenewLoop() {
   const auto period = std::chrono::milliseconds(ttl_s_ * 1000 / 3);
   auto next = std::chrono::steady_clock::now() + period;
+  auto renewed = std::chrono::steady_clock::now();
   while (!stop_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (std::chrono::steady_clock::now() < next) continue;
-    next = std::chrono::steady_clock::now() + period;
-    auto left = client_.KeepAlive(lease_);
-    if (left.ok() && *left > 0) continue;
-    if (!left.ok()) continue;  // unreachable: try again next period
-    if (leading_.exchange(false)) {
-      std::fprintf(stderr, "launch: %s lost its etcd lease; it no longer leads\n", self_.c_str());
+    const auto now = std::chrono::steady_clock::now();
+    if (now - renewed > std::chrono::seconds(ttl_s_) && leading_.exchange(false)) {
+      std::fprintf(stderr, "launch: %s could not renew its etcd lease for %lld s; it no longer leads\n",
+                   self_.c_str(), static_cast<long long>(ttl_s_));
     }
-    if (!Register().ok()) continue;
+    if (now < next) continue;
+    next = now + period;
+    auto left = client_.KeepAlive(lease_);
+    if (!left.ok()) continue;  // unreachable: try again next period
+    if (*left > 0 || Register().ok()) renewed = std::chrono::steady_clock::now();
   }
 }
 

@@ -32,6 +32,9 @@ class Membership {
   virtual Result<bool> TryLead() = 0;
   // Gives the lead up (cut off from the others); TryLead may win it again.
   virtual void StepDown() {}
+  // False once this launcher may have lost the lead (its lease not renewed
+  // for a ttl): its job must end, another launcher restarts it.
+  virtual bool Leads() const { return true; }
   // The job's end (its exit code), for the launchers that do not lead.
   virtual Status PublishExit(int code) = 0;
   virtual Result<std::optional<int>> PublishedExit() = 0;
@@ -64,6 +67,7 @@ class EtcdMembership : public Membership {
   double SettleSeconds() const override { return static_cast<double>(ttl_s_) + 1.0; }
   Result<bool> TryLead() override;
   void StepDown() override { leading_ = false; }
+  bool Leads() const override { return leading_; }
   Status PublishExit(int code) override;
   Result<std::optional<int>> PublishedExit() override;
   Result<bool> MarkStarted() override;

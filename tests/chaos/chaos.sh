@@ -29,6 +29,13 @@
 #                  20-s watchdog), naming the host (mpirun) and the collective each
 #                  rank was stuck in (the ranks' SIGTERM line); the newest checkpoint is intact, and once the
 #                  link is back `--resume auto` finishes bitwise as uninterrupted
+# Under the elastic launcher (scaletrain launch, three emulated hosts with etcd; each run must
+# reach training.steps with every step once, each failure losing at most the checkpoint
+# interval's steps, every launcher exiting 0, the final loss within 1% of one process's):
+#   elastic_host_loss      a random host's link down at a random step (the leader's too)
+#   elastic_mid_save       the same with a checkpoint every step (a write in flight)
+#   elastic_second_failure a second host lost while the job restarts: it ends on one
+#   elastic_host_returns   a host lost, back, taken at the next restart (a killed rank)
 # Each trial prints one line "CASE trial N: ok|FAIL ..." and the script ends with a
 # table of outcomes. Cases that need root and mount (disk_full, read_only), or
 # root, network namespaces and vde2 (link_flap, packet_loss) are skipped with
@@ -42,6 +49,7 @@ root=$2
 shift 2
 trials=1
 cases="kill_rank,kill_mid_save,disk_full,read_only,shard_removed,link_flap,packet_loss,link_down"
+cases="$cases,elastic_host_loss,elastic_mid_save,elastic_second_failure,elastic_host_returns"
 seed=$$
 while [ $# -gt 0 ]; do
   case $1 in
@@ -59,7 +67,10 @@ work=$(mktemp -d)
 mounts=()
 cluster_dir=$work/cluster
 cluster_up=""
+launchers=()
+etcd_pid=""
 cleanup() {
+  for p in "${launchers[@]}" $etcd_pid; do kill -9 "$p" 2>/dev/null; done
   [ -z "$cluster_up" ] || ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" down >/dev/null 2>&1
   for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null; done
   pkill -9 -f "scaletrain train.*$work" 2>/dev/null
@@ -70,12 +81,12 @@ declare -A ok_count fail_count notes
 
 head -c 100000 "$root/data/tinyshakespeare.txt" >"$work/small.txt"
 "$bin" data prepare --input "$work/small.txt" --output "$work/data" >/dev/null || { echo "FAIL: data prepare"; exit 1; }
-base=(train --config "$root/configs/shakespeare_char.toml" --quiet
+model=(train --config "$root/configs/shakespeare_char.toml" --quiet
   --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=64 --set model.block_size=32
-  --set training.global_batch_size=8 --set training.micro_batch_size=4 --set training.threads=1
-  --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
-  --set parallel.dp=2 --set parallel.comm_timeout_s=5 --set checkpoint.keep_last=3
-  --set "data.val=\"$work/data/val.bin\"")
+  --set training.threads=1 --set training.eval_interval=0 --set training.eval_steps=1 --set training.sample_tokens=0
+  --set checkpoint.keep_last=3 --set "data.val=\"$work/data/val.bin\"")
+base=("${model[@]}" --set training.global_batch_size=8 --set training.micro_batch_size=4
+  --set parallel.dp=2 --set parallel.comm_timeout_s=5)
 train_data=(--set "data.train=\"$work/data/train.bin\"")
 
 record() {  # record CASE TRIAL ok|FAIL DETAILS
@@ -264,7 +275,7 @@ cluster() {
     return 1
   fi
   ip netns delete st-chaos-probe
-  ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" up 2 --force "$@" >"$work/cluster.out" 2>&1 || return 1
+  ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" up "${cluster_hosts:-2}" --force "$@" >"$work/cluster.out" 2>&1 || return 1
   cluster_up=1
   mapfile -t cluster_args <"$cluster_dir/mpirun.args"
 }
@@ -358,6 +369,175 @@ case_link_down() {
     record link_down "$1" ok "$host's link down at step $after: the job ended after ${took} s (rc $rc) naming $host and the collective ($(grep -oE "rank $survivor: (SIGTERM while waiting in|watchdog:) [a-z_]+ of [0-9]+ bytes on group '[a-z_]+'" "$out" | head -1)); resumed: $same"
   else
     record link_down "$1" FAIL "$host's link down at step $after: resume rc $rc2, $same; $(tail -2 "$run.resume" | tr '\n' ' ')"
+  fi
+}
+
+# Under the elastic launcher: three emulated hosts, a `scaletrain launch` in
+# each, etcd on the cluster's bridge (started per trial), a run of 12
+# sequences a step (dp 3, 2 or 1 all divide it).
+elastic_up() {  # elastic_up TRIAL: 1 where the machine cannot (a note is set)
+  command -v etcd >/dev/null || return 1
+  cluster_hosts=3 cluster || return 1
+  local port=$((23000 + RANDOM % 2000))
+  etcd_url=http://10.200.0.254:$port
+  etcd --name st --data-dir "$work/etcd_$1_$port" --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+    --listen-peer-urls "http://127.0.0.1:$((port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
+    --initial-cluster "st=http://127.0.0.1:$((port + 1))" >"$work/etcd_$1.log" 2>&1 &
+  etcd_pid=$!
+  for _ in $(seq 1 100); do
+    ETCDCTL_API=3 etcdctl --endpoints "$etcd_url" endpoint health >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+elastic_down() {
+  local p
+  for p in "${launchers[@]}"; do
+    for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  done
+  launcher_codes=""
+  for p in "${launchers[@]}"; do
+    kill -0 "$p" 2>/dev/null && kill -9 "$p"
+    wait "$p"
+    launcher_codes="$launcher_codes $?"
+  done
+  launchers=()
+  kill -9 "$etcd_pid" 2>/dev/null
+  wait "$etcd_pid" 2>/dev/null
+  etcd_pid=""
+}
+elastic_launch() {  # elastic_launch RUN STEPS INTERVAL
+  local i
+  for i in 0 1 2; do
+    ip netns exec st-h$i "$bin" launch --hostfile "$cluster_dir/hostfile" --mpirun-args-file "$cluster_dir/mpirun.args" \
+      --etcd "$etcd_url" --host st-h$i --ttl 4 --takeover-wait 15 -- "${model[@]}" "${train_data[@]}" \
+      --set training.global_batch_size=12 --set training.micro_batch_size=2 --set parallel.comm_timeout_s=60 \
+      --set training.steps="$2" --set checkpoint.interval="$3" --run-dir "$1" >"$1.launch$i" 2>&1 &
+    launchers+=($!)
+  done
+}
+event_count() { local n; n=$(grep -c "\"event\":\"$2\"" "$1/events.jsonl" 2>/dev/null); echo "${n:-0}"; }  # RUN EVENT
+wait_events() {  # wait_events RUN EVENT N SECONDS
+  local i
+  for i in $(seq 1 $((10 * $4))); do
+    [ "$(event_count "$1" "$2")" -ge "$3" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+link() { ST_CLUSTER_DIR=$cluster_dir "$root/scripts/cluster.sh" link "$1" "$2" >/dev/null; }
+# One process, the same steps: the loss an uninterrupted run ends at.
+single_loss() {  # single_loss STEPS
+  [ -f "$work/single_$1.loss" ] || {
+    "$bin" "${model[@]}" "${train_data[@]}" --set training.global_batch_size=12 --set training.micro_batch_size=12 \
+      --set training.steps="$1" --run-dir "$work/single_$1" >/dev/null 2>&1 &&
+      tail -1 "$work/single_$1/metrics.jsonl" | $py -c 'import json,sys; print(json.load(sys.stdin)["loss"])' >"$work/single_$1.loss"
+  }
+  cat "$work/single_$1.loss"
+}
+# The outcome every elastic trial needs: each launcher exited 0, every step
+# once, each failure lost at most INTERVAL steps, the final loss within 1%
+# of one process's; prints the restarts' layouts.
+elastic_verdict() {  # elastic_verdict RUN STEPS INTERVAL
+  [ "$launcher_codes" = " 0 0 0" ] || { echo "launcher exit codes$launcher_codes: $(tail -n 2 "$1".launch* | tr '\n' ' ')"; return 1; }
+  $py - "$1" "$2" "$3" "$(single_loss "$2")" <<'PY'
+import json, sys
+run, steps, interval, ref = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+m = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+e = [json.loads(l) for l in open(run + "/events.jsonl")]
+bad = []
+if [r["step"] for r in m] != list(range(1, steps + 1)): bad.append("steps are not 1..%d once each" % steps)
+lost = [f["steps_lost"] for f in e if f["event"] == "failure"]
+if any(l > interval for l in lost): bad.append(f"steps lost {lost} > interval {interval}")
+if e[-1]["event"] != "done": bad.append("last event " + e[-1]["event"])
+rel = abs(m[-1]["loss"] - ref) / ref if m else 1
+if rel > 0.01: bad.append(f"final loss {m[-1]['loss']:.4f} vs {ref:.4f} uninterrupted")
+starts = " -> ".join("dp %d" % s["dp"] for s in e if s["event"] == "start")
+print("; ".join(bad) if bad else f"{starts}; steps lost {lost}; final loss {rel * 100:.2f}% from uninterrupted")
+sys.exit(1 if bad else 0)
+PY
+}
+# A host's link down at a random step (the leader's host too): the job goes
+# on on the other two; with interval 1 a checkpoint write is in flight.
+elastic_host_loss() {  # elastic_host_loss CASE TRIAL INTERVAL
+  if ! elastic_up "$2"; then
+    notes[$1]="skipped: needs root, network namespaces and etcd"; echo "$1 trial $2: skipped (${notes[$1]})"
+    return
+  fi
+  local run=$work/$1_$2 steps=1200 after=$((50 + RANDOM % 300)) host=st-h$((RANDOM % 3)) out
+  elastic_launch "$run" $steps "$3"
+  if st_wait_records "$run" "$after"; then
+    link $host down
+    wait_events "$run" done 1 180
+    link $host up
+  fi
+  elastic_down
+  if out=$(elastic_verdict "$run" $steps "$3"); then
+    record "$1" "$2" ok "$host's link down at step ~$after (checkpoint every $3): $out"
+  else
+    record "$1" "$2" FAIL "$host's link down at step ~$after: $out"
+  fi
+}
+case_elastic_host_loss() { elastic_host_loss elastic_host_loss "$1" 50; }
+case_elastic_mid_save() { elastic_host_loss elastic_mid_save "$1" 1; }
+
+# A second host lost while the job restarts after the first: it ends on one.
+case_elastic_second_failure() {
+  if ! elastic_up "$1"; then
+    notes[elastic_second_failure]="skipped: needs root, network namespaces and etcd"
+    echo "elastic_second_failure trial $1: skipped (${notes[elastic_second_failure]})"
+    return
+  fi
+  local run=$work/second_$1 steps=1200 after=$((50 + RANDOM % 300)) a=$((RANDOM % 3)) out
+  local b=$(((a + 1 + RANDOM % 2) % 3))
+  elastic_launch "$run" $steps 50
+  if st_wait_records "$run" "$after"; then
+    link st-h$a down
+    wait_events "$run" start 2 60
+    sleep "0.$((RANDOM % 10))"
+    link st-h$b down
+    wait_events "$run" done 1 180
+    link st-h$a up
+    link st-h$b up
+  fi
+  elastic_down
+  if out=$(elastic_verdict "$run" $steps 50); then
+    record elastic_second_failure "$1" ok "st-h$a's link down at step ~$after, st-h$b's as the job restarted: $out"
+  else
+    record elastic_second_failure "$1" FAIL "st-h$a then st-h$b down from step ~$after: $out"
+  fi
+}
+
+# A host lost, back while the job runs on two, taken at the next restart
+# (a rank killed): the job ends on three again.
+case_elastic_host_returns() {
+  if ! elastic_up "$1"; then
+    notes[elastic_host_returns]="skipped: needs root, network namespaces and etcd"
+    echo "elastic_host_returns trial $1: skipped (${notes[elastic_host_returns]})"
+    return
+  fi
+  local run=$work/returns_$1 steps=1500 after=$((50 + RANDOM % 200)) host=st-h$((RANDOM % 3)) out n
+  elastic_launch "$run" $steps 50
+  if st_wait_records "$run" "$after"; then
+    link $host down
+    wait_events "$run" start 2 60
+    link $host up
+    for _ in $(seq 1 100); do
+      ETCDCTL_API=3 etcdctl --endpoints "$etcd_url" get --prefix /scaletrain/ --keys-only 2>/dev/null | grep -q "$host" && break
+      sleep 0.1
+    done
+    n=$(lines "$run")
+    st_wait_records "$run" $((n + 50 + RANDOM % 100)) || true
+    kill -9 "$(st_rank_pid "$run" $((RANDOM % 2)))" 2>/dev/null
+    wait_events "$run" done 1 180
+  fi
+  elastic_down
+  local last
+  last=$(grep '"event":"start"' "$run/events.jsonl" | tail -1 | grep -o '"dp":[0-9]*')
+  if out=$(elastic_verdict "$run" $steps 50) && [ "$last" = '"dp":3' ]; then
+    record elastic_host_returns "$1" ok "$host lost at step ~$after, back, taken at the next restart: $out"
+  else
+    record elastic_host_returns "$1" FAIL "$host lost at step ~$after and back: last start $last; $out"
   fi
 }
 

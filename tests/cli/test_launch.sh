@@ -131,6 +131,10 @@ etcd --name st --data-dir "$work/etcd" --listen-client-urls "$url" --advertise-c
   --listen-peer-urls "http://127.0.0.1:$((port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
   --initial-cluster "st=http://127.0.0.1:$((port + 1))" >"$work/etcd.log" 2>&1 &
 etcd_pid=$!
+for _ in $(seq 1 100); do
+  ETCDCTL_API=3 etcdctl --endpoints "$url" endpoint health >/dev/null 2>&1 && break
+  sleep 0.1
+done
 
 esteps=12000
 elastic=("${tiny[@]}" --set training.steps=$esteps --set training.global_batch_size=12 --set training.micro_batch_size=2
