@@ -280,8 +280,7 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
       if (section == "gpu") {
         ST_ASSIGN_OR_RETURN(gpus_[name], GpuFromTable(name, *t, path, context));
       } else if (section == "calibration") {
-        ST_ASSIGN_OR_RETURN(const GpuCalibration cal, CalibrationFromTable(name, *t, path, context));
-        ST_RETURN_IF_ERROR(AddCalibration(cal));
+        continue;  // below, once the file's own [gpu.X] tables are in
       } else if (section == "node") {
         ST_ASSIGN_OR_RETURN(nodes_[name], NodeFromTable(name, *t, path, context));
       } else if (section == "fabric") {
@@ -300,6 +299,13 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
         ST_RETURN_IF_ERROR(r.Read(*t));
         clusters_[name] = c;
       }
+    }
+  }
+  if (const toml::table* cals = root["calibration"].as_table()) {
+    for (const auto& [ek, ev] : *cals) {
+      const std::string name(ek.str()), context = "[calibration." + name + "]";
+      ST_ASSIGN_OR_RETURN(const GpuCalibration cal, CalibrationFromTable(name, *ev.as_table(), path, context));
+      ST_RETURN_IF_ERROR(AddCalibration(cal));
     }
   }
   return Status::Ok();

@@ -209,6 +209,19 @@ TEST(PlanCalibration, WrittenProfileLoadsBack) {
   EXPECT_EQ(back->software, "CUDA 13.0 \"test\"");
 }
 
+// A user's own GPU and its calibration in one file: the [gpu.X] table is
+// read first whatever the file's order (TOML tables have none).
+TEST(PlanCalibration, OwnGpuAndItsCalibrationInOneFile) {
+  HardwareCatalog cat;
+  const Status st = LoadInto(&cat, "own.toml",
+                             "[calibration.g]\ndevice = \"Test GPU\"\nsm_count = 100\nmatmul_efficiency = 0.75\n"
+                             "kernel_issue_us = 2.5\n\n[gpu.g]\nbf16_tflops = 100.0\nhbm_gib = 16.0\n"
+                             "hbm_tbps = 2.0\ntdp_w = 300.0\nsm_count = 100\n");
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_DOUBLE_EQ(cat.Gpu("g")->matmul_efficiency, 0.75);
+  EXPECT_DOUBLE_EQ(cat.Gpu("g")->kernel_issue_us, 2.5);
+}
+
 // ---- bad and mismatched profiles ----
 
 TEST(PlanCalibration, BadProfilesNameTheFileAndTheFix) {
