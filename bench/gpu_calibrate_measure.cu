@@ -340,8 +340,10 @@ Status DescribeGemm(cublasLtHandle_t lt, GemmType type, const GemmShape& s, size
   int found = 0;
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(lt, p->op.d, p->a.d, p->b.d, p->c.d, p->c.d, pref.d, 1, &p->heuristic, &found);
-  if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
+  if (st != CUBLAS_STATUS_SUCCESS) {
     *note = std::string("no cuBLASLt algorithm (") + cublasLtGetStatusString(st) + ")";
+  } else if (found < 1) {
+    *note = "no cuBLASLt algorithm for this shape and type";
   }
   return Status::Ok();
 }
@@ -455,8 +457,10 @@ Result<std::vector<GemmTiming>> TimeGemms(GemmType type, const std::vector<GemmS
   GPUCAL_CUDA(cudaStreamSynchronize(stream.get()));
   for (GemmTiming& g : out) {
     if (!g.note.empty()) continue;
-    ST_RETURN_IF_ERROR(
-        TimeOneGemm(lt.h, type, buf, peak_tflops, target_s, max_reps, budget, ev, stream.get(), &g));
+    // One shape's refusal (cuBLASLt's NOT_SUPPORTED, ...) is that shape's
+    // note; a fault of the device fails the shapes after it the same way.
+    const Status st = TimeOneGemm(lt.h, type, buf, peak_tflops, target_s, max_reps, budget, ev, stream.get(), &g);
+    if (!st.ok()) g.median_s = 0, g.note = "failed: " + st.message();
   }
   return out;
 }
@@ -672,7 +676,8 @@ Result<std::vector<AttentionTiming>> TimeProjectAttention(const std::vector<Atte
       a.note = "hidden must be a multiple of heads";
       continue;
     }
-    ST_RETURN_IF_ERROR(TimeOneAttention(ctx, std::max(reps, 1), bf16_peak_tflops, hbm_tbps, budget, ev, &a));
+    const Status st = TimeOneAttention(ctx, std::max(reps, 1), bf16_peak_tflops, hbm_tbps, budget, ev, &a);
+    if (!st.ok()) a.fwd_s = a.bwd_s = 0, a.note = "failed: " + st.message();
   }
   return out;
 }
