@@ -93,6 +93,9 @@ PY
 else
   fail "plan with the profile: $(cat "$work/err")"
 fi
+"$bin" plan --model gpt3-1.3b --gpus 8 --cluster hgx-h200 --hardware "$work/h200.toml" >"$work/text" 2>&1
+grep -qF "h200 calibrated on its own GPU: $work/h200.toml" "$work/text" && pass=$((pass + 1)) ||
+  fail "the plan's text does not say the GPU is calibrated: $(head -3 "$work/text")"
 if "$bin" "${plan[@]}" --cluster dgx-h100 --hardware "$work/h200.toml" >"$work/out" 2>"$work/err"; then
   fail "a profile of an H200 accepted for dgx-h100"
 elif ! grep -qF "calibrates h200, but cluster dgx-h100 runs h100-sxm, so the calibration would change nothing; plan a cluster of the calibrated GPU (hgx-h200)" "$work/err" ||
