@@ -181,7 +181,15 @@ void MeasureBandwidth(const Effort& e, const Budget& budget, Run* run) {
     run->skipped.push_back("bandwidth: " + b->note);
     return;
   }
-  run->cal.hbm_efficiency = std::min(1.0, b->copy_gbps / peak_gbps);
+  if (b->copy_gbps > peak_gbps) {
+    const std::string why = Fmt("hbm_efficiency: the copy kernel's %.0f GB/s is above the catalog's %.0f; check "
+                                "its hbm_tbps for %s",
+                                b->copy_gbps, peak_gbps, run->gpu.name.c_str());
+    std::printf("  not written: %s\n", why.c_str());
+    run->skipped.push_back(why);
+    return;
+  }
+  run->cal.hbm_efficiency = b->copy_gbps / peak_gbps;
   run->notes["hbm_efficiency"] =
       Fmt("a 16-byte copy kernel over %.0f MiB arrays: %.1f GB/s of the catalog's %.0f (cudaMemcpy %.1f, the "
           "project's residual add %.1f)",
@@ -359,7 +367,15 @@ void TorchAttention(const TorchResults& torch, Run* run) {
   std::sort(shares.begin(), shares.end());
   const size_t n = shares.size();
   const double median = n % 2 ? shares[n / 2] : 0.5 * (shares[n / 2 - 1] + shares[n / 2]);
-  run->cal.attention_efficiency = std::min(1.0, median);
+  if (median > 1.0) {
+    const std::string why = Fmt("attention_efficiency: torch's SDPA share %.3f is above the bf16 peak; check the "
+                                "catalog's bf16_tflops for %s and torch's timings",
+                                median, run->gpu.name.c_str());
+    std::printf("  not written: %s\n", why.c_str());
+    run->skipped.push_back(why);
+    return;
+  }
+  run->cal.attention_efficiency = median;
   run->notes["attention_efficiency"] =
       Fmt("torch %s scaled_dot_product_attention (%s backend), causal bf16, head dim 128: median over %zu sequence "
           "lengths of the share at which the planner's FlashAttention term takes the measured forward + backward",

@@ -48,7 +48,7 @@ def time_gemms(torch, dtype, shapes, reps):
         out = torch.empty(m, n, device="cuda", dtype=dtype)
         s = median_seconds(torch, lambda: torch.matmul(x, w.t(), out=out), reps)
         rows.append((m, n, k, s))
-        print(f"  torch {dtype} {m} x {n} x {k}: {2 * m * n * k / s / 1e12:.1f} TFLOP/s")
+        print(f"  torch {str(dtype).replace('torch.', '')} {m} x {n} x {k}: {2 * m * n * k / s / 1e12:.1f} TFLOP/s")
         del x, w, out
     return rows
 

@@ -255,7 +255,12 @@ Result<double> FitMatmulEfficiency(const GpuSpec& gpu, Precision p, const std::v
   std::sort(use.begin(), use.end());
   const size_t n = use.size();
   const double median = n % 2 ? use[n / 2] : 0.5 * (use[n / 2 - 1] + use[n / 2]);
-  return std::min(median, 1.0);
+  if (median > 1.0) {
+    return InvalidArgument(Fmt("the fitted %s share is %.3f, above the catalog's peak (%g TFLOP/s for %s); check the "
+                               "catalog's %s_tflops for this part",
+                               PrecisionName(p), median, gpu.PeakTflops(p), gpu.name.c_str(), PrecisionName(p)));
+  }
+  return median;
 }
 
 double ImpliedAttentionEfficiency(const GpuSpec& gpu, double batch, double seq, double hidden, double fwd_s,

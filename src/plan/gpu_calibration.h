@@ -72,8 +72,10 @@ Result<GpuSpec> ApplyCalibration(const GpuSpec& gpu, const GpuCalibration& cal,
 // measured time for `row`'s shape. Found by bisection on the cost model's
 // own terms; an error where the catalog has no rate for `p`.
 Result<double> ImpliedMatmulEfficiency(const GpuSpec& gpu, Precision p, const MeasuredGemmRate& row);
-// The median of ImpliedMatmulEfficiency over the rows with outputs of at
-// least kFitMinOutputs elements (all rows where none has), capped at 1.
+// The median of ImpliedMatmulEfficiency over the compute-bound rows with
+// outputs of at least kFitMinOutputs elements (all compute-bound rows where
+// none has); an error where none is compute-bound or the median is above 1
+// (the catalog's peak is not this part's).
 inline constexpr double kFitMinOutputs = 4.0 * 1024 * 1024;
 Result<double> FitMatmulEfficiency(const GpuSpec& gpu, Precision p,
                                    const std::vector<MeasuredGemmRate>& rows);

@@ -102,6 +102,14 @@ TEST(PlanCalibration, FitIsTheMedianOfTheLargeShapes) {
   auto small = FitMatmulEfficiency(g, Precision::kBF16, {rows[3]});
   ASSERT_TRUE(small.ok());
   EXPECT_NEAR(*small, 0.1, 1e-9);
+  // A median above the peak: the catalog's peak is not this part's.
+  MeasuredGemmRate fast = rows[0];
+  fast.tflops *= 1.3 / 0.5;
+  auto above = FitMatmulEfficiency(g, Precision::kBF16, {fast});
+  ASSERT_FALSE(above.ok());
+  EXPECT_TRUE(Has(above.status(), "the fitted bf16 share is 1.300, above the catalog's peak (1000 TFLOP/s for "
+                                  "h100-sxm); check the catalog's bf16_tflops for this part"))
+      << above.status().message();
 }
 
 TEST(PlanCalibration, AttentionShareInvertsFlashAttention) {
