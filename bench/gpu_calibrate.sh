@@ -55,18 +55,22 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
   echo "gpu_calibrate.sh: skipped: no GPU (nvidia-smi not found); run it on a machine with an NVIDIA GPU" >&2
   exit 77
 fi
-if ! gpus=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>&1) || [ -z "$gpus" ]; then
-  echo "gpu_calibrate.sh: skipped: no GPU (nvidia-smi: $(head -n1 <<<"${gpus:-no device listed}")); run it on a machine with an NVIDIA GPU" >&2
+listed=$(nvidia-smi -L 2>&1) || true
+if ! grep -q '^GPU [0-9]' <<<"$listed"; then
+  echo "gpu_calibrate.sh: skipped: no GPU (nvidia-smi: $(head -n1 <<<"${listed:-no device listed}")); run it on a machine with an NVIDIA GPU" >&2
   exit 77
 fi
-first=$(head -n1 <<<"$gpus")
-cap=$(sed 's/.*, *//' <<<"$first")
-arch=${cap/./}
-if ! [[ "$arch" =~ ^[0-9]+$ ]]; then
-  echo "gpu_calibrate.sh: cannot read the compute capability from nvidia-smi ('$first'); is the driver current?" >&2
-  exit 1
+first=$(grep -m1 '^GPU [0-9]' <<<"$listed" | sed 's/^GPU [0-9]*: *//; s/ *(UUID.*//')
+# The device's architecture for nvcc (older drivers lack the query: sm_90).
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ') || true
+if [[ "$cap" =~ ^[0-9]+[.][0-9]+$ ]]; then
+  arch=${cap/./}
+else
+  echo "gpu_calibrate.sh: nvidia-smi gives no compute capability; building for sm_90 (Hopper)"
+  cap="9.0?"
+  arch=90
 fi
-echo "gpu_calibrate.sh: ${first%%,*} (compute capability $cap); building in $build"
+echo "gpu_calibrate.sh: $first (compute capability $cap); building in $build"
 
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [ ! -x "$nvcc" ]; then

@@ -36,7 +36,7 @@ expect() {
 # A PATH with the tools the script needs before its GPU check, and none else.
 mkdir -p "$work/bin-none" "$work/bin-nodriver" "$work/bin-empty"
 for dir in bin-none bin-nodriver bin-empty; do
-  for tool in dirname head sed; do ln -s "$(command -v $tool)" "$work/$dir/$tool"; done
+  for tool in dirname head sed grep tr; do ln -s "$(command -v $tool)" "$work/$dir/$tool"; done
 done
 expect 77 "gpu_calibrate.sh: skipped: no GPU (nvidia-smi not found); run it on a machine with an NVIDIA GPU" \
   "$work/bin-none"
