@@ -16,9 +16,11 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [ -x "$nvcc" ]; then
   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSCALETRAIN_CUDA=ON -DSCALETRAIN_WERROR=ON \
     -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
-  cmake --build build-cuda -j"$jobs" --target st_kernels_cuda test_cuda_host test_cuda_ops
+  cmake --build build-cuda -j"$jobs" --target st_kernels_cuda test_cuda_host test_cuda_ops gpu_calibrate
   build-cuda/tests/test_cuda_host
   build-cuda/tests/test_cuda_ops
+  # The GPU calibration with every device hidden: one line saying it skipped, exit 77.
+  bash tests/cli/gpu_calibrate_fake_run.sh build/scaletrain "$PWD" build-cuda/bench/gpu_calibrate --no-device-only
 else
   echo "CUDA toolkit not found (no nvcc): the CUDA backend was not built"
 fi

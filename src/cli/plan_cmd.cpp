@@ -161,6 +161,7 @@ Status LoadPlanInputs(const PlanOptions& o, PlanInputs* in) {
   ST_RETURN_IF_ERROR(CheckModelAndClusterFlags(o, in->catalog));
   ST_RETURN_IF_ERROR(LoadPlanModel(o, in));
   ST_ASSIGN_OR_RETURN(in->cluster, in->catalog.Cluster(o.cluster));
+  ST_RETURN_IF_ERROR(in->catalog.CheckCalibrationApplies(in->cluster).WithContext("--hardware"));
   auto gpu = GpuVariant(in->cluster.gpu, o.variant);
   if (!gpu.ok()) return gpu.status().WithContext("--power-cap / --hbm-gib / --hbm-tbps");
   in->cluster.gpu = *gpu;

@@ -47,7 +47,11 @@ GpuRates GpuRatesAt(const GpuSpec& gpu, double peak_flops_per_s) {
 
 Result<GpuRates> GpuRatesFor(const GpuSpec& gpu, Precision p) {
   ST_ASSIGN_OR_RETURN(const double peak, MatmulPeakFlopsPerS(gpu, p));
-  if (p != Precision::kFP8) return GpuRatesAt(gpu, peak);
+  if (p != Precision::kFP8) {
+    GpuSpec g = gpu;  // a calibration's share for this precision (fp16, tf32, fp32)
+    g.matmul_efficiency = gpu.MatmulEfficiency(p);
+    return GpuRatesAt(g, peak);
+  }
   ST_ASSIGN_OR_RETURN(const double bf16_peak, MatmulPeakFlopsPerS(gpu, Precision::kBF16));
   GpuRates r = GpuRatesAt(gpu, bf16_peak);
   // The FP8 Linears: their share of the FP8 peak; a tile's fixed work (its
@@ -398,6 +402,11 @@ double LayerRecomputeSeconds(Recompute rc, const PassSeconds& layer, const PassS
   return 0;
 }
 
+double KernelLaunchMicroseconds(const Software& sw, const GpuSpec& gpu) {
+  if (sw.launch_us <= 0 || gpu.kernel_issue_us <= 0) return sw.launch_us;
+  return std::max(gpu.kernel_issue_us, sw.launch_us - kStackCudaLaunchUs + gpu.kernel_issue_us);
+}
+
 MicroBatchSeconds MicroBatchComputeSeconds(const LayerShape& s, const GpuSpec& gpu,
                                            const Software& sw, const GpuRates& r, Recompute rc) {
   const PassSeconds gemm =
@@ -406,9 +415,10 @@ MicroBatchSeconds MicroBatchComputeSeconds(const LayerShape& s, const GpuSpec& g
   const PassSeconds elementwise = ElementwiseSeconds(s, sw, r.hbm_bytes_per_s);
   // The GPU runs a layer's kernels no faster than the CPU issues them.
   const PassSeconds kernels = LayerKernels(s, sw);
+  const double launch_us = KernelLaunchMicroseconds(sw, gpu);
   MicroBatchSeconds mb;
-  mb.layer.fwd = std::max(gemm.fwd + attention.fwd + elementwise.fwd, kernels.fwd * sw.launch_us * 1e-6);
-  mb.layer.bwd = std::max(gemm.bwd + attention.bwd + elementwise.bwd, kernels.bwd * sw.launch_us * 1e-6);
+  mb.layer.fwd = std::max(gemm.fwd + attention.fwd + elementwise.fwd, kernels.fwd * launch_us * 1e-6);
+  mb.layer.bwd = std::max(gemm.bwd + attention.bwd + elementwise.bwd, kernels.bwd * launch_us * 1e-6);
   mb.layer_gemm = gemm;
   mb.attention = attention;
   mb.layer_recompute = LayerRecomputeSeconds(rc, mb.layer, attention, gemm.fwd);

@@ -191,6 +191,15 @@ double GradAccumulationSeconds(int64_t numel, int64_t grad_elem_bytes, double hb
 double LayerRecomputeSeconds(Recompute rc, const PassSeconds& layer, const PassSeconds& attention,
                              double gemm_fwd);
 
+// The part of a stack's launch_us that is cudaLaunchKernel itself: its 2-3
+// us on a server CPU (docs/planner.md, "Issuing kernels").
+inline constexpr double kStackCudaLaunchUs = 2.5;
+// The time to issue one kernel: the stack's launch_us, with that part
+// replaced by the issue time a GPU calibration measured (kernel_issue_us)
+// where there is one; never below the measured time. 0 stays 0 (not
+// modelled).
+double KernelLaunchMicroseconds(const Software& sw, const GpuSpec& gpu);
+
 // The pieces a stage's micro-batch is made of.
 struct MicroBatchSeconds {
   PassSeconds layer;           // one transformer layer: GEMMs + attention + element-wise

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/strings.h"
+#include "plan/gpu_calibration.h"
 #include "plan/toml_util.h"
 
 namespace scaletrain::plan {
@@ -56,6 +57,14 @@ double GpuSpec::PeakTflops(Precision p) const {
       return fp32_tflops;
   }
   return 0;
+}
+
+double GpuSpec::MatmulEfficiency(Precision p) const {
+  const double own = p == Precision::kFP16   ? fp16_matmul_efficiency
+                     : p == Precision::kTF32 ? tf32_matmul_efficiency
+                     : p == Precision::kFP32 ? fp32_matmul_efficiency
+                                             : 0.0;
+  return own > 0 ? own : matmul_efficiency;
 }
 
 namespace {
@@ -257,11 +266,11 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
   for (const auto& [k, v] : root) {
     const std::string section(k.str());
     const toml::table* entries = v.as_table();
-    if (entries == nullptr ||
-        (section != "gpu" && section != "node" && section != "fabric" && section != "cluster")) {
+    if (entries == nullptr || (section != "gpu" && section != "node" && section != "fabric" &&
+                               section != "cluster" && section != "calibration")) {
       return InvalidArgument(path + ": unknown section '" + section +
-                             "'; a hardware file holds [gpu.NAME], [node.NAME], [fabric.NAME] and "
-                             "[cluster.NAME] tables");
+                             "'; a hardware file holds [gpu.NAME], [node.NAME], [fabric.NAME], "
+                             "[cluster.NAME] and [calibration.GPU] tables");
     }
     for (const auto& [ek, ev] : *entries) {
       const std::string name(ek.str());
@@ -270,6 +279,8 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
       if (t == nullptr) return InvalidArgument(path + ": " + context + " must be a table");
       if (section == "gpu") {
         ST_ASSIGN_OR_RETURN(gpus_[name], GpuFromTable(name, *t, path, context));
+      } else if (section == "calibration") {
+        continue;  // below, once the file's own [gpu.X] tables are in
       } else if (section == "node") {
         ST_ASSIGN_OR_RETURN(nodes_[name], NodeFromTable(name, *t, path, context));
       } else if (section == "fabric") {
@@ -290,7 +301,47 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
       }
     }
   }
+  if (const toml::table* cals = root["calibration"].as_table()) {
+    for (const auto& [ek, ev] : *cals) {
+      const std::string name(ek.str()), context = "[calibration." + name + "]";
+      ST_ASSIGN_OR_RETURN(const GpuCalibration cal, CalibrationFromTable(name, *ev.as_table(), path, context));
+      ST_RETURN_IF_ERROR(AddCalibration(cal));
+    }
+  }
   return Status::Ok();
+}
+
+Status HardwareCatalog::AddCalibration(const GpuCalibration& cal) {
+  const std::string where = cal.source + ": [calibration." + cal.gpu + "]";
+  auto it = gpus_.find(cal.gpu);
+  if (it == gpus_.end()) {
+    return NotFound(where + ": " + UnknownNameMessage("GPU", cal.gpu, GpuNames()) +
+                    "; name the catalog entry the GPU was measured as (bench/gpu_calibrate.sh --gpu "
+                    "NAME), or load the file that defines it first");
+  }
+  // The catalog's reading of the device's own name, where it reads one.
+  std::string device_part;
+  if (auto part = Gpu(cal.device); part.ok()) device_part = part->name;
+  auto applied = ApplyCalibration(it->second, cal, device_part);
+  if (!applied.ok()) return applied.status().WithContext(where);
+  it->second = *applied;
+  calibrated_[cal.gpu] = cal.source + " (measured on '" + cal.device + "')";
+  return Status::Ok();
+}
+
+Status HardwareCatalog::CheckCalibrationApplies(const ClusterSpec& c) const {
+  if (calibrated_.empty() || calibrated_.count(c.gpu.name) != 0) return Status::Ok();
+  std::string loaded, clusters;
+  for (const auto& [gpu, what] : calibrated_) {
+    loaded += (loaded.empty() ? "" : "; ") + what + " calibrates " + gpu;
+    for (const auto& [name, ref] : clusters_) {
+      if (ref.gpu == gpu) clusters += (clusters.empty() ? "" : ", ") + name;
+    }
+  }
+  return InvalidArgument(loaded + ", but cluster " + c.name + " runs " + c.gpu.name +
+                         ", so the calibration would change nothing; plan a cluster of the calibrated "
+                         "GPU" + (clusters.empty() ? "" : " (" + clusters + ")") +
+                         ", or calibrate a " + c.gpu.name + " with bench/gpu_calibrate.sh");
 }
 
 Status HardwareCatalog::LoadDir(const std::string& dir) {

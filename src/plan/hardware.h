@@ -89,10 +89,24 @@ struct GpuSpec {
     double fwd_s = 0, bwd_s = 0;
   };
   std::vector<MeasuredModelStep> measured_model_step;
+  // Set by a GPU calibration (gpu_calibration.h, bench/gpu_calibrate.sh):
+  // the share of the fp16 / tf32 / fp32 peak a GEMM reaches where it was
+  // measured apart from bf16's matmul_efficiency (0: matmul_efficiency); the
+  // host time to issue one kernel, in place of the part of a stack's
+  // launch_us that is cudaLaunchKernel (0: not measured); the file applied.
+  double fp16_matmul_efficiency = 0, tf32_matmul_efficiency = 0, fp32_matmul_efficiency = 0;
+  double kernel_issue_us = 0;
+  std::string calibration;
 
   // Dense tensor-core peak for `p` in TFLOP/s; 0 if the GPU lacks it.
   double PeakTflops(Precision p) const;
+  // The achieved share of that peak a large GEMM reaches: matmul_efficiency,
+  // or the precision's own where a calibration measured it (FP8's is
+  // GpuRatesFor's).
+  double MatmulEfficiency(Precision p) const;
 };
+
+struct GpuCalibration;  // gpu_calibration.h
 
 struct NodeSpec {
   std::string name;
@@ -164,6 +178,10 @@ class HardwareCatalog {
 
   std::vector<std::string> GpuNames() const;
   std::vector<std::string> ClusterNames() const;
+  // Where GPU calibrations were loaded (a [calibration.GPU] table), an
+  // error naming them and the fix if none calibrates `c`'s GPU: the profile
+  // would change nothing, so it was meant for another cluster.
+  Status CheckCalibrationApplies(const ClusterSpec& c) const;
 
  private:
   struct ClusterRef {
@@ -176,6 +194,10 @@ class HardwareCatalog {
   std::map<std::string, NodeSpec> nodes_;
   std::map<std::string, FabricSpec> fabrics_;
   std::map<std::string, ClusterRef> clusters_;
+  // GPU name -> the calibration applied to it: "FILE (measured on DEVICE)".
+  std::map<std::string, std::string> calibrated_;
+  // Applies a calibration read from a file to its catalog entry.
+  Status AddCalibration(const GpuCalibration& cal);
 };
 
 // The GPU under a power cap (W): what it draws above idle_w is dynamic power,

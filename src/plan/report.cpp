@@ -302,6 +302,7 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
   o += Fmt("cluster  %s: %lld x %s, %lld per node (%s stack)\n", c.name.c_str(),
            static_cast<long long>(p.layout.num_gpus()), c.gpu.name.c_str(),
            static_cast<long long>(c.node.gpus_per_node), ctx.model->software().name.c_str());
+  if (!c.gpu.calibration.empty()) o += "         " + c.gpu.name + " calibrated on its own GPU: " + c.gpu.calibration + "\n";
   o += "layout   " + LayoutToString(p.layout) + Fmt(" (%s, %lld micro-batches)\n", ScheduleKindName(p.layout.schedule()),
                                                     static_cast<long long>(p.layout.micro_batches()));
   o += UnevenStagesText(p, m.n_layer);

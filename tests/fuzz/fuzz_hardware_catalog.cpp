@@ -1,6 +1,6 @@
 // A hardware catalog file (plan::HardwareCatalog::LoadFile): [gpu.X],
-// [node.X], [fabric.X] and [cluster.X] tables, as in configs/hardware/ or a
-// user's own file.
+// [node.X], [fabric.X], [cluster.X] and [calibration.X] tables, as in
+// configs/hardware/, a user's own file or a GPU calibration.
 //
 // Checked besides not crashing: a refusal has a message; in an accepted
 // catalog every GPU meets the limits LoadFile states (efficiencies in
@@ -33,6 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!(e > 0 && e <= 1)) fuzz::Fail("GPU '" + name + "' was accepted with an efficiency outside (0, 1]");
     }
     if (!(gpu->hbm_tbps > 0)) fuzz::Fail("GPU '" + name + "' was accepted without HBM bandwidth");
+    // A [calibration.X]'s shares: 0 (not measured) or in (0, 1]; its issue time >= 0.
+    for (double e : {gpu->fp16_matmul_efficiency, gpu->tf32_matmul_efficiency, gpu->fp32_matmul_efficiency,
+                     gpu->fp8_matmul_efficiency}) {
+      if (!(e >= 0 && e <= 1)) fuzz::Fail("GPU '" + name + "' was accepted with a precision's share outside [0, 1]");
+    }
+    if (!(gpu->kernel_issue_us >= 0)) fuzz::Fail("GPU '" + name + "' was accepted with a negative kernel_issue_us");
     for (const std::string& a : gpu->assumed) {
       if (a != "matmul_efficiency" && a != "attention_efficiency" && a != "hbm_efficiency" &&
           a != "sustained_clock_ratio") {
