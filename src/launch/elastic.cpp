@@ -187,6 +187,28 @@ int RunMpirun(const std::vector<std::string>& argv, const JobLayout& layout, Mem
   }
 }
 
+struct LastStart {
+  JobLayout layout;
+  int restart = 0;
+};
+
+// The newest start recorded in RUN_DIR/events.jsonl (by this launcher or one
+// that led before it).
+std::optional<LastStart> ReadLastStart(const std::string& run_dir) {
+  std::optional<LastStart> last;
+  std::ifstream in(run_dir + "/events.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("event", "") != "start" || !j.contains("hosts")) continue;
+    LastStart s;
+    for (const json& h : j["hosts"]) s.layout.hosts.push_back(HostSlots{h.get<std::string>(), 1});
+    s.restart = j.value("restart", 0);
+    s.layout.dp = j.value("dp", int64_t{1});
+    last = s;
+  }
+  return last;
+}
+
 struct Leader {
   const LaunchOptions& options;
   const TrainArgs& train;
@@ -221,26 +243,37 @@ struct Leader {
     const int64_t lost = std::max<int64_t>(0, last - std::max<int64_t>(checkpoint, 0));
     log.Record(json{{"event", "failure"}, {"restart", restart}, {"exit_code", code}, {"failed_hosts", failed},
                     {"last_step", last}, {"checkpoint_step", checkpoint}, {"steps_lost", lost}},
-               Fmt("the job failed (exit %d) after step %lld; %s; newest checkpoint step %lld: %lld step(s) "
-                   "to redo",
-                   code, static_cast<long long>(last),
+               Fmt("the job failed (%s) after step %lld; %s; newest checkpoint step %lld: %lld step(s) to redo",
+                   code < 0 ? "its leader's host lost" : Fmt("exit %d", code).c_str(), static_cast<long long>(last),
                    failed.empty() ? "every host still answers (a rank failed)"
                                   : ("lost: " + Joined(failed)).c_str(),
                    static_cast<long long>(checkpoint), static_cast<long long>(lost)));
   }
 
+  // The lead taken from a launcher that is gone (its host lost with it):
+  // wait for the old job's ranks to end, then record the failure from the
+  // predecessor's last start. Returns the restart count to continue from.
+  int TakeOver() {
+    log.Record(json{{"event", "takeover"}}, Fmt("this launcher took the lead from one that is gone; waiting "
+                                                "%.0f s for the old job's ranks to end",
+                                                options.takeover_wait_s));
+    SleepUnlessStopped(options.takeover_wait_s);
+    std::optional<LastStart> last = ReadLastStart(train.run_dir);
+    if (!last.has_value()) return 0;
+    RecordFailure(-1, last->layout, last->restart + 1, LostHosts(membership, last->layout));
+    return last->restart + 1;
+  }
+
   // The job's exit code, or nothing when this launcher stepped down.
   std::optional<int> Run() {
+    int first = 0;
     auto took_over = membership.MarkStarted();
     if (took_over.ok() && *took_over) {
-      log.Record(json{{"event", "takeover"}}, Fmt("this launcher took the lead from one that is gone; waiting "
-                                                  "%.0f s for the old job's ranks to end",
-                                                  options.takeover_wait_s));
-      SleepUnlessStopped(options.takeover_wait_s);
+      first = TakeOver();
     } else {
       WaitForHosts();
     }
-    for (int restart = 0;; ++restart) {
+    for (int restart = first;; ++restart) {
       if (g_stop_signal != 0) return Finish(128 + g_stop_signal);
       if (!membership.Leads()) return std::nullopt;  // cut off: another launcher leads now
       auto live = membership.LiveHosts();
