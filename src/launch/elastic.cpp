@@ -298,8 +298,13 @@ struct Leader {
       const int64_t from = NewestCheckpointStep(train.run_dir);
       log.Record(json{{"event", "start"}, {"restart", restart}, {"hosts", HostNames(layout->hosts)},
                       {"world", layout->world}, {"dp", layout->dp}, {"resume_step", from}},
-                 Fmt("%s %d rank(s) on %s (dp %lld)%s", restart == 0 ? "starting" : "restarting",
+                 Fmt("%s %d rank(s) on %s (dp %lld%s)%s", restart == 0 ? "starting" : "restarting",
                      layout->world, Joined(HostNames(layout->hosts)).c_str(), static_cast<long long>(layout->dp),
+                     layout->hosts.size() < live->size()
+                         ? Fmt("; %zu of %zu live hosts: the config allows no larger dp", layout->hosts.size(),
+                               live->size())
+                               .c_str()
+                         : "",
                      from >= 0 ? Fmt(" from the checkpoint of step %lld", static_cast<long long>(from)).c_str()
                                : ""));
       json lost = json::array();
