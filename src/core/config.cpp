@@ -54,6 +54,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "dp", c.parallel.dp);
   f("parallel", "tp", c.parallel.tp);
   f("parallel", "pp", c.parallel.pp);
+  f("parallel", "cp", c.parallel.cp);
   f("parallel", "vpp", c.parallel.vpp);
   f("parallel", "zero", c.parallel.zero);
   f("parallel", "sp", c.parallel.sp);
@@ -409,6 +410,7 @@ Status ValidateParallelLayout(const ParallelConfig& p) {
   ST_RETURN_IF_ERROR(RequirePositive("parallel.dp", p.dp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.tp", p.tp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.pp", p.pp));
+  ST_RETURN_IF_ERROR(RequirePositive("parallel.cp", p.cp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.vpp", p.vpp));
   if (p.zero < 0 || p.zero > 3) return InvalidArgument("parallel.zero must be 0, 1, 2 or 3");
   if (p.zero == 3 && p.vpp > 1) {
@@ -455,10 +457,11 @@ Status ValidateParallelSection(const ParallelConfig& p) {
     return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
   }
   ST_RETURN_IF_ERROR(ValidateDpReduction(p));
-  if (p.rebalance && (p.pp > 1 || p.zero > 1)) {
-    return InvalidArgument("parallel.rebalance needs parallel.pp = 1 and parallel.zero <= 1 (a pipeline's "
-                           "activation slots and ZeRO-2's per-micro-batch reductions assume every DP rank "
-                           "runs the same micro-batches); turn it off or change the layout");
+  if (p.rebalance && (p.pp > 1 || p.zero > 1 || p.cp > 1)) {
+    return InvalidArgument("parallel.rebalance needs parallel.pp = 1, parallel.cp = 1 and parallel.zero <= 1 (a "
+                           "pipeline's activation slots, a context-parallel group's ring and ZeRO-2's "
+                           "per-micro-batch reductions assume every DP rank runs the same micro-batches); "
+                           "turn it off or change the layout");
   }
   return Status::Ok();
 }

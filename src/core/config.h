@@ -72,6 +72,10 @@ struct ParallelConfig {
   int64_t dp = 1;
   int64_t tp = 1;
   int64_t pp = 1;
+  // Context parallelism: each sequence split over cp ranks (the load-
+  // balanced chunks r and 2 cp - 1 - r), causal attention as a ring passing
+  // key/value blocks; gradients reduced (and ZeRO sharded) over dp x cp.
+  int64_t cp = 1;
   int64_t vpp = 1;
   int64_t zero = 0;
   bool sp = false;
