@@ -1,0 +1,116 @@
+#include "model/context_parallel.h"
+
+#include <algorithm>
+#include <string>
+
+namespace scaletrain {
+
+namespace {
+
+// Messages of the ring: key/value blocks and their gradients.
+constexpr int kKvTag = 1;
+constexpr int kDkvTag = 2;
+
+Status WaitBoth(CommHandle& a, CommHandle& b) {
+  ST_RETURN_IF_ERROR(a.Wait());
+  return b.Wait();
+}
+
+}  // namespace
+
+Status CheckContextParallel(int64_t block_size, int64_t cp) {
+  if (cp <= 1 || block_size % (2 * cp) == 0) return Status::Ok();
+  std::string fits;
+  for (int64_t c = 1; 2 * c <= block_size; ++c) {
+    if (block_size % (2 * c) == 0) fits += (fits.empty() ? "" : ", ") + std::to_string(c);
+  }
+  return InvalidArgument("parallel.cp = " + std::to_string(cp) + " cuts each sequence into 2 x cp = " +
+                         std::to_string(2 * cp) + " chunks, which model.block_size = " +
+                         std::to_string(block_size) + " does not divide; use parallel.cp in {" + fits +
+                         "} or a model.block_size that 2 x cp divides");
+}
+
+cpu::SeqChunks ContextParallel::ChunksOf(int64_t r, int64_t T) const {
+  cpu::SeqChunks c;
+  c.ids[0] = r;
+  c.ids[1] = 2 * cp_ - 1 - r;
+  c.count = 2;
+  c.len = T / (2 * cp_);
+  return c;
+}
+
+std::vector<int32_t> ContextParallel::Positions(int64_t T) const {
+  const cpu::SeqChunks c = ChunksOf(rank_, T);
+  std::vector<int32_t> pos;
+  for (int64_t i = 0; i < c.count; ++i) {
+    for (int64_t t = 0; t < c.len; ++t) pos.push_back(static_cast<int32_t>(c.ids[i] * c.len + t));
+  }
+  return pos;
+}
+
+void ContextParallel::LocalTokens(const int32_t* tokens, int32_t* local, int64_t B, int64_t T) const {
+  const std::vector<int32_t> pos = Positions(T);
+  const int64_t Tl = LocalRows(T);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < Tl; ++t) local[b * Tl + t] = tokens[b * T + pos[static_cast<size_t>(t)]];
+  }
+}
+
+void ContextParallel::Exchange(const float* send, float* recv, int64_t count, int tag,
+                               CommHandle* sent, CommHandle* received) {
+  const int next = static_cast<int>((rank_ + 1) % cp_), prev = static_cast<int>((rank_ + cp_ - 1) % cp_);
+  *received = comm_->IRecv(recv, count, prev, tag);
+  *sent = comm_->ISend(send, count, next, tag);
+}
+
+Status ContextParallel::AttentionForward(float* out, float* lse, const float* qkv, int64_t B,
+                                         int64_t T, const cpu::AttentionHeads& H,
+                                         const Buffers& buf) {
+  const int64_t N = B * LocalRows(T), count = N * 2 * H.NKV * H.hs;
+  const cpu::SeqChunks q = ChunksOf(rank_, T);
+  cpu::PackKeyValues(buf.kv[0], qkv, N, H);
+  cpu::RingAttentionBegin(out, lse, buf.stats, B, q, H);
+  // Step s holds rank (rank - s)'s block; the next one travels meanwhile.
+  for (int64_t s = 0; s < cp_; ++s) {
+    float* cur = buf.kv[s % 2];
+    CommHandle sent, received;
+    if (s + 1 < cp_) Exchange(cur, buf.kv[(s + 1) % 2], count, kKvTag, &sent, &received);
+    const int64_t src = (rank_ - s + cp_) % cp_;
+    cpu::RingAttentionForwardBlock(out, lse, buf.stats, buf.scores, qkv, cur, B, q, ChunksOf(src, T), H);
+    ST_RETURN_IF_ERROR(WaitBoth(sent, received));
+  }
+  cpu::RingAttentionEnd(out, lse, buf.stats, B, q, H);
+  return Status::Ok();
+}
+
+Status ContextParallel::AttentionBackward(float* dqkv, const float* dout, const float* out,
+                                          const float* qkv, const float* lse, int64_t B, int64_t T,
+                                          const cpu::AttentionHeads& H, const Buffers& buf) {
+  const int64_t N = B * LocalRows(T), count = N * 2 * H.NKV * H.hs;
+  const cpu::SeqChunks q = ChunksOf(rank_, T);
+  cpu::PackKeyValues(buf.kv[0], qkv, N, H);
+  std::fill(buf.dkv[0], buf.dkv[0] + count, 0.0f);
+  cpu::RingAttentionBackwardBegin(buf.stats, dout, out, B, q, H);
+  // Step s holds rank (rank - s)'s block and the sum of its dk, dv so far;
+  // both move on after it, the gradient last of all back to its owner.
+  for (int64_t s = 0; s < cp_; ++s) {
+    float* cur = buf.kv[s % 2];
+    float* dcur = buf.dkv[s % 2];
+    CommHandle sent, received;
+    if (s + 1 < cp_) Exchange(cur, buf.kv[(s + 1) % 2], count, kKvTag, &sent, &received);
+    const int64_t src = (rank_ - s + cp_) % cp_;
+    cpu::RingAttentionBackwardBlock(dqkv, dcur, buf.scores, dout, qkv, cur, lse, buf.stats, B, q,
+                                    ChunksOf(src, T), H);
+    ST_RETURN_IF_ERROR(WaitBoth(sent, received));
+    CommHandle dsent, dreceived;
+    float* dnext = buf.dkv[(s + 1) % 2];
+    Exchange(dcur, dnext, count, kDkvTag, &dsent, &dreceived);
+    ST_RETURN_IF_ERROR(WaitBoth(dsent, dreceived));
+    // The block arriving next starts from the gradient its earlier holders summed.
+  }
+  // After cp transfers this rank holds its own block's whole gradient.
+  cpu::AddKeyValueGrads(dqkv, buf.dkv[cp_ % 2], N, H);
+  return Status::Ok();
+}
+
+}  // namespace scaletrain
