@@ -126,11 +126,6 @@ Status CheckModelAndClusterFlags(const PlanOptions& o, const HardwareCatalog& ca
         ": scaletrain's trainer has no hybrid sharding (ZeRO shards over all its data-parallel "
         "ranks), so a training config cannot run it; plan with --model to compare such layouts");
   }
-  if (!o.train_config.empty() && o.cp > 1) {
-    return InvalidArgument("--cp " + std::to_string(o.cp) +
-                           ": scaletrain's trainer has no context parallelism, so a training config "
-                           "cannot run it; plan with --model to compare layouts with context parallelism");
-  }
   if (o.cluster.empty()) {
     std::string known;
     for (const auto& n : cat.ClusterNames()) known += (known.empty() ? "" : ", ") + n;
@@ -276,6 +271,7 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
   if (run_cfg) {
     const ParallelConfig& pc = run_cfg->parallel;
     f.tp = f.tp.value_or(pc.tp), f.pp = f.pp.value_or(pc.pp), f.dp = f.dp.value_or(pc.dp);
+    if (o.cp == 1) f.cp = pc.cp;  // --cp left at its default: the config's
     f.vpp = f.vpp.value_or(pc.vpp);
     f.micro_batch = f.micro_batch.value_or(run_cfg->training.micro_batch_size);
     f.zero = f.zero.value_or(static_cast<int>(pc.zero));
@@ -284,7 +280,7 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     if (!o.bucket_mb) f.bucket_mb = pc.bucket_mb;
     DpCompressionFromName(pc.dp_compress, &f.dp_compress);  // the config check took only known names
     f.dp_hierarchical = pc.dp_reduce != "flat";  // "auto" applies it where it can, as the trainer
-    if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
+    if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp * f.cp;
   }
   if (o.bucket_mb && !(*o.bucket_mb > 0)) {
     return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");

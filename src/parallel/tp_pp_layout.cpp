@@ -192,4 +192,24 @@ std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const
   return list.Take();
 }
 
+std::vector<StepCollective> ContextParallelStepCollectives(const ModelSpec& spec,
+                                                           const ModelShard& shard,
+                                                           const RankParams& rank, int64_t cp,
+                                                           const TpPpStepOptions& o) {
+  if (cp <= 1) return {};
+  const int64_t kv_heads = spec.arch == Arch::kLlama ? LocalKvHeads(spec, shard.tp) : spec.n_head / shard.tp;
+  const int64_t block = o.micro_batch * spec.block_size * 2 * kv_heads * spec.head_dim() * o.elem_bytes;
+  const int64_t passes = o.micro_batches * rank.layers;
+  const int64_t reruns = !o.recompute_full ? 0
+                         : o.recompute_layers > 0 ? std::min(rank.layers, o.recompute_layers * shard.vpp) * o.micro_batches
+                                                  : passes;
+  const int64_t forward = (passes + reruns) * (cp - 1), backward = passes * (2 * cp - 1);
+  StepCollectiveList list;
+  list.Add("key/value block send", K::kSend, forward, block, StepPhase::kForward);
+  list.Add("key/value block receive", K::kRecv, forward, block, StepPhase::kForward);
+  list.Add("key/value block and gradient send", K::kSend, backward, block, StepPhase::kBackward);
+  list.Add("key/value block and gradient receive", K::kRecv, backward, block, StepPhase::kBackward);
+  return list.Take();
+}
+
 }  // namespace scaletrain

@@ -36,6 +36,7 @@ std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
     if (l.pp > 1) {
       collectives[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], schedule, o);
     }
+    collectives[i].cp = ContextParallelStepCollectives(m, shard, stages[i], l.cp, o);
   }
   return collectives;
 }
@@ -400,10 +401,13 @@ Status CheckStackRuns(const Software& sw, const Layout& l) {
         " stack recomputes every layer under full recomputation (the trainer has no "
         "partial recomputation); drop --recompute-layers");
   }
-  if (l.cp > 1 && (!sw.flash_attention || sw.trainer_activation_buffer)) {
+  // The cpu stack is scaletrain's own trainer, whose ring attention works
+  // block by block (model/context_parallel.h).
+  if (l.cp > 1 && !sw.flash_attention && !sw.trainer_activation_buffer) {
     return InvalidArgument("the " + sw.name +
                            " stack has no context parallelism (ring attention runs on FlashAttention "
-                           "kernels: Megatron-Core, NeMo, torchtitan); use --cp 1 or such a stack");
+                           "kernels: Megatron-Core, NeMo, torchtitan, or scaletrain's cpu stack); use "
+                           "--cp 1 or such a stack");
   }
   return Status::Ok();
 }

@@ -140,7 +140,11 @@ namespace {
 // The float counts of the trainer's activation slices (GPT::LayOutActivations):
 // each slice is rounded up to 16 floats (FloatArena).
 struct TrainerSlices {
-  int64_t N, Nr, C, Cl, Fl, att, Vl;
+  // att: the floats of a layer's kept attention slice (its T x T
+  // probabilities, or with context parallelism each row's log-sum-exp);
+  // att_grad: the probabilities' gradient scratch (none with cp).
+  int64_t N, Nr, C, Cl, Fl, att, att_grad, Vl;
+  int64_t ring = 0;  // context parallelism's ring buffers (GPT::TakeContextParallelBuffers)
   int64_t qkv = 0, fc = 0;  // fused q,k,v width; the MLP's first matmul width (SwiGLU: 2 Fl)
   int64_t kv_saved = 0;     // replicated key/value weights' kept gradient (Llama, n_kv_head < tp)
   bool sp, mean = true;     // RMSNorm (Llama) keeps no mean
@@ -154,7 +158,7 @@ struct TrainerSlices {
   }
   int64_t Scratch(bool shared_att) const {  // TakeScratch
     return R(N * C) + R(Nr * C) + (sp ? R(N * C) + R(Nr * C) : 0) + R(N * C) + R(N * qkv) +
-           R(N * Cl) + R(att) + R(N * fc) + R(N * Fl) + (shared_att ? R(att) : 0);
+           R(N * Cl) + R(att_grad) + R(N * fc) + R(N * Fl) + (shared_att ? R(att_grad) : 0) + ring;
   }
   int64_t Head() const {
     return R(Nr * C) + (mean ? 2 : 1) * R(Nr) + (sp ? R(N * C) : 0) + 2 * R(N * Vl) + R(N) + R(3 * N);
@@ -167,16 +171,27 @@ int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
                                const std::vector<TrainerChunk>& chunks) {
   if (l.recompute == Recompute::kOp) return 0;
   TrainerSlices z{};
+  const int64_t cp = std::max<int64_t>(1, l.cp), T = m.block_size, Tl = T / cp;
+  const int64_t NHl = m.n_head / l.tp;
   z.sp = l.sp && l.tp > 1;
-  z.N = l.micro_batch * m.block_size;
+  z.N = l.micro_batch * Tl;
   z.Nr = z.sp ? z.N / l.tp : z.N;
   z.C = m.n_embd;
   z.Cl = m.n_embd / l.tp;
   z.Fl = m.ffn_hidden / l.tp;
-  z.att = l.micro_batch * (m.n_head / l.tp) * m.block_size * m.block_size;
+  z.att = cp > 1 ? l.micro_batch * NHl * Tl : l.micro_batch * NHl * T * T;
+  z.att_grad = cp > 1 ? 0 : z.att;
   z.Vl = m.padded_vocab_size / l.tp;
   const bool llama = m.arch == Arch::kLlama;
-  const int64_t kv_width = (llama ? LocalKvHeads(m, l.tp) : m.n_head / l.tp) * m.head_dim();
+  const int64_t kv_heads = llama ? LocalKvHeads(m, l.tp) : NHl, kv_width = kv_heads * m.head_dim();
+  if (cp > 1) {
+    // Two key/value blocks and two of their gradients, the row statistics
+    // and the scores of one chunk pair per (batch, head) (forward) or two per
+    // (batch, key/value head) (backward).
+    const int64_t len = T / (2 * cp);
+    z.ring = 4 * TrainerSlices::R(z.N * 2 * kv_width) + TrainerSlices::R(l.micro_batch * NHl * Tl) +
+             TrainerSlices::R(l.micro_batch * std::max(NHl, 2 * kv_heads) * len * len);
+  }
   z.qkv = z.Cl + 2 * kv_width;
   z.fc = llama ? 2 * z.Fl : z.Fl;
   z.mean = !llama;
@@ -184,9 +199,11 @@ int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
   const bool full = l.recompute == Recompute::kFull;
   const bool selective = l.recompute == Recompute::kSelective;
   // The 6 x C partial sums of ReplicatedGrads sit at the scratch's end.
+  // The ring keeps only each row's log-sum-exp, in every recompute mode.
+  const bool own_att = !selective || cp > 1;
   int64_t floats = z.Scratch(selective) + TrainerSlices::R(6 * z.C) + z.kv_saved +
                    (full ? z.Layer(true) : 0);
-  const int64_t per_layer = full ? TrainerSlices::R(z.Nr * z.C) : z.Layer(!selective);
+  const int64_t per_layer = full ? TrainerSlices::R(z.Nr * z.C) : z.Layer(own_att);
   for (const TrainerChunk& ch : chunks) {
     const int64_t per_slot =
         TrainerSlices::R(z.Nr * z.C) + ch.layers * per_layer + (ch.head ? z.Head() : 0);

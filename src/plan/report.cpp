@@ -92,7 +92,8 @@ void AddStepCollectivesJson(const Prediction& p, nlohmann::json* j) {
   for (const auto& sc : p.stage_collectives) {
     (*j)["step_per_stage"].push_back({{"dp", group_json(sc.dp, dp_group)},
                                       {"tp", group_json(sc.tp, lay.tp)},
-                                      {"pp", group_json(sc.pp, lay.pp)}});
+                                      {"pp", group_json(sc.pp, lay.pp)},
+                                      {"cp", group_json(sc.cp, lay.cp)}});
   }
 }
 

@@ -18,6 +18,8 @@ const char* CommGroupName(CommGroup g) {
       return "tp";
     case CommGroup::kPp:
       return "pp";
+    case CommGroup::kCp:
+      return "cp";
   }
   return "?";
 }

@@ -20,9 +20,10 @@
 namespace scaletrain {
 
 // A rank's process groups, in the order records list them.
-enum class CommGroup { kDp, kTp, kPp };
-inline constexpr int kNumCommGroups = 3;
-const char* CommGroupName(CommGroup g);  // "dp", "tp", "pp"
+// kDp is the gradient group (dp x cp ranks with context parallelism).
+enum class CommGroup { kDp, kTp, kPp, kCp };
+inline constexpr int kNumCommGroups = 4;
+const char* CommGroupName(CommGroup g);  // "dp", "tp", "pp", "cp"
 
 // What one rank handed to one group's collectives in a step
 // (comm/communicator.h's payload convention).

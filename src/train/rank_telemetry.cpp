@@ -16,7 +16,8 @@ namespace scaletrain {
 // the time blocked on them; with pipeline parallelism, one rank's of every
 // stage (collective).
 void TakeStepTraffic(ProcessGroups& g, StepRecord& rec) {
-  CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(), g.pp->TakeStats()};
+  CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(), g.pp->TakeStats(),
+                                     g.cp->TakeStats()};
   // The hierarchical DP reduction's traffic is the DP group's.
   for (Communicator* sub : {g.dp_host.get(), g.dp_cross.get()}) {
     if (sub == nullptr) continue;
@@ -28,7 +29,7 @@ void TakeStepTraffic(ProcessGroups& g, StepRecord& rec) {
     }
     dp.wait_s += s.wait_s;
   }
-  const int64_t sizes[kNumCommGroups] = {g.dp->size(), g.tp->size(), g.pp->size()};
+  const int64_t sizes[kNumCommGroups] = {g.dp->size(), g.tp->size(), g.pp->size(), g.cp->size()};
   std::vector<int64_t> mine;
   for (int i = 0; i < kNumCommGroups; ++i) {
     rec.traffic[i] = {stats[i].payload_bytes(), stats[i].calls()};
