@@ -144,7 +144,7 @@ expect_error "the legacy stack has no context parallelism" plan --model llama3-8
   --cp 2 --stack legacy
 expect_error "cp=3 cuts each sequence into 2 x cp = 6 chunks" plan --model llama3-8b --cluster dgx-h100 --gpus 48 --cp 3
 # A training config's parallel.cp (or --cp over it): the trainer's ring.
-"$bin" plan --train-config configs/shakespeare_char.toml --cluster dgx-h100 --set parallel.cp=2 \
+"$bin" plan --train-config configs/shakespeare_char.toml --cluster dgx-h100 --vocab 65 --set parallel.cp=2 \
   | grep -q "cp=2" || fail "plan --train-config with parallel.cp = 2 plans cp=2"
 # Layers that pp x vpp does not cut into equal chunks: an error naming the
 # split (the trainer and Megatron refuse it too); pp alone may leave stages a
