@@ -580,7 +580,7 @@ Status GPT::CheckChunkCall(int64_t chunk, int64_t slot, int64_t B, int64_t T) co
                            " exceeds the model's " + std::to_string(max_batch_) + " x " +
                            std::to_string(spec_.block_size));
   }
-  if (T % (2 * cp_.size()) != 0) {
+  if (context_parallel() && T % (2 * cp_.size()) != 0) {
     return InvalidArgument("context parallelism needs T = " + std::to_string(T) +
                            " divisible by 2 x cp = " + std::to_string(2 * cp_.size()));
   }

@@ -87,6 +87,13 @@ else
   echo "FAIL: single-rank checkpoint resumed at dp 2 x cp 2 ZeRO-3: ${out:-}"; tail -5 "$work/out"; fails=$((fails + 1))
 fi
 
+# A cp checkpoint is a whole model: `sample` (one rank, any prompt length) loads it.
+if "$bin" sample --checkpoint "$work/run_cp4" --tokens 20 --prompt "ROMEO" >"$work/out" 2>&1; then
+  pass=$((pass + 1))
+else
+  echo "FAIL: sample from a cp 4 checkpoint:"; cat "$work/out"; fails=$((fails + 1))
+fi
+
 # Bad layouts: one clear error each, before any rank starts training.
 expect_train_error "cp not cutting block_size into 2 cp chunks" "parallel.cp = 3 cuts each sequence.*model.block_size = 16" \
   --set parallel.cp=3
