@@ -523,9 +523,9 @@ Status ValidateTelemetrySection(const TelemetryConfig& t) {
 }
 
 Status ValidateFaultsSection(const FaultsConfig& f, const ParallelConfig& p) {
-  const int64_t world = p.dp * p.tp * p.pp;
+  const int64_t world = p.dp * p.tp * p.pp * p.cp;
   if (f.slow_rank < -1 || f.slow_rank >= world) {
-    return InvalidArgument("faults.slow_rank must be -1 (none) or a rank below dp x tp x pp = " +
+    return InvalidArgument("faults.slow_rank must be -1 (none) or a rank below dp x tp x pp x cp = " +
                            std::to_string(world) + ", got " + std::to_string(f.slow_rank));
   }
   if (!(f.slow_ms >= 0)) return InvalidArgument("faults.slow_ms must be >= 0");

@@ -104,7 +104,7 @@ double RankWindowPoint::Compute() const {
 }
 
 int64_t RunData::world_size() const {
-  return config.parallel.dp * config.parallel.tp * config.parallel.pp;
+  return config.parallel.dp * config.parallel.tp * config.parallel.pp * config.parallel.cp;
 }
 
 bool RunData::finished() const { return !steps.empty() && steps.back().step >= config.training.steps; }
