@@ -55,6 +55,7 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "tp", c.parallel.tp);
   f("parallel", "pp", c.parallel.pp);
   f("parallel", "cp", c.parallel.cp);
+  f("parallel", "cp_impl", c.parallel.cp_impl);
   f("parallel", "vpp", c.parallel.vpp);
   f("parallel", "zero", c.parallel.zero);
   f("parallel", "sp", c.parallel.sp);
@@ -418,6 +419,9 @@ Status ValidateParallelLayout(const ParallelConfig& p) {
         "parallel.zero = 3 (parameters sharded) does not run with the "
         "interleaved schedule (parallel.vpp = " +
         std::to_string(p.vpp) + "); use parallel.zero = 2 with it, or parallel.vpp = 1");
+  }
+  if (!IsOneOf(p.cp_impl, {"ring", "ulysses"})) {
+    return InvalidArgument("parallel.cp_impl = '" + p.cp_impl + "' is unknown; use \"ring\" or \"ulysses\"");
   }
   if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved"})) {
     return InvalidArgument("parallel.schedule = '" + p.schedule +

@@ -17,12 +17,18 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "kernels/cpu/ops.h"
+#include "model/spec.h"
 
 namespace scaletrain {
 
 // cp ranks cut a sequence of block_size positions into 2 cp chunks: the
 // error (naming parallel.cp and model.block_size) where they do not.
 Status CheckContextParallel(int64_t block_size, int64_t cp);
+// Ulysses splits each rank's query and key/value heads (after tp) over the
+// cp ranks: the error (naming parallel.cp_impl, parallel.cp, model.n_head
+// or model.n_kv_head and parallel.tp) where they do not divide, or where
+// tp > n_kv_head replicates the key/value heads.
+Status CheckUlysses(const ModelSpec& spec, int64_t tp, int64_t cp);
 
 class ContextParallel {
  public:
@@ -38,6 +44,24 @@ class ContextParallel {
 
   // comm: the cp group (null at cp = 1).
   ContextParallel(Communicator* comm, int64_t cp, int64_t rank) : comm_(comm), cp_(cp), rank_(rank) {}
+
+  // Ulysses: a set of column segments of a row (q, k, v heads; or the
+  // output's heads), each split evenly over the cp ranks.
+  struct Columns {
+    int64_t offset[3] = {0, 0, 0};
+    int64_t width[3] = {0, 0, 0};
+    int count = 1;
+    int64_t total() const { return width[0] + width[1] + width[2]; }
+  };
+  // Sequence -> heads: src [B, T/cp, cols.total()] (this rank's positions)
+  // becomes dst [B, T, cols.total() / cp] (every position in order, this
+  // rank's share cp_rank of each segment). `send`, `recv`: B x T/cp x
+  // cols.total() floats each. Collective over the cp group.
+  Status ToHeads(float* dst, const float* src, int64_t B, int64_t T, const Columns& cols,
+                 float* send, float* recv);
+  // The inverse: src [B, T, cols.total() / cp] -> dst [B, T/cp, cols.total()].
+  Status ToSequence(float* dst, const float* src, int64_t B, int64_t T, const Columns& cols,
+                    float* send, float* recv);
 
   int64_t size() const { return cp_; }
   int64_t rank() const { return rank_; }
@@ -66,6 +90,10 @@ class ContextParallel {
   // one in `recv` (from the previous).
   void Exchange(const float* send, float* recv, int64_t count, int tag, CommHandle* sent,
                 CommHandle* received);
+
+  // Sends block j of `send` to rank j and receives rank j's into block j of
+  // `recv` (this rank's own block copied), blocks of `block` floats.
+  Status AllToAll(const float* send, float* recv, int64_t block);
 
   Communicator* comm_;
   int64_t cp_, rank_;

@@ -16,6 +16,7 @@ namespace scaletrain {
 // column-parallel matmuls; otherwise they alias the norm outputs.
 struct GPT::LayerActs {
   float *ln1, *ln1_mean, *ln1_rstd, *ln1_full, *qkv, *atty, *att, *res2;
+  float* qkv_heads = nullptr;  // Ulysses: q, k, v of every position, this rank's heads
   float *ln2, *ln2_mean, *ln2_rstd, *ln2_full, *fch, *fch_gelu, *res3;
 };
 
@@ -43,6 +44,9 @@ struct GPT::Scratch {
   float* att = nullptr;
   float* replicated;  // ReplicatedGrads' partial sums under sequence parallelism
   float* kv_saved = nullptr;
+  // Ulysses: the all-to-all's buffers, the attention output (forward) or its
+  // gradient (backward) in the heads layout, and q, k, v's gradient there.
+  float *ul_send = nullptr, *ul_recv = nullptr, *heads_out = nullptr, *dqkv_heads = nullptr;
 };
 
 namespace {
@@ -121,6 +125,7 @@ Status CheckShardLayout(const ModelSpec& spec, const ModelShard& shard, const Co
     return InvalidArgument("context parallelism needs the CP group's communicator (of size cp)");
   }
   ST_RETURN_IF_ERROR(CheckContextParallel(spec.block_size, shard.cp));
+  if (shard.ulysses) ST_RETURN_IF_ERROR(CheckUlysses(spec, shard.tp, shard.cp));
   const int64_t rows = max_batch * spec.block_size / shard.cp;
   if (shard.sp && rows % shard.tp != 0) {
     return InvalidArgument("sequence parallelism splits the micro-batch's " + std::to_string(rows) +
@@ -263,7 +268,12 @@ void GPT::TakeLayerActs(FloatArena& arena, LayerActs& L, bool shared_att) const 
   // With context parallelism each row's log-sum-exp (the ring's backward
   // recomputes the probabilities block by block) instead of the T x T
   // probabilities, whatever the recompute mode.
-  if (context_parallel()) {
+  if (ulysses()) {
+    // Every position of n_head / tp / cp heads: 1/cp of the probabilities.
+    L.qkv_heads = arena.Take(N * qkv_width_);
+    const int64_t T = spec_.block_size;
+    L.att = shared_att ? scratch_->att : arena.Take(max_batch_ * (NHl / cp_.size()) * T * T);
+  } else if (context_parallel()) {
     L.att = arena.Take(max_batch_ * NHl * Tl);
   } else {
     L.att = shared_att ? scratch_->att : arena.Take(max_batch_ * NHl * spec_.block_size * spec_.block_size);
@@ -279,8 +289,11 @@ void GPT::TakeScratch(FloatArena& arena) {
   const int64_t tp = shard_.tp;
   const int64_t N = max_batch_ * cp_.LocalRows(spec_.block_size), Nr = tp_.ResidualRows(N);
   const int64_t C = spec_.n_embd, Cl = C / tp, NHl = spec_.n_head / tp;
-  // The T x T probabilities' gradient scratch; none with context parallelism.
-  const int64_t att = context_parallel() ? 0 : max_batch_ * NHl * spec_.block_size * spec_.block_size;
+  // The T x T probabilities' gradient scratch: none with the ring, the
+  // rank's heads' with Ulysses.
+  const int64_t att = context_parallel() && !ulysses()
+                          ? 0
+                          : max_batch_ * (NHl / cp_.size()) * spec_.block_size * spec_.block_size;
   const bool sp = tp_.sp();
   Scratch& S = *scratch_;
   S.partial = arena.Take(N * C); S.dres = arena.Take(Nr * C);
@@ -300,6 +313,14 @@ void GPT::TakeScratch(FloatArena& arena) {
 
 void GPT::TakeContextParallelBuffers(FloatArena& arena) {
   const int64_t Tl = cp_.LocalRows(spec_.block_size), N = max_batch_ * Tl;
+  if (ulysses()) {
+    Scratch& S = *scratch_;
+    S.ul_send = arena.Take(N * qkv_width_);
+    S.ul_recv = arena.Take(N * qkv_width_);
+    S.heads_out = arena.Take(N * (spec_.n_embd / shard_.tp));
+    S.dqkv_heads = arena.Take(N * qkv_width_);
+    return;
+  }
   const cpu::AttentionHeads heads = HeadsOf(spec_, shard_.tp, kv_heads_local_, q_head0_);
   const int64_t kv = N * 2 * heads.NKV * heads.hs;
   for (int i = 0; i < 2; ++i) {
@@ -404,7 +425,53 @@ void GPT::Rope(float* qkv, int64_t N, int64_t T, const cpu::AttentionHeads& head
                    heads.hs, spec_.rope_theta, inverse);
 }
 
+cpu::AttentionHeads GPT::UlyssesHeads(const cpu::AttentionHeads& heads) const {
+  cpu::AttentionHeads h = heads;
+  h.NH = heads.NH / cp_.size();
+  h.NKV = heads.NKV / cp_.size();
+  h.h0 = 0;  // CheckUlysses: the key/value heads are split, never replicated
+  return h;
+}
+
+ContextParallel::Columns GPT::QkvColumns(const cpu::AttentionHeads& heads) const {
+  ContextParallel::Columns c;
+  c.count = 3;
+  const int64_t q = heads.NH * heads.hs, kv = heads.NKV * heads.hs;
+  c.offset[0] = 0, c.width[0] = q;
+  c.offset[1] = q, c.width[1] = kv;
+  c.offset[2] = q + kv, c.width[2] = kv;
+  return c;
+}
+
+// Ulysses: q, k, v to every position of this rank's heads, the single-rank
+// kernel over the whole sequence, the output back to this rank's positions.
+Status GPT::UlyssesForward(LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads) {
+  Scratch& S = *scratch_;
+  const int64_t Tf = T * cp_.size();
+  ContextParallel::Columns out;
+  out.width[0] = heads.NH * heads.hs;
+  ST_RETURN_IF_ERROR(cp_.ToHeads(L.qkv_heads, L.qkv, B, Tf, QkvColumns(heads), S.ul_send, S.ul_recv));
+  cpu::GqaAttentionForward(S.heads_out, L.att, L.qkv_heads, B, Tf, UlyssesHeads(heads));
+  return cp_.ToSequence(L.atty, S.heads_out, B, Tf, out, S.ul_send, S.ul_recv);
+}
+
+Status GPT::UlyssesBackward(const LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads) {
+  Scratch& S = *scratch_;
+  const int64_t Tf = T * cp_.size();
+  const cpu::AttentionHeads h = UlyssesHeads(heads);
+  ContextParallel::Columns out;
+  out.width[0] = heads.NH * heads.hs;
+  if (recompute_ == ActivationRecompute::kSelective) {
+    cpu::GqaAttentionForward(S.heads_out, L.att, L.qkv_heads, B, Tf, h);  // the probabilities again
+  }
+  ST_RETURN_IF_ERROR(cp_.ToHeads(S.heads_out, S.datty, B, Tf, out, S.ul_send, S.ul_recv));
+  Zero(S.dqkv_heads, B * T * qkv_width_);
+  cpu::GqaAttentionBackward(S.dqkv_heads, S.datt, S.heads_out, L.qkv_heads, L.att, B, Tf, h);
+  return cp_.ToSequence(S.dqkv, S.dqkv_heads, B, Tf, QkvColumns(heads), S.ul_send, S.ul_recv);
+}
+
 Status GPT::AttentionForward(LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads) {
+  if (ulysses()) return UlyssesForward(L, B, T, heads);
   if (context_parallel()) {
     return cp_.AttentionForward(L.atty, L.att, L.qkv, B, T * cp_.size(), heads, cp_buf_);
   }
@@ -415,6 +482,7 @@ Status GPT::AttentionForward(LayerActs& L, int64_t B, int64_t T, const cpu::Atte
 Status GPT::AttentionBackward(const LayerActs& L, int64_t B, int64_t T,
                               const cpu::AttentionHeads& heads) {
   Scratch& S = *scratch_;
+  if (ulysses()) return UlyssesBackward(L, B, T, heads);
   if (context_parallel()) {
     return cp_.AttentionBackward(S.dqkv, S.datty, L.atty, L.qkv, L.att, B, T * cp_.size(), heads,
                                  cp_buf_);

@@ -217,6 +217,13 @@ class GPT {
   // Rows of the residual stream for B x T_local of this rank's positions.
   int64_t LocalResidualRows(int64_t B, int64_t T_local) const { return tp_.ResidualRows(B * T_local); }
   bool context_parallel() const { return cp_.size() > 1; }
+  bool ulysses() const { return context_parallel() && shard_.ulysses; }
+  // Ulysses: the heads a rank attends after the all-to-all, and the column
+  // segments (q, k, v heads; the output's heads) it splits.
+  cpu::AttentionHeads UlyssesHeads(const cpu::AttentionHeads& heads) const;
+  ContextParallel::Columns QkvColumns(const cpu::AttentionHeads& heads) const;
+  Status UlyssesForward(LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads);
+  Status UlyssesBackward(const LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads);
   // The positions of this rank's T_local rows of a sequence.
   std::vector<int32_t> PositionsOf(int64_t T_local) const { return cp_.Positions(T_local * cp_.size()); }
   // The attention of a block, plain or over the context-parallel ring

@@ -326,6 +326,9 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
   ST_ASSIGN_OR_RETURN(run->data, OpenData(cfg.data));
   ST_ASSIGN_OR_RETURN(run->spec, ModelSpecFor(cfg, run->data));
   ST_RETURN_IF_ERROR(CheckMicroBatches(cfg, run->spec.block_size));
+  if (cfg.parallel.cp_impl == "ulysses") {
+    ST_RETURN_IF_ERROR(CheckUlysses(run->spec, cfg.parallel.tp, cfg.parallel.cp));
+  }
   ST_RETURN_IF_ERROR(OpenSamplers(run->data, run->spec.block_size, cfg.training.seed));
   ST_ASSIGN_OR_RETURN(run->groups, ConnectRanks(cfg, opts.backend, &run->hosts));
   ST_ASSIGN_OR_RETURN(run->model, BuildParallelModel(cfg, run->spec, run->groups.get()));

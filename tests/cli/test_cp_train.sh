@@ -6,7 +6,8 @@
 # cp x tp x pp and cp x tp x pp x dp, Llama blocks (RoPE at each rank's
 # positions, grouped-query attention) and the three recompute modes, 10
 # steps give the single-rank loss at every step (and the same validation
-# losses) within 1e-6 relative. Checkpoints reshard from a cp layout to one
+# losses) within 1e-6 relative, and so does parallel.cp_impl = "ulysses" (cp 2
+# and 4, with tp + sp, dp x cp under ZeRO-3, pp, Llama, recompute). Checkpoints reshard from a cp layout to one
 # rank and from one rank to dp x cp under ZeRO-3. Bad layouts end with one
 # clear error naming the keys.
 # Usage: test_cp_train.sh PATH/TO/scaletrain REPO_ROOT
@@ -70,6 +71,14 @@ run_layout llama_cp2 ref_llama_8 2 "${g8[@]}" "${llama[@]}" --set parallel.cp=2
 run_layout llama_cp4_selective ref_llama_8 4 "${g8[@]}" "${llama[@]}" --set parallel.cp=4 \
   --set 'training.recompute="selective"'
 run_layout llama_cp2_tp2 ref_llama_8 4 "${g8[@]}" "${llama[@]}" --set parallel.cp=2 --set parallel.tp=2
+# Ulysses: all-to-all from sequence to heads and back.
+ul=(--set 'parallel.cp_impl="ulysses"')
+run_layout ulysses_cp2 ref_gpt_8 2 "${g8[@]}" "${ul[@]}" --set parallel.cp=2
+run_layout ulysses_cp4_selective ref_gpt_8 4 "${g8[@]}" "${ul[@]}" --set parallel.cp=4 --set 'training.recompute="selective"'
+run_layout ulysses_cp2_tp2_sp_full ref_gpt_8 4 "${g8[@]}" "${ul[@]}" --set parallel.cp=2 --set parallel.tp=2 \
+  --set parallel.sp=true --set 'training.recompute="full"'
+run_layout ulysses_dp2_cp2_zero3 ref_gpt_16 4 "${g16[@]}" "${ul[@]}" --set parallel.cp=2 --set parallel.dp=2 --set parallel.zero=3
+run_layout ulysses_llama_cp2_pp2 ref_llama_8 4 "${g8[@]}" "${ul[@]}" "${llama[@]}" --set parallel.cp=2 --set parallel.pp=2
 
 # Checkpoints reshard: cp 4's step-5 checkpoint resumes on one rank, and the
 # single rank's at dp 2 x cp 2 under ZeRO-3, each continuing the reference.
@@ -98,6 +107,13 @@ fi
 expect_train_error "cp not cutting block_size into 2 cp chunks" "parallel.cp = 3 cuts each sequence.*model.block_size = 16" \
   --set parallel.cp=3
 expect_train_error "cp 0" "parallel.cp must be positive" --set parallel.cp=0
+expect_train_error "unknown cp_impl" "parallel.cp_impl = 'star' is unknown" --set 'parallel.cp_impl="star"'
+expect_train_error "ulysses with heads cp does not divide" \
+  'n_head / tp = 4 query heads over cp ranks (parallel.cp_impl = "ulysses", parallel.cp = 8' \
+  "${ul[@]}" --set parallel.cp=8
+expect_train_error "ulysses with key/value heads cp does not divide" \
+  'model.n_kv_head = 2 leaves 2 (parallel.cp_impl = "ulysses", parallel.cp = 4' \
+  "${ul[@]}" "${llama[@]}" --set parallel.cp=4
 expect_train_error "cp with rebalancing" "parallel.rebalance needs parallel.pp = 1, parallel.cp = 1" \
   --set parallel.cp=2 --set parallel.rebalance=true
 if mpirun -np 2 "$bin" train "${common[@]}" "${g8[@]}" --set parallel.cp=4 --run-dir "$work/bad" >"$work/out" 2>&1; then
