@@ -45,6 +45,7 @@ struct PlanOptions {
   int64_t gpus = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   int64_t cp = 1;
+  std::string cp_impl;  // "ring" or "ulysses"; empty: the training config's, else ring
   int64_t shard_group = 0;  // hybrid sharding (Layout::shard_group); 0: none
   int64_t recompute_layers = 0;  // full recomputation's layers per chunk; 0: all
   std::optional<int> zero;
@@ -263,6 +264,7 @@ struct LayoutFlags {
   double bucket_mb = 0;  // 0: the stack's buckets (Software::buckets)
   DpCompression dp_compress = DpCompression::kNone;
   bool dp_hierarchical = false;
+  bool cp_ulysses = false;
 };
 
 Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<RunConfig>& run_cfg) {
@@ -272,6 +274,7 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     const ParallelConfig& pc = run_cfg->parallel;
     f.tp = f.tp.value_or(pc.tp), f.pp = f.pp.value_or(pc.pp), f.dp = f.dp.value_or(pc.dp);
     if (o.cp == 1) f.cp = pc.cp;  // --cp left at its default: the config's
+    f.cp_ulysses = pc.cp_impl == "ulysses";
     f.vpp = f.vpp.value_or(pc.vpp);
     f.micro_batch = f.micro_batch.value_or(run_cfg->training.micro_batch_size);
     f.zero = f.zero.value_or(static_cast<int>(pc.zero));
@@ -294,6 +297,12 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
   if (!o.dp_compress.empty() && !DpCompressionFromName(o.dp_compress, &f.dp_compress)) {
     return InvalidArgument("--dp-compress '" + o.dp_compress + "' is unknown; use none, bf16, fp16 or sign");
   }
+  if (!o.cp_impl.empty()) {
+    if (o.cp_impl != "ring" && o.cp_impl != "ulysses") {
+      return InvalidArgument("--cp-impl '" + o.cp_impl + "' is unknown; use ring or ulysses");
+    }
+    f.cp_ulysses = o.cp_impl == "ulysses";
+  }
   if (f.gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
   return f;
 }
@@ -306,6 +315,7 @@ void ApplyLayoutFlags(const LayoutFlags& f, SearchOptions* search) {
   search->tp = f.tp, search->pp = f.pp, search->dp = f.dp, search->vpp = f.vpp,
   search->micro_batch = f.micro_batch;
   search->cp = f.cp;
+  search->cp_ulysses = f.cp_ulysses;
   if (f.shard_group != 0) search->shard_group = f.shard_group;
   search->zero = f.zero;
   if (f.sp) search->sp = true;
@@ -340,6 +350,7 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   l.tp = f.tp.value_or(1);
   l.pp = f.pp.value_or(1);
   l.cp = f.cp;
+  l.cp_ulysses = f.cp_ulysses;
   l.shard_group = f.shard_group;
   const int64_t model_ranks = l.tp * l.cp * l.pp;
   if (f.dp) {
@@ -499,6 +510,9 @@ void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_option("--cp", o->cp,
                    "context-parallel size: each sequence split over cp GPUs, ring attention "
                    "(default 1; held, not searched)");
+  plan->add_option("--cp-impl", o->cp_impl,
+                   "context parallelism as ring (default) or ulysses (all-to-all from sequence to "
+                   "heads; heads per GPU must divide by cp); with --train-config its parallel.cp_impl");
   plan->add_option(
       "--shard-group", o->shard_group,
       "hybrid sharding: ZeRO shards over groups of N data-parallel ranks, and each rank "

@@ -61,7 +61,10 @@ struct TpPpStepOptions;
 // received in the forward, cp - 1 blocks and cp of their gradients in the
 // backward, the forward's again where full recomputation reruns it. `spec`
 // is the model as a CP rank sees a sequence (block_size / cp positions);
-// shard.tp gives the rank's key/value heads.
+// shard.tp gives the rank's key/value heads. With shard.ulysses, Ulysses'
+// all-to-alls instead: per block and micro-batch q, k, v and the output
+// forward, their gradients backward, each cp - 1 messages of 1/cp of the
+// rank's rows sent and as many received.
 std::vector<StepCollective> ContextParallelStepCollectives(const ModelSpec& spec,
                                                            const ModelShard& shard,
                                                            const RankParams& rank, int64_t cp,

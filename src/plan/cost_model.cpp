@@ -31,7 +31,9 @@ std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
   const ModelSpec rank_spec = TpPaddedSpec(m, l.tp);
   std::vector<Prediction::StageCollectives> collectives(stages.size());
   for (size_t i = 0; i < stages.size(); ++i) {
-    const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
+    ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
+    shard.cp = l.cp;
+    shard.ulysses = l.cp_ulysses;
     collectives[i].tp = TensorParallelStepCollectives(rank_spec, shard, stages[i], o);
     if (l.pp > 1) {
       collectives[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], schedule, o);
@@ -259,6 +261,7 @@ CostModel::SlowestStage CostModel::FindSlowestStage(
 PassSeconds CostModel::CpLayerSeconds(const Layout& l, const LayerShape& shape,
                                       const MicroBatchSeconds& mb) const {
   if (l.cp == 1) return {};
+  if (l.cp_ulysses) return CpUlyssesSeconds(shape, CpLink(cluster_, l.tp, l.cp));
   return CpRingSeconds(shape, mb.attention, CpLink(cluster_, l.tp, l.cp), OverlapShare());
 }
 

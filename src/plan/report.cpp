@@ -25,6 +25,7 @@ nlohmann::json LayoutJson(const Layout& l) {
           {"pp", l.pp},
           {"dp", l.dp},
           {"cp", l.cp},
+          {"cp_impl", l.cp_ulysses ? "ulysses" : "ring"},
           {"vpp", l.vpp},
           {"micro_batch", l.micro_batch},
           {"global_batch", l.global_batch},

@@ -157,6 +157,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
     for (int64_t vpp : VppSizes(model.spec(), opt, model.software(), pp, B / (dp * mb))) {
       Layout l;
       l.tp = tp, l.pp = pp, l.dp = dp, l.cp = opt.cp, l.vpp = vpp, l.micro_batch = mb, l.global_batch = B;
+      l.cp_ulysses = opt.cp_ulysses;
       l.precision = opt.precision;
       l.grad_reduce = opt.grad_reduce;
       l.bucket_bytes = opt.bucket_bytes;
@@ -284,6 +285,7 @@ Status CheckSearchOptions(const CostModel& model, const SearchOptions& opt) {
     // Checked once here; the search builds its layouts from these sizes.
     Layout probe;
     probe.cp = opt.cp;
+    probe.cp_ulysses = opt.cp_ulysses;
     ST_RETURN_IF_ERROR(ValidateLayout(model.spec(), probe.num_gpus(), probe));
   }
   if (opt.global_batch < 1) {

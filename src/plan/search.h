@@ -25,6 +25,7 @@ struct SearchOptions {
   // Context-parallel ranks: held at this (1: none). The search does not try
   // context parallelism on its own.
   int64_t cp = 1;
+  bool cp_ulysses = false;  // Layout::cp_ulysses, held
   std::optional<int> zero;
   // Hybrid sharding (Layout::shard_group): held at this many data-parallel
   // ranks per sharding group; unset: one group of all. The search does not

@@ -47,10 +47,12 @@ llama=(--set 'model.arch="llama"' --set model.n_head=4 --set model.n_embd=32)
 kv2=(--set model.n_kv_head=2)
 kv1=(--set model.n_kv_head=1)
 untied=(--set model.tied_embeddings=false)
-# Context parallelism: the ring's key/value traffic on the CP group, the
-# gradients over dp x cp, the activations of 1/cp of each sequence.
+# Context parallelism: the ring's key/value traffic (or Ulysses' all-to-alls)
+# on the CP group, the gradients over dp x cp, the activations of 1/cp of
+# each sequence.
 cp2=(--set parallel.cp=2)
 cp4=(--set parallel.cp=4)
+ul=(--set 'parallel.cp_impl="ulysses"')
 
 # "dp tp pp zero micro-batches-per-step [extra config ...]". Two or four
 # micro-batches of 2 sequences per DP rank: ZeRO-2 reduces after each, at
@@ -80,7 +82,9 @@ cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "
   "2 2 1 3 2 ${llama[*]} ${kv1[*]} ${sp[*]}" "2 1 2 3 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]}"
   "1 1 1 0 2 ${cp2[*]}" "1 1 1 0 2 ${cp4[*]}" "2 1 1 1 2 ${cp2[*]}" "2 1 1 3 2 ${cp2[*]} ${sel[*]}"
   "1 2 1 0 2 ${cp2[*]} ${sp[*]}" "1 1 2 0 4 ${cp2[*]} ${full[*]}" "1 2 2 0 2 ${cp2[*]} ${llama[*]} ${kv1[*]}"
-  "1 1 1 0 2 ${cp2[*]} ${llama[*]} ${kv2[*]} ${sel[*]}")
+  "1 1 1 0 2 ${cp2[*]} ${llama[*]} ${kv2[*]} ${sel[*]}"
+  "1 1 1 0 2 ${cp2[*]} ${ul[*]}" "2 1 1 3 2 ${cp2[*]} ${ul[*]} ${sel[*]}" "1 2 1 0 2 ${tp4[*]} ${cp2[*]} ${ul[*]} ${sp[*]} ${full[*]}"
+  "1 1 2 0 4 ${cp2[*]} ${ul[*]} ${llama[*]} ${kv2[*]}")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"
@@ -164,8 +168,11 @@ untied = "tied_embeddings=false" in sys.argv[6]
 if pp > 1 and untied == any(c["op"] == "send" and "tied" in c["what"] for c in want["pp"]["collectives"]):
     bad.append("stage 0 does not exchange the tied embedding (or exchanges an untied one)")
 replicated_kv = "model.n_kv_head=1" in sys.argv[6] or ("model.n_kv_head=2" in sys.argv[6] and tp == 4)
-if cp > 1 and not any("key/value block" in c["what"] for c in want["cp"]["collectives"]):
-    bad.append("the ring's key/value transfers missing")
+ulysses = 'cp_impl="ulysses"' in sys.argv[6]
+if cp > 1 and plan["layout"]["cp_impl"] != ("ulysses" if ulysses else "ring"):
+    bad.append(f"the plan's cp_impl is {plan['layout']['cp_impl']}")
+if cp > 1 and not any(("all-to-all" if ulysses else "key/value block") in c["what"] for c in want["cp"]["collectives"]):
+    bad.append("the context-parallel transfers missing")
 if tp > 1 and replicated_kv != any("key/value" in c["what"] for c in want["tp"]["collectives"]):
     bad.append("the replicated key/value gradient all-reduce missing (or present with split heads)")
 print("; ".join(bad) if bad else
