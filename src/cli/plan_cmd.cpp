@@ -46,6 +46,7 @@ struct PlanOptions {
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   int64_t cp = 1;
   std::string cp_impl;  // "ring" or "ulysses"; empty: the training config's, else ring
+  bool search_cp = false;  // --search-cp
   int64_t shard_group = 0;  // hybrid sharding (Layout::shard_group); 0: none
   int64_t recompute_layers = 0;  // full recomputation's layers per chunk; 0: all
   std::optional<int> zero;
@@ -198,6 +199,7 @@ Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& i
   search.tp = o.tp, search.pp = o.pp, search.dp = o.dp, search.vpp = o.vpp,
   search.micro_batch = o.micro_batch;
   search.cp = o.cp;
+  search.search_cp = o.search_cp;
   if (o.shard_group != 0) search.shard_group = o.shard_group;
   search.zero = o.zero;
   if (!o.recompute.empty()) {
@@ -510,6 +512,9 @@ void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_option("--cp", o->cp,
                    "context-parallel size: each sequence split over cp GPUs, ring attention "
                    "(default 1; held, not searched)");
+  plan->add_flag("--search-cp", o->search_cp,
+                 "with --search: also try every cp (from 1) that divides the GPUs and whose 2 cp "
+                 "chunks divide the sequence");
   plan->add_option("--cp-impl", o->cp_impl,
                    "context parallelism as ring (default) or ulysses (all-to-all from sequence to "
                    "heads; heads per GPU must divide by cp); with --train-config its parallel.cp_impl");

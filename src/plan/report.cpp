@@ -201,6 +201,7 @@ nlohmann::json SearchToJson(const PlanContext& ctx, const SearchResult& r, const
     j["families"].push_back({{"tp", f.tp},
                              {"pp", f.pp},
                              {"dp", f.dp},
+                             {"cp", f.cp},
                              {"layouts", f.evaluated},
                              {"fits", f.fits},
                              {"best_tokens_per_s", f.best_tokens_per_s},
@@ -384,8 +385,9 @@ std::string SearchToText(const PlanContext& ctx, const SearchResult& r) {
   }
   o += "\nby (tp, pp) family:\n";
   for (const auto& f : r.families) {
-    o += Fmt("  tp=%-3lld pp=%-3lld dp=%-6lld %s\n", static_cast<long long>(f.tp), static_cast<long long>(f.pp),
-             static_cast<long long>(f.dp), f.reason.c_str());
+    const std::string cp = f.cp > 1 ? Fmt("cp=%-3lld ", static_cast<long long>(f.cp)) : "";
+    o += Fmt("  tp=%-3lld pp=%-3lld dp=%-6lld %s%s\n", static_cast<long long>(f.tp), static_cast<long long>(f.pp),
+             static_cast<long long>(f.dp), cp.c_str(), f.reason.c_str());
   }
   (void)ctx;
   return o;
