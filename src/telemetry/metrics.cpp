@@ -82,6 +82,7 @@ std::string StepRecordJson(const StepRecord& r) {
                          {"exposed_comm_s", r.exposed_comm_s},
                          {"optimizer_s", r.optimizer_s}};
   if (r.tp_comm_wait_s) line["tp_comm_wait_s"] = *r.tp_comm_wait_s;
+  if (r.cp_comm_wait_s) line["cp_comm_wait_s"] = *r.cp_comm_wait_s;
   if (r.pipeline_wait_s) line["pipeline_wait_s"] = *r.pipeline_wait_s;
   if (r.val_loss) line["val_loss"] = *r.val_loss;
   AddTraffic(r, line);

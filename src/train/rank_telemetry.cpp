@@ -39,6 +39,8 @@ void TakeStepTraffic(ProcessGroups& g, StepRecord& rec) {
   rec.exposed_comm_s = stats[static_cast<int>(CommGroup::kDp)].wait_s;
   if (sizes[static_cast<int>(CommGroup::kTp)] > 1)
     rec.tp_comm_wait_s = stats[static_cast<int>(CommGroup::kTp)].wait_s;
+  if (sizes[static_cast<int>(CommGroup::kCp)] > 1)
+    rec.cp_comm_wait_s = stats[static_cast<int>(CommGroup::kCp)].wait_s;
   if (g.pp->size() > 1) {
     rec.traffic_by_stage.clear();
     for (const std::vector<int64_t>& s : GatherByStage(g, mine)) {
@@ -64,7 +66,9 @@ void RankTelemetry::AddStep(const StepRecord& rec, double checkpoint_s, double w
   p[static_cast<int>(RankPhase::kData)] = rec.data_s;
   p[static_cast<int>(RankPhase::kForward)] = rec.forward_s;
   p[static_cast<int>(RankPhase::kBackward)] = rec.backward_s;
-  p[static_cast<int>(RankPhase::kTpComm)] = rec.tp_comm_wait_s.value_or(0);
+  // The context-parallel waits sit inside forward and backward as TP's do
+  // (the report's "TP + CP comm").
+  p[static_cast<int>(RankPhase::kTpComm)] = rec.tp_comm_wait_s.value_or(0) + rec.cp_comm_wait_s.value_or(0);
   p[static_cast<int>(RankPhase::kPpComm)] = rec.pipeline_wait_s.value_or(0);
   p[static_cast<int>(RankPhase::kDpComm)] = rec.grad_sync_wait_s;
   p[static_cast<int>(RankPhase::kOptimizer)] = rec.optimizer_s;

@@ -80,6 +80,16 @@ run_layout ulysses_cp2_tp2_sp_full ref_gpt_8 4 "${g8[@]}" "${ul[@]}" --set paral
 run_layout ulysses_dp2_cp2_zero3 ref_gpt_16 4 "${g16[@]}" "${ul[@]}" --set parallel.cp=2 --set parallel.dp=2 --set parallel.zero=3
 run_layout ulysses_llama_cp2_pp2 ref_llama_8 4 "${g8[@]}" "${ul[@]}" "${llama[@]}" --set parallel.cp=2 --set parallel.pp=2
 
+# The ring's traffic and waits are the cp group's in metrics.jsonl (the
+# planner's byte count is tests/cli/test_plan_vs_trainer.sh's).
+if $py - "$work/run_cp2/metrics.jsonl" <<'PY'; then pass=$((pass + 1)); else echo "FAIL: cp metrics"; fails=$((fails + 1)); fi
+import json, sys
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    assert j["comm_bytes"]["cp"] > 0 and j["comm_calls"]["cp"] > 0 and "cp_comm_wait_s" in j, j
+    assert j["comm_bytes"]["dp"] > 0  # the gradients over dp x cp = 2 ranks
+PY
+
 # Checkpoints reshard: cp 4's step-5 checkpoint resumes on one rank, and the
 # single rank's at dp 2 x cp 2 under ZeRO-3, each continuing the reference.
 if "$bin" train "${common[@]}" "${g8[@]}" --resume "$work/run_cp4/checkpoints/step_00000005" \
