@@ -7,9 +7,11 @@
 # positions, grouped-query attention) and the three recompute modes, 10
 # steps give the single-rank loss at every step (and the same validation
 # losses) within 1e-6 relative, and so does parallel.cp_impl = "ulysses" (cp 2
-# and 4, with tp + sp, dp x cp under ZeRO-3, pp, Llama, recompute). Checkpoints reshard from a cp layout to one
-# rank and from one rank to dp x cp under ZeRO-3. Bad layouts end with one
-# clear error naming the keys.
+# and 4, with tp + sp, dp x cp under ZeRO-3, pp, Llama, recompute).
+# Checkpoints reshard from a cp layout to one rank, from one rank to dp x cp
+# under ZeRO-3 and from there to tp x pp; `sample` loads a cp checkpoint.
+# metrics.jsonl counts the cp group's traffic. Bad layouts end with one clear
+# error naming the keys.
 # Usage: test_cp_train.sh PATH/TO/scaletrain REPO_ROOT
 . "$(dirname "$0")/lib.sh"
 st_cli_init "$@"
@@ -106,6 +108,13 @@ else
   echo "FAIL: single-rank checkpoint resumed at dp 2 x cp 2 ZeRO-3: ${out:-}"; tail -5 "$work/out"; fails=$((fails + 1))
 fi
 
+if mpirun -np 4 "$bin" train "${common[@]}" "${g16[@]}" --set parallel.tp=2 --set parallel.pp=2 \
+    --resume "$work/run_dp2_cp2_zero3/checkpoints/step_00000005" --run-dir "$work/resume_tp_pp" >"$work/out" 2>&1 &&
+    out=$(compare "$work/ref_gpt_16" "$work/resume_tp_pp" 6 $tol); then
+  echo "ok dp 2 x cp 2 ZeRO-3 checkpoint -> tp 2 x pp 2: $out"; pass=$((pass + 1))
+else
+  echo "FAIL: dp 2 x cp 2 ZeRO-3 checkpoint resumed at tp 2 x pp 2: ${out:-}"; tail -5 "$work/out"; fails=$((fails + 1))
+fi
 # A cp checkpoint is a whole model: `sample` (one rank, any prompt length) loads it.
 if "$bin" sample --checkpoint "$work/run_cp4" --tokens 20 --prompt "ROMEO" >"$work/out" 2>&1; then
   pass=$((pass + 1))
