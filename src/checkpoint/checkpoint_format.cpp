@@ -59,11 +59,13 @@ Result<ParamEntry> ShardEntry(const std::string& name, const nlohmann::json& t, 
 std::vector<CheckpointPiece> ShardPieces(const ModelSpec& run_spec, const ParallelConfig& par,
                                          const MeshCoord& coord) {
   const ParamLayout layout = BuildRankLayout(run_spec, ShardOf(par, coord));
+  // The gradient group's blocks: dp x cp ranks hold each model shard.
+  const int64_t ranks = par.dp * par.cp, index = coord.dp * par.cp + coord.cp;
   const std::vector<GradBucket> buckets =
-      BuildDpBuckets(layout, par.dp, BucketBytes(par), par.zero, run_spec.n_layer);
+      BuildDpBuckets(layout, ranks, BucketBytes(par), par.zero, run_spec.n_layer);
   std::vector<CheckpointPiece> pieces;
   int64_t block = 0;
-  for (const FlatRange& r : DpBlockRanges(buckets, par.dp, coord.dp)) {
+  for (const FlatRange& r : DpBlockRanges(buckets, ranks, index)) {
     for (const ParamEntry& e : layout.entries) {
       if (!e.unique) continue;
       const int64_t lo = std::max(r.begin, e.offset), hi = std::min(r.end, e.offset + e.numel);

@@ -45,6 +45,8 @@ struct PlanOptions {
   int64_t gpus = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, global_batch, seq;
   int64_t cp = 1;
+  std::string cp_impl;  // "ring" or "ulysses"; empty: the training config's, else ring
+  bool search_cp = false;  // --search-cp
   int64_t shard_group = 0;  // hybrid sharding (Layout::shard_group); 0: none
   int64_t recompute_layers = 0;  // full recomputation's layers per chunk; 0: all
   std::optional<int> zero;
@@ -126,11 +128,6 @@ Status CheckModelAndClusterFlags(const PlanOptions& o, const HardwareCatalog& ca
         ": scaletrain's trainer has no hybrid sharding (ZeRO shards over all its data-parallel "
         "ranks), so a training config cannot run it; plan with --model to compare such layouts");
   }
-  if (!o.train_config.empty() && o.cp > 1) {
-    return InvalidArgument("--cp " + std::to_string(o.cp) +
-                           ": scaletrain's trainer has no context parallelism, so a training config "
-                           "cannot run it; plan with --model to compare layouts with context parallelism");
-  }
   if (o.cluster.empty()) {
     std::string known;
     for (const auto& n : cat.ClusterNames()) known += (known.empty() ? "" : ", ") + n;
@@ -203,6 +200,7 @@ Result<SearchOptions> SearchOptionsFor(const PlanOptions& o, const PlanInputs& i
   search.tp = o.tp, search.pp = o.pp, search.dp = o.dp, search.vpp = o.vpp,
   search.micro_batch = o.micro_batch;
   search.cp = o.cp;
+  search.search_cp = o.search_cp;
   if (o.shard_group != 0) search.shard_group = o.shard_group;
   search.zero = o.zero;
   if (!o.recompute.empty()) {
@@ -269,6 +267,7 @@ struct LayoutFlags {
   double bucket_mb = 0;  // 0: the stack's buckets (Software::buckets)
   DpCompression dp_compress = DpCompression::kNone;
   bool dp_hierarchical = false;
+  bool cp_ulysses = false;
 };
 
 Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<RunConfig>& run_cfg) {
@@ -277,6 +276,8 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
   if (run_cfg) {
     const ParallelConfig& pc = run_cfg->parallel;
     f.tp = f.tp.value_or(pc.tp), f.pp = f.pp.value_or(pc.pp), f.dp = f.dp.value_or(pc.dp);
+    if (o.cp == 1) f.cp = pc.cp;  // --cp left at its default: the config's
+    f.cp_ulysses = pc.cp_impl == "ulysses";
     f.vpp = f.vpp.value_or(pc.vpp);
     f.micro_batch = f.micro_batch.value_or(run_cfg->training.micro_batch_size);
     f.zero = f.zero.value_or(static_cast<int>(pc.zero));
@@ -285,7 +286,7 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
     if (!o.bucket_mb) f.bucket_mb = pc.bucket_mb;
     DpCompressionFromName(pc.dp_compress, &f.dp_compress);  // the config check took only known names
     f.dp_hierarchical = pc.dp_reduce != "flat";  // "auto" applies it where it can, as the trainer
-    if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp;
+    if (f.gpus < 1) f.gpus = *f.tp * *f.pp * *f.dp * f.cp;
   }
   if (o.bucket_mb && !(*o.bucket_mb > 0)) {
     return InvalidArgument("--bucket-mb must be positive (the trainer's parallel.bucket_mb)");
@@ -299,6 +300,12 @@ Result<LayoutFlags> LayoutFlagsFor(const PlanOptions& o, const std::optional<Run
   if (!o.dp_compress.empty() && !DpCompressionFromName(o.dp_compress, &f.dp_compress)) {
     return InvalidArgument("--dp-compress '" + o.dp_compress + "' is unknown; use none, bf16, fp16 or sign");
   }
+  if (!o.cp_impl.empty()) {
+    if (o.cp_impl != "ring" && o.cp_impl != "ulysses") {
+      return InvalidArgument("--cp-impl '" + o.cp_impl + "' is unknown; use ring or ulysses");
+    }
+    f.cp_ulysses = o.cp_impl == "ulysses";
+  }
   if (f.gpus < 1) return InvalidArgument("--gpus N is required (or --sweep 8,16,...)");
   return f;
 }
@@ -311,6 +318,7 @@ void ApplyLayoutFlags(const LayoutFlags& f, SearchOptions* search) {
   search->tp = f.tp, search->pp = f.pp, search->dp = f.dp, search->vpp = f.vpp,
   search->micro_batch = f.micro_batch;
   search->cp = f.cp;
+  search->cp_ulysses = f.cp_ulysses;
   if (f.shard_group != 0) search->shard_group = f.shard_group;
   search->zero = f.zero;
   if (f.sp) search->sp = true;
@@ -345,6 +353,7 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
   l.tp = f.tp.value_or(1);
   l.pp = f.pp.value_or(1);
   l.cp = f.cp;
+  l.cp_ulysses = f.cp_ulysses;
   l.shard_group = f.shard_group;
   const int64_t model_ranks = l.tp * l.cp * l.pp;
   if (f.dp) {
@@ -504,6 +513,12 @@ void AddLayoutOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_option("--cp", o->cp,
                    "context-parallel size: each sequence split over cp GPUs, ring attention "
                    "(default 1; held, not searched)");
+  plan->add_flag("--search-cp", o->search_cp,
+                 "with --search: also try every cp (from 1) that divides the GPUs and whose 2 cp "
+                 "chunks divide the sequence");
+  plan->add_option("--cp-impl", o->cp_impl,
+                   "context parallelism as ring (default) or ulysses (all-to-all from sequence to "
+                   "heads; heads per GPU must divide by cp); with --train-config its parallel.cp_impl");
   plan->add_option(
       "--shard-group", o->shard_group,
       "hybrid sharding: ZeRO shards over groups of N data-parallel ranks, and each rank "

@@ -54,6 +54,8 @@ void VisitFields(Cfg& c, F&& f) {
   f("parallel", "dp", c.parallel.dp);
   f("parallel", "tp", c.parallel.tp);
   f("parallel", "pp", c.parallel.pp);
+  f("parallel", "cp", c.parallel.cp);
+  f("parallel", "cp_impl", c.parallel.cp_impl);
   f("parallel", "vpp", c.parallel.vpp);
   f("parallel", "zero", c.parallel.zero);
   f("parallel", "sp", c.parallel.sp);
@@ -409,6 +411,7 @@ Status ValidateParallelLayout(const ParallelConfig& p) {
   ST_RETURN_IF_ERROR(RequirePositive("parallel.dp", p.dp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.tp", p.tp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.pp", p.pp));
+  ST_RETURN_IF_ERROR(RequirePositive("parallel.cp", p.cp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.vpp", p.vpp));
   if (p.zero < 0 || p.zero > 3) return InvalidArgument("parallel.zero must be 0, 1, 2 or 3");
   if (p.zero == 3 && p.vpp > 1) {
@@ -416,6 +419,9 @@ Status ValidateParallelLayout(const ParallelConfig& p) {
         "parallel.zero = 3 (parameters sharded) does not run with the "
         "interleaved schedule (parallel.vpp = " +
         std::to_string(p.vpp) + "); use parallel.zero = 2 with it, or parallel.vpp = 1");
+  }
+  if (!IsOneOf(p.cp_impl, {"ring", "ulysses"})) {
+    return InvalidArgument("parallel.cp_impl = '" + p.cp_impl + "' is unknown; use \"ring\" or \"ulysses\"");
   }
   if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved"})) {
     return InvalidArgument("parallel.schedule = '" + p.schedule +
@@ -455,10 +461,11 @@ Status ValidateParallelSection(const ParallelConfig& p) {
     return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
   }
   ST_RETURN_IF_ERROR(ValidateDpReduction(p));
-  if (p.rebalance && (p.pp > 1 || p.zero > 1)) {
-    return InvalidArgument("parallel.rebalance needs parallel.pp = 1 and parallel.zero <= 1 (a pipeline's "
-                           "activation slots and ZeRO-2's per-micro-batch reductions assume every DP rank "
-                           "runs the same micro-batches); turn it off or change the layout");
+  if (p.rebalance && (p.pp > 1 || p.zero > 1 || p.cp > 1)) {
+    return InvalidArgument("parallel.rebalance needs parallel.pp = 1, parallel.cp = 1 and parallel.zero <= 1 (a "
+                           "pipeline's activation slots, a context-parallel group's ring and ZeRO-2's "
+                           "per-micro-batch reductions assume every DP rank runs the same micro-batches); "
+                           "turn it off or change the layout");
   }
   return Status::Ok();
 }
@@ -520,9 +527,9 @@ Status ValidateTelemetrySection(const TelemetryConfig& t) {
 }
 
 Status ValidateFaultsSection(const FaultsConfig& f, const ParallelConfig& p) {
-  const int64_t world = p.dp * p.tp * p.pp;
+  const int64_t world = p.dp * p.tp * p.pp * p.cp;
   if (f.slow_rank < -1 || f.slow_rank >= world) {
-    return InvalidArgument("faults.slow_rank must be -1 (none) or a rank below dp x tp x pp = " +
+    return InvalidArgument("faults.slow_rank must be -1 (none) or a rank below dp x tp x pp x cp = " +
                            std::to_string(world) + ", got " + std::to_string(f.slow_rank));
   }
   if (!(f.slow_ms >= 0)) return InvalidArgument("faults.slow_ms must be >= 0");

@@ -72,6 +72,14 @@ struct ParallelConfig {
   int64_t dp = 1;
   int64_t tp = 1;
   int64_t pp = 1;
+  // Context parallelism: each sequence split over cp ranks (the load-
+  // balanced chunks r and 2 cp - 1 - r), causal attention as a ring passing
+  // key/value blocks; gradients reduced (and ZeRO sharded) over dp x cp.
+  int64_t cp = 1;
+  // "ring" (above) or "ulysses": an all-to-all from sequence to heads before
+  // attention (each rank then attends the whole sequence with n_head / tp /
+  // cp of the heads) and back after it (DeepSpeed-Ulysses, Jacobs et al. 2023).
+  std::string cp_impl = "ring";
   int64_t vpp = 1;
   int64_t zero = 0;
   bool sp = false;

@@ -21,7 +21,7 @@ std::string PhaseInWords(const std::string& key) {
       {"forward_s", "the forward pass"},
       {"backward_s", "the backward pass"},
       {"optimizer_s", "the optimizer step"},
-      {"tp_comm_s", "tensor-parallel communication"},
+      {"tp_comm_s", "tensor- and context-parallel communication"},
       {"pp_comm_s", "pipeline communication"},
       {"dp_comm_s", "the data-parallel gradient exchange"},
       {"checkpoint_s", "checkpointing"},

@@ -16,6 +16,7 @@ namespace scaletrain {
 // column-parallel matmuls; otherwise they alias the norm outputs.
 struct GPT::LayerActs {
   float *ln1, *ln1_mean, *ln1_rstd, *ln1_full, *qkv, *atty, *att, *res2;
+  float* qkv_heads = nullptr;  // Ulysses: q, k, v of every position, this rank's heads
   float *ln2, *ln2_mean, *ln2_rstd, *ln2_full, *fch, *fch_gelu, *res3;
 };
 
@@ -43,6 +44,9 @@ struct GPT::Scratch {
   float* att = nullptr;
   float* replicated;  // ReplicatedGrads' partial sums under sequence parallelism
   float* kv_saved = nullptr;
+  // Ulysses: the all-to-all's buffers, the attention output (forward) or its
+  // gradient (backward) in the heads layout, and q, k, v's gradient there.
+  float *ul_send = nullptr, *ul_recv = nullptr, *heads_out = nullptr, *dqkv_heads = nullptr;
 };
 
 namespace {
@@ -50,6 +54,16 @@ namespace {
 constexpr int64_t kReplicatedPerBlock = 6;  // ln_1 and ln_2 weight and bias, both projection biases
 
 void Zero(float* x, int64_t n) { std::memset(x, 0, static_cast<size_t>(n) * sizeof(float)); }
+
+cpu::AttentionHeads HeadsOf(const ModelSpec& spec, int64_t tp, int64_t kv_local, int64_t q_head0) {
+  cpu::AttentionHeads h;
+  h.NH = spec.n_head / tp;
+  h.NKV = kv_local;
+  h.hs = spec.head_dim();
+  h.group = spec.n_head / spec.n_kv_head;
+  h.h0 = q_head0;
+  return h;
+}
 
 }  // namespace
 
@@ -65,11 +79,12 @@ const char* ActivationRecomputeName(ActivationRecompute r) {
   return "none";
 }
 
-GPT::GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch,
-         ActivationRecompute recompute)
+GPT::GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm,
+         Communicator* cp_comm, int64_t max_batch, ActivationRecompute recompute)
     : spec_(spec),
       shard_(shard),
       tp_(tp_comm, shard.tp, shard.tp_rank, shard.sp),
+      cp_(cp_comm, shard.cp, shard.cp_rank),
       layout_(BuildRankLayout(spec, shard)),
       max_batch_(max_batch),
       vocab_(tp_.VocabShardOf(spec.vocab_size, spec.padded_vocab_size)),
@@ -79,7 +94,7 @@ GPT::~GPT() = default;
 
 Result<std::unique_ptr<GPT>> GPT::Create(const ModelSpec& spec, int64_t max_batch,
                                          int64_t flat_multiple, ActivationRecompute recompute) {
-  return CreateShard(spec, ModelShard{}, nullptr, max_batch, flat_multiple, {}, recompute);
+  return CreateShard(spec, ModelShard{}, nullptr, max_batch, flat_multiple, {}, recompute, nullptr);
 }
 
 namespace {
@@ -101,16 +116,23 @@ Status CheckTrainable(const ModelSpec& spec) {
 // The layout this rank runs, against the model and the micro-batch: checked
 // before anything is allocated.
 Status CheckShardLayout(const ModelSpec& spec, const ModelShard& shard, const Communicator* tp_comm,
-                        int64_t max_batch) {
+                        const Communicator* cp_comm, int64_t max_batch) {
   ST_RETURN_IF_ERROR(CheckModelShard(spec, shard));
   if (shard.tp > 1 && (tp_comm == nullptr || tp_comm->size() != shard.tp)) {
     return InvalidArgument("tensor parallelism needs the TP group's communicator (of size tp)");
   }
-  if (shard.sp && (max_batch * spec.block_size) % shard.tp != 0) {
-    return InvalidArgument("sequence parallelism splits the micro-batch's " +
-                           std::to_string(max_batch * spec.block_size) +
-                           " token rows over tp = " + std::to_string(shard.tp) +
-                           "; make micro_batch_size x block_size a multiple of tp");
+  if (shard.cp > 1 && (cp_comm == nullptr || cp_comm->size() != shard.cp)) {
+    return InvalidArgument("context parallelism needs the CP group's communicator (of size cp)");
+  }
+  ST_RETURN_IF_ERROR(CheckContextParallel(spec.block_size, shard.cp));
+  if (shard.ulysses) ST_RETURN_IF_ERROR(CheckUlysses(spec, shard.tp, shard.cp));
+  const int64_t rows = max_batch * spec.block_size / shard.cp;
+  if (shard.sp && rows % shard.tp != 0) {
+    return InvalidArgument("sequence parallelism splits the micro-batch's " + std::to_string(rows) +
+                           " token rows" + (shard.cp > 1 ? " (per context-parallel rank)" : "") +
+                           " over tp = " + std::to_string(shard.tp) +
+                           "; make micro_batch_size x block_size" + (shard.cp > 1 ? " / cp" : "") +
+                           " a multiple of tp");
   }
   return Status::Ok();
 }
@@ -132,14 +154,14 @@ void Notify(const std::function<void(int64_t)>& hook, int64_t layer) {
 Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const ModelShard& shard_in,
                                               Communicator* tp_comm, int64_t max_batch,
                                               int64_t flat_multiple, std::vector<int64_t> slots,
-                                              ActivationRecompute recompute) {
+                                              ActivationRecompute recompute, Communicator* cp_comm) {
   ST_RETURN_IF_ERROR(ValidateModelSpec(spec));
   ST_RETURN_IF_ERROR(CheckTrainable(spec));
   if (max_batch <= 0) return InvalidArgument("micro-batch size must be positive");
   ModelShard shard = shard_in;
   shard.sp = shard.sp && shard.tp > 1;  // one rank holds every row anyway
-  ST_RETURN_IF_ERROR(CheckShardLayout(spec, shard, tp_comm, max_batch));
-  std::unique_ptr<GPT> m(new GPT(spec, shard, tp_comm, max_batch, recompute));
+  ST_RETURN_IF_ERROR(CheckShardLayout(spec, shard, tp_comm, cp_comm, max_batch));
+  std::unique_ptr<GPT> m(new GPT(spec, shard, tp_comm, cp_comm, max_batch, recompute));
   m->LocateEmbeddingAndHead();
   m->SetTensorParallelWidths();
   m->AssignChunks(slots);
@@ -232,18 +254,30 @@ LayerRange GPT::ChunkLayers(int64_t c) const {
   return r;
 }
 
-int64_t GPT::residual_rows(int64_t B, int64_t T) const { return tp_.ResidualRows(B * T); }
+int64_t GPT::residual_rows(int64_t B, int64_t T) const { return tp_.ResidualRows(B * T / cp_.size()); }
 
 void GPT::TakeLayerActs(FloatArena& arena, LayerActs& L, bool shared_att) const {
-  const int64_t tp = shard_.tp;
-  const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N);
+  const int64_t tp = shard_.tp, Tl = cp_.LocalRows(spec_.block_size);
+  const int64_t N = max_batch_ * Tl, Nr = tp_.ResidualRows(N);
   const int64_t C = spec_.n_embd, Cl = C / tp, NHl = spec_.n_head / tp;
   const bool sp = tp_.sp();
   const bool mean = !llama();  // RMSNorm keeps rstd only
   L.ln1 = arena.Take(Nr * C); L.ln1_mean = mean ? arena.Take(Nr) : nullptr; L.ln1_rstd = arena.Take(Nr);
   L.ln1_full = sp ? arena.Take(N * C) : L.ln1;
   L.qkv = arena.Take(N * qkv_width_); L.atty = arena.Take(N * Cl);
-  L.att = shared_att ? scratch_->att : arena.Take(max_batch_ * NHl * spec_.block_size * spec_.block_size);
+  // With context parallelism each row's log-sum-exp (the ring's backward
+  // recomputes the probabilities block by block) instead of the T x T
+  // probabilities, whatever the recompute mode.
+  if (ulysses()) {
+    // Every position of n_head / tp / cp heads: 1/cp of the probabilities.
+    L.qkv_heads = arena.Take(N * qkv_width_);
+    const int64_t T = spec_.block_size;
+    L.att = shared_att ? scratch_->att : arena.Take(max_batch_ * (NHl / cp_.size()) * T * T);
+  } else if (context_parallel()) {
+    L.att = arena.Take(max_batch_ * NHl * Tl);
+  } else {
+    L.att = shared_att ? scratch_->att : arena.Take(max_batch_ * NHl * spec_.block_size * spec_.block_size);
+  }
   L.res2 = arena.Take(Nr * C);
   L.ln2 = arena.Take(Nr * C); L.ln2_mean = mean ? arena.Take(Nr) : nullptr; L.ln2_rstd = arena.Take(Nr);
   L.ln2_full = sp ? arena.Take(N * C) : L.ln2;
@@ -253,26 +287,53 @@ void GPT::TakeLayerActs(FloatArena& arena, LayerActs& L, bool shared_att) const 
 
 void GPT::TakeScratch(FloatArena& arena) {
   const int64_t tp = shard_.tp;
-  const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N);
+  const int64_t N = max_batch_ * cp_.LocalRows(spec_.block_size), Nr = tp_.ResidualRows(N);
   const int64_t C = spec_.n_embd, Cl = C / tp, NHl = spec_.n_head / tp;
-  const int64_t att = max_batch_ * NHl * spec_.block_size * spec_.block_size;
+  // The T x T probabilities' gradient scratch: none with the ring, the
+  // rank's heads' with Ulysses.
+  const int64_t att = context_parallel() && !ulysses()
+                          ? 0
+                          : max_batch_ * (NHl / cp_.size()) * spec_.block_size * spec_.block_size;
   const bool sp = tp_.sp();
   Scratch& S = *scratch_;
   S.partial = arena.Take(N * C); S.dres = arena.Take(Nr * C);
   S.dres_full = sp ? arena.Take(N * C) : S.dres;
   S.dln = arena.Take(N * C); S.dln_shard = sp ? arena.Take(Nr * C) : S.dln;
-  S.dqkv = arena.Take(N * qkv_width_); S.datty = arena.Take(N * Cl); S.datt = arena.Take(att);
+  S.dqkv = arena.Take(N * qkv_width_); S.datty = arena.Take(N * Cl);
+  S.datt = att > 0 ? arena.Take(att) : nullptr;
   S.dfch = arena.Take(N * fc_width_);
   S.dfch_gelu = arena.Take(N * fc_out_width_);
   S.replicated = arena.Take(kReplicatedPerBlock * C);
   // Replicated key/value weights: the kept gradient while this rank's part
   // of a block's is summed over TP.
   S.kv_saved = kv_replicated_ ? arena.Take(2 * kv_heads_local_ * spec_.head_dim() * C) : nullptr;
-  S.att = recompute_ == ActivationRecompute::kSelective ? arena.Take(att) : nullptr;
+  S.att = recompute_ == ActivationRecompute::kSelective && att > 0 ? arena.Take(att) : nullptr;
+  if (context_parallel()) TakeContextParallelBuffers(arena);
+}
+
+void GPT::TakeContextParallelBuffers(FloatArena& arena) {
+  const int64_t Tl = cp_.LocalRows(spec_.block_size), N = max_batch_ * Tl;
+  if (ulysses()) {
+    Scratch& S = *scratch_;
+    S.ul_send = arena.Take(N * qkv_width_);
+    S.ul_recv = arena.Take(N * qkv_width_);
+    S.heads_out = arena.Take(N * (spec_.n_embd / shard_.tp));
+    S.dqkv_heads = arena.Take(N * qkv_width_);
+    return;
+  }
+  const cpu::AttentionHeads heads = HeadsOf(spec_, shard_.tp, kv_heads_local_, q_head0_);
+  const int64_t kv = N * 2 * heads.NKV * heads.hs;
+  for (int i = 0; i < 2; ++i) {
+    cp_buf_.kv[i] = arena.Take(kv);
+    cp_buf_.dkv[i] = arena.Take(kv);
+  }
+  cp_buf_.stats = arena.Take(max_batch_ * heads.NH * Tl);
+  cp_buf_.scores = arena.Take(
+      cpu::RingAttentionScratchFloats(max_batch_, cp_.ChunksOf(cp_.rank(), spec_.block_size), heads));
 }
 
 size_t GPT::LayOutActivations(float* base) {
-  const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N);
+  const int64_t N = max_batch_ * cp_.LocalRows(spec_.block_size), Nr = tp_.ResidualRows(N);
   const int64_t C = spec_.n_embd, Vl = vocab_.rows;
   const bool sp = tp_.sp();
   FloatArena arena(base);
@@ -357,22 +418,81 @@ void GPT::NormBackward(float* dx, float* dw, float* db, const float* dy, const f
   }
 }
 
-namespace {
+void GPT::Rope(float* qkv, int64_t N, int64_t T, const cpu::AttentionHeads& heads,
+               bool inverse) const {
+  const std::vector<int32_t> pos = context_parallel() ? PositionsOf(T) : std::vector<int32_t>();
+  cpu::RopeApplyAt(qkv, N, T, pos.empty() ? nullptr : pos.data(), qkv_width_, heads.NH + heads.NKV,
+                   heads.hs, spec_.rope_theta, inverse);
+}
 
-cpu::AttentionHeads HeadsOf(const ModelSpec& spec, int64_t tp, int64_t kv_local, int64_t q_head0) {
-  cpu::AttentionHeads h;
-  h.NH = spec.n_head / tp;
-  h.NKV = kv_local;
-  h.hs = spec.head_dim();
-  h.group = spec.n_head / spec.n_kv_head;
-  h.h0 = q_head0;
+cpu::AttentionHeads GPT::UlyssesHeads(const cpu::AttentionHeads& heads) const {
+  cpu::AttentionHeads h = heads;
+  h.NH = heads.NH / cp_.size();
+  h.NKV = heads.NKV / cp_.size();
+  h.h0 = 0;  // CheckUlysses: the key/value heads are split, never replicated
   return h;
 }
 
-}  // namespace
+ContextParallel::Columns GPT::QkvColumns(const cpu::AttentionHeads& heads) const {
+  ContextParallel::Columns c;
+  c.count = 3;
+  const int64_t q = heads.NH * heads.hs, kv = heads.NKV * heads.hs;
+  c.offset[0] = 0, c.width[0] = q;
+  c.offset[1] = q, c.width[1] = kv;
+  c.offset[2] = q + kv, c.width[2] = kv;
+  return c;
+}
+
+// Ulysses: q, k, v to every position of this rank's heads, the single-rank
+// kernel over the whole sequence, the output back to this rank's positions.
+Status GPT::UlyssesForward(LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads) {
+  Scratch& S = *scratch_;
+  const int64_t Tf = T * cp_.size();
+  ContextParallel::Columns out;
+  out.width[0] = heads.NH * heads.hs;
+  ST_RETURN_IF_ERROR(cp_.ToHeads(L.qkv_heads, L.qkv, B, Tf, QkvColumns(heads), S.ul_send, S.ul_recv));
+  cpu::GqaAttentionForward(S.heads_out, L.att, L.qkv_heads, B, Tf, UlyssesHeads(heads));
+  return cp_.ToSequence(L.atty, S.heads_out, B, Tf, out, S.ul_send, S.ul_recv);
+}
+
+Status GPT::UlyssesBackward(const LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads) {
+  Scratch& S = *scratch_;
+  const int64_t Tf = T * cp_.size();
+  const cpu::AttentionHeads h = UlyssesHeads(heads);
+  ContextParallel::Columns out;
+  out.width[0] = heads.NH * heads.hs;
+  if (recompute_ == ActivationRecompute::kSelective) {
+    cpu::GqaAttentionForward(S.heads_out, L.att, L.qkv_heads, B, Tf, h);  // the probabilities again
+  }
+  ST_RETURN_IF_ERROR(cp_.ToHeads(S.heads_out, S.datty, B, Tf, out, S.ul_send, S.ul_recv));
+  Zero(S.dqkv_heads, B * T * qkv_width_);
+  cpu::GqaAttentionBackward(S.dqkv_heads, S.datt, S.heads_out, L.qkv_heads, L.att, B, Tf, h);
+  return cp_.ToSequence(S.dqkv, S.dqkv_heads, B, Tf, QkvColumns(heads), S.ul_send, S.ul_recv);
+}
+
+Status GPT::AttentionForward(LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads) {
+  if (ulysses()) return UlyssesForward(L, B, T, heads);
+  if (context_parallel()) {
+    return cp_.AttentionForward(L.atty, L.att, L.qkv, B, T * cp_.size(), heads, cp_buf_);
+  }
+  cpu::GqaAttentionForward(L.atty, L.att, L.qkv, B, T, heads);
+  return Status::Ok();
+}
+
+Status GPT::AttentionBackward(const LayerActs& L, int64_t B, int64_t T,
+                              const cpu::AttentionHeads& heads) {
+  Scratch& S = *scratch_;
+  if (ulysses()) return UlyssesBackward(L, B, T, heads);
+  if (context_parallel()) {
+    return cp_.AttentionBackward(S.dqkv, S.datty, L.atty, L.qkv, L.att, B, T * cp_.size(), heads,
+                                 cp_buf_);
+  }
+  cpu::GqaAttentionBackward(S.dqkv, S.datt, S.datty, L.qkv, L.att, B, T, heads);
+  return Status::Ok();
+}
 
 Status GPT::LayerForward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
-  const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
+  const int64_t tp = shard_.tp, N = B * T, Nr = LocalResidualRows(B, T);
   const int64_t C = spec_.n_embd, Cl = C / tp, Fl = fc_out_width_;
   const cpu::AttentionHeads heads = HeadsOf(spec_, tp, kv_heads_local_, q_head0_);
   const LayerOffsets& o = layer_off_[l];
@@ -382,10 +502,8 @@ Status GPT::LayerForward(int64_t l, LayerActs& L, const float* x, int64_t B, int
   NormForward(L.ln1, L.ln1_mean, L.ln1_rstd, x, P(o.ln1w), P(o.ln1b), Nr);
   ST_RETURN_IF_ERROR(
       tp_.ColumnLinearForward(L.qkv, L.ln1_full, L.ln1, P(o.qkvw), P(o.qkvb), N, C, qkv_width_));
-  if (llama()) {
-    cpu::RopeApply(L.qkv, N, T, qkv_width_, heads.NH + heads.NKV, heads.hs, spec_.rope_theta, false);
-  }
-  cpu::GqaAttentionForward(L.atty, L.att, L.qkv, B, T, heads);
+  if (llama()) Rope(L.qkv, N, T, heads, false);
+  ST_RETURN_IF_ERROR(AttentionForward(L, B, T, heads));
   ST_RETURN_IF_ERROR(tp_.RowLinearResidualForward(L.res2, x, L.atty, P(o.attprojw), P(o.attprojb),
                                                   partial, N, Cl, C));
   // MLP half: res3 = res2 + proj(act(fc(norm2(res2)))).
@@ -422,7 +540,7 @@ Status GPT::QkvBackward(const LayerOffsets& o, const LayerActs& L, int64_t N) {
 }
 
 Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
-  const int64_t tp = shard_.tp, N = B * T, Nr = residual_rows(B, T);
+  const int64_t tp = shard_.tp, N = B * T, Nr = LocalResidualRows(B, T);
   const int64_t C = spec_.n_embd, Cl = C / tp, Fl = fc_out_width_;
   const cpu::AttentionHeads heads = HeadsOf(spec_, tp, kv_heads_local_, q_head0_);
   Scratch& S = *scratch_;
@@ -446,36 +564,52 @@ Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, in
                L.ln2_mean, L.ln2_rstd, Nr);
   // Attention half. Under selective recompute the probabilities are not
   // kept: rebuild them from the kept q, k, v (the output goes to S.datty,
-  // which the next call overwrites).
-  if (recompute_ == ActivationRecompute::kSelective) {
+  // which the next call overwrites). The ring never keeps them.
+  if (recompute_ == ActivationRecompute::kSelective && !context_parallel()) {
     cpu::GqaAttentionForward(S.datty, L.att, L.qkv, B, T, heads);
   }
   ST_RETURN_IF_ERROR(tp_.RowLinearBackward(S.datty, G(o.attprojw), rg.Target(G(o.attprojb)), S.dres,
                                            S.dres_full, L.atty, P(o.attprojw), N, Cl, C));
   Zero(S.dqkv, N * qkv_width_);
-  cpu::GqaAttentionBackward(S.dqkv, S.datt, S.datty, L.qkv, L.att, B, T, heads);
-  if (llama()) {
-    // The gradients of the turned q, k turned back: those of the matmul's output.
-    cpu::RopeApply(S.dqkv, N, T, qkv_width_, heads.NH + heads.NKV, heads.hs, spec_.rope_theta, true);
-  }
+  ST_RETURN_IF_ERROR(AttentionBackward(L, B, T, heads));
+  // The gradients of the turned q, k turned back: those of the matmul's output.
+  if (llama()) Rope(S.dqkv, N, T, heads, true);
   ST_RETURN_IF_ERROR(QkvBackward(o, L, N));
   NormBackward(S.dres, rg.Target(G(o.ln1w)), rg.Target(G(o.ln1b)), S.dln_shard, x, P(o.ln1w),
                L.ln1_mean, L.ln1_rstd, Nr);
   return rg.Reduce();
 }
 
+// With context parallelism the position table is read at this rank's
+// positions, after the token lookup (whose sum it then joins the same way).
 Status GPT::EmbeddingForward(SlotActs& s, int64_t B, int64_t T) {
-  return tp_.VocabEmbeddingForward(s.input, scratch_->partial, s.tokens.data(), P(wte_), P(wpe_),
-                                   vocab_, B, T, spec_.n_embd);
+  const bool at = context_parallel() && wpe_ >= 0;
+  ST_RETURN_IF_ERROR(tp_.VocabEmbeddingForward(s.input, scratch_->partial, s.tokens.data(), P(wte_),
+                                               at ? nullptr : P(wpe_), vocab_, B, T, spec_.n_embd));
+  if (at) {
+    const int64_t N = B * T;
+    cpu::PositionForwardAt(s.input, P(wpe_), PositionsOf(T).data(), tp_.FirstResidualRow(N),
+                           tp_.ResidualRows(N), T, spec_.n_embd);
+  }
+  return Status::Ok();
 }
 
 Status GPT::EmbeddingBackward(SlotActs& s, int64_t B, int64_t T) {
-  return tp_.VocabEmbeddingBackward(G(wte_), G(wpe_), scratch_->dres, scratch_->dres_full,
-                                    s.tokens.data(), vocab_, B, T, spec_.n_embd);
+  const bool at = context_parallel() && wpe_ >= 0;
+  Scratch& S = *scratch_;
+  ST_RETURN_IF_ERROR(tp_.VocabEmbeddingBackward(G(wte_), at ? nullptr : G(wpe_), S.dres,
+                                                S.dres_full, s.tokens.data(), vocab_, B, T,
+                                                spec_.n_embd));
+  if (at) {
+    // Under sp the call above gathered every row into dres_full.
+    cpu::PositionBackwardAt(G(wpe_), tp_.sp() ? S.dres_full : S.dres, PositionsOf(T).data(), 0,
+                            B * T, T, spec_.n_embd);
+  }
+  return Status::Ok();
 }
 
 Result<float> GPT::HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T) {
-  const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
+  const int64_t C = spec_.n_embd, N = B * T, Nr = LocalResidualRows(B, T);
   NormForward(s.lnf, s.lnf_mean, s.lnf_rstd, x, P(lnfw_), P(lnfb_), Nr);
   // The head (the tied embedding or its own): logits of this rank's
   // vocabulary rows only.
@@ -490,7 +624,7 @@ Result<float> GPT::HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T
 }
 
 Status GPT::HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t B, int64_t T) {
-  const int64_t C = spec_.n_embd, N = B * T, Nr = residual_rows(B, T);
+  const int64_t C = spec_.n_embd, N = B * T, Nr = LocalResidualRows(B, T);
   Scratch& S = *scratch_;
   ReplicatedGrads& rg = *replicated_grads_;
   float* dlogits = s.probs;  // in place
@@ -514,8 +648,12 @@ Status GPT::CheckChunkCall(int64_t chunk, int64_t slot, int64_t B, int64_t T) co
                            " exceeds the model's " + std::to_string(max_batch_) + " x " +
                            std::to_string(spec_.block_size));
   }
-  if (tp_.sp() && (B * T) % shard_.tp != 0) {
-    return InvalidArgument("sequence parallelism needs B x T divisible by tp");
+  if (context_parallel() && T % (2 * cp_.size()) != 0) {
+    return InvalidArgument("context parallelism needs T = " + std::to_string(T) +
+                           " divisible by 2 x cp = " + std::to_string(2 * cp_.size()));
+  }
+  if (tp_.sp() && (B * T / cp_.size()) % shard_.tp != 0) {
+    return InvalidArgument("sequence parallelism needs B x T / cp divisible by tp");
   }
   return Status::Ok();
 }
@@ -525,10 +663,10 @@ Status GPT::ForwardChunkInput(const Chunk& ch, SlotActs& s, const int32_t* token
                               const std::function<void(int64_t)>& on_layer_done) {
   if (!ch.embedding) {
     std::memcpy(s.input, input,
-                static_cast<size_t>(residual_rows(s.B, s.T) * spec_.n_embd) * sizeof(float));
+                static_cast<size_t>(LocalResidualRows(s.B, s.T) * spec_.n_embd) * sizeof(float));
     return Status::Ok();
   }
-  s.tokens.assign(tokens, tokens + s.B * s.T);
+  s.tokens.assign(tokens, tokens + s.B * s.T);  // this rank's positions (ForwardChunk)
   ST_RETURN_IF_ERROR(Use(kEmbeddingLayer, false));
   ST_RETURN_IF_ERROR(EmbeddingForward(s, s.B, s.T));
   Notify(on_layer_done, kEmbeddingLayer);
@@ -541,6 +679,18 @@ Result<float> GPT::ForwardChunk(int64_t chunk, int64_t slot, const int32_t* toke
   ST_RETURN_IF_ERROR(CheckChunkCall(chunk, slot, B, T));
   Chunk& ch = chunks_[chunk];
   SlotActs& s = ch.slots[slot];
+  // From here T counts this rank's positions of each sequence.
+  std::vector<int32_t> local_tokens, local_targets;
+  if (context_parallel()) {
+    const int64_t Tl = cp_.LocalRows(T);
+    local_tokens.resize(static_cast<size_t>(B * Tl));
+    local_targets.resize(local_tokens.size());
+    if (tokens != nullptr) cp_.LocalTokens(tokens, local_tokens.data(), B, T);
+    if (targets != nullptr) cp_.LocalTokens(targets, local_targets.data(), B, T);
+    tokens = tokens != nullptr ? local_tokens.data() : nullptr;
+    targets = targets != nullptr ? local_targets.data() : nullptr;
+    T = Tl;
+  }
   s.B = B;
   s.T = T;
   ST_RETURN_IF_ERROR(ForwardChunkInput(ch, s, tokens, input, on_layer_done));
@@ -593,7 +743,7 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
     ST_RETURN_IF_ERROR(HeadBackward(s, ChunkOutput(chunk, slot), loss_scale, B, T));
     Notify(on_grads_ready, HeadLayer(spec_.n_layer));
   } else {
-    std::memcpy(S.dres, dout, static_cast<size_t>(residual_rows(B, T) * spec_.n_embd) * sizeof(float));
+    std::memcpy(S.dres, dout, static_cast<size_t>(LocalResidualRows(B, T) * spec_.n_embd) * sizeof(float));
   }
   for (size_t i = ch.layers.size(); i-- > 0;) {
     const float* x = i == 0 ? s.input : s.layers[i - 1].res3;
@@ -632,7 +782,8 @@ void Fatal(const Status& st) {
 
 float GPT::Forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                    const std::function<void(int64_t)>& on_layer_done) {
-  if (num_chunks() != 1 || !chunks_[0].embedding || !chunks_[0].head || shard_.tp != 1) {
+  if (num_chunks() != 1 || !chunks_[0].embedding || !chunks_[0].head || shard_.tp != 1 ||
+      context_parallel()) {
     Fatal(FailedPrecondition("GPT::Forward runs a whole single-rank model; use ForwardChunk"));
   }
   auto r = ForwardChunk(0, 0, tokens, targets, nullptr, B, T, on_layer_done);

@@ -43,6 +43,7 @@
 #include "comm/communicator.h"
 #include "core/buffer.h"
 #include "core/status.h"
+#include "model/context_parallel.h"
 #include "model/parallel_layers.h"
 #include "model/param_layout.h"
 #include "model/spec.h"
@@ -91,15 +92,20 @@ class GPT {
   static Result<std::unique_ptr<GPT>> Create(
       const ModelSpec& spec, int64_t max_batch, int64_t flat_multiple = 1,
       ActivationRecompute recompute = ActivationRecompute::kNone);
-  // One rank of a tp x pp layout. `tp_comm` is the TP group (needed when
-  // shard.tp > 1). `slots[c]`: micro-batches chunk c holds activations for
-  // at once (empty: one each). spec.padded_vocab_size must divide by tp.
+  // One rank of a tp x pp (x cp) layout. `tp_comm` is the TP group (needed
+  // when shard.tp > 1), `cp_comm` the context-parallel ring (shard.cp > 1).
+  // `slots[c]`: micro-batches chunk c holds activations for at once (empty:
+  // one each). spec.padded_vocab_size must divide by tp.
+  // With shard.cp > 1 the callers still pass whole sequences of T tokens
+  // (ForwardChunk); the rank keeps its T / cp positions (ContextParallel),
+  // and the activations between chunks are its rows only (residual_rows).
   static Result<std::unique_ptr<GPT>> CreateShard(const ModelSpec& spec, const ModelShard& shard,
                                                   Communicator* tp_comm, int64_t max_batch,
                                                   int64_t flat_multiple,
                                                   std::vector<int64_t> slots = {},
                                                   ActivationRecompute recompute =
-                                                      ActivationRecompute::kNone);
+                                                      ActivationRecompute::kNone,
+                                                  Communicator* cp_comm = nullptr);
   ~GPT();
 
   const ModelSpec& spec() const { return spec_; }
@@ -133,9 +139,9 @@ class GPT {
   // The layer ids chunk c runs (param_layout.h): its hooks report these.
   LayerRange ChunkLayers(int64_t c) const;
   int64_t num_slots(int64_t c) const;
-  // Rows of the residual stream a rank holds for B x T tokens: B*T, or
-  // B*T/tp with sequence parallelism. Activations between pipeline stages
-  // are [residual_rows, n_embd].
+  // Rows of the residual stream a rank holds for B sequences of T tokens:
+  // B*T/cp, or B*T/cp/tp with sequence parallelism. Activations between
+  // pipeline stages are [residual_rows, n_embd].
   int64_t residual_rows(int64_t B, int64_t T) const;
 
   // Forward of chunk c on a micro-batch kept in `slot`. The first chunk of
@@ -206,8 +212,27 @@ class GPT {
   // The q,k,v matmul's backward; with replicated key/value weights their
   // gradient is this rank's part, summed over TP into the kept one.
   Status QkvBackward(const LayerOffsets& o, const LayerActs& L, int64_t N);
-  GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, int64_t max_batch,
-      ActivationRecompute recompute);
+  GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, Communicator* cp_comm,
+      int64_t max_batch, ActivationRecompute recompute);
+  // Rows of the residual stream for B x T_local of this rank's positions.
+  int64_t LocalResidualRows(int64_t B, int64_t T_local) const { return tp_.ResidualRows(B * T_local); }
+  bool context_parallel() const { return cp_.size() > 1; }
+  bool ulysses() const { return context_parallel() && shard_.ulysses; }
+  // Ulysses: the heads a rank attends after the all-to-all, and the column
+  // segments (q, k, v heads; the output's heads) it splits.
+  cpu::AttentionHeads UlyssesHeads(const cpu::AttentionHeads& heads) const;
+  ContextParallel::Columns QkvColumns(const cpu::AttentionHeads& heads) const;
+  Status UlyssesForward(LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads);
+  Status UlyssesBackward(const LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads);
+  // The positions of this rank's T_local rows of a sequence.
+  std::vector<int32_t> PositionsOf(int64_t T_local) const { return cp_.Positions(T_local * cp_.size()); }
+  // The attention of a block, plain or over the context-parallel ring
+  // (L.att then holds each row's log-sum-exp).
+  Status AttentionForward(LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads);
+  Status AttentionBackward(const LayerActs& L, int64_t B, int64_t T, const cpu::AttentionHeads& heads);
+  // Rotary embeddings of q and k (Llama) at this rank's positions.
+  void Rope(float* qkv, int64_t N, int64_t T, const cpu::AttentionHeads& heads, bool inverse) const;
+  void TakeContextParallelBuffers(FloatArena& arena);
   // CreateShard's steps, in this order: the activation buffer is sized from
   // the widths and the chunks' slots.
   void LocateEmbeddingAndHead();
@@ -252,6 +277,8 @@ class GPT {
   ModelSpec spec_;
   ModelShard shard_;
   TensorParallel tp_;
+  ContextParallel cp_;
+  ContextParallel::Buffers cp_buf_;
   ParamLayout layout_;
   int64_t max_batch_;
   int64_t flat_numel_ = 0;

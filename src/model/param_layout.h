@@ -92,6 +92,10 @@ struct ModelShard {
   int64_t pp = 1, stage = 0;
   int64_t vpp = 1;  // model chunks per stage (interleaved schedule)
   bool sp = false;  // sequence parallelism in the norm/residual regions
+  // Context parallelism: the rank holds 1/cp of each sequence's positions
+  // (model/context_parallel.h); the parameters are those of cp = 1.
+  int64_t cp = 1, cp_rank = 0;
+  bool ulysses = false;  // parallel.cp_impl = "ulysses" (else the ring)
 };
 
 // The first block of each of `stages` pipeline stages (contiguous runs of at

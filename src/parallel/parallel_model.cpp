@@ -30,7 +30,9 @@ ParallelModel::ParallelModel(const ParallelModelOptions& opt, ProcessGroups* gro
     : opt_(opt),
       groups_(groups),
       shares_(opt.parallel.dp, opt.micro_batches, groups->coord.dp),
-      loss_scale_(1.0f / static_cast<float>(opt.micro_batches * opt.parallel.dp)) {}
+      // Each of a sequence's cp ranks takes the mean over its own positions:
+      // the gradient sum over dp x cp ranks then needs 1 / cp more.
+      loss_scale_(1.0f / static_cast<float>(opt.micro_batches * opt.parallel.dp * opt.parallel.cp)) {}
 
 Result<std::unique_ptr<ParallelModel>> ParallelModel::Create(const ParallelModelOptions& opt,
                                                              ProcessGroups* groups) {
@@ -44,10 +46,13 @@ Status ParallelModel::Build() {
   ProcessGroups& g = *groups_;
   ST_ASSIGN_OR_RETURN(const PipelineSchedule schedule,
                       PipelineScheduleFromConfig(par, opt_.micro_batches));
-  const ModelShard shard{par.tp, g.coord.tp, par.pp, g.coord.pp, par.vpp, par.sp};
+  const ModelShard shard{par.tp,     g.coord.tp, par.pp, g.coord.pp,
+                         par.vpp,    par.sp,     par.cp, g.coord.cp,
+                         par.cp_impl == "ulysses"};
   const std::vector<int64_t> slots = PipelineExecutor::SlotsPerChunk(schedule, g.coord.pp);
+  // The flat buffers split evenly over the gradient group (dp x cp ranks).
   ST_ASSIGN_OR_RETURN(model_, GPT::CreateShard(opt_.spec, shard, g.tp.get(), opt_.micro_batch_size,
-                                               par.dp, slots, opt_.recompute));
+                                               par.dp * par.cp, slots, opt_.recompute, g.cp.get()));
   dp_ = std::make_unique<DataParallel>(model_->layout(), g.dp.get(),
                                        DataParallelOptionsFor(par, opt_.spec, g));
   if (par.zero >= 3)
@@ -117,7 +122,8 @@ Result<double> ParallelModel::MeanLoss(double loss_sum) {
     if (groups_->coord.pp != par.pp - 1) loss = 0.0;
     ST_RETURN_IF_ERROR(groups_->pp->Allreduce(&loss, 1, ReduceOp::kSum));
   }
-  if (par.dp > 1) return dp_->Average(loss);
+  // Over dp x cp: a context-parallel rank's loss is its positions' mean.
+  if (par.dp * par.cp > 1) return dp_->Average(loss);
   return loss;
 }
 
@@ -161,7 +167,9 @@ Result<std::optional<double>> ParallelModel::Evaluate(int64_t batches, const Eva
   ST_RETURN_IF_ERROR(groups_->dp->Allreduce(&sum, 1, ReduceOp::kSum));
   // Only the last stage computed losses.
   if (opt_.parallel.pp > 1) ST_RETURN_IF_ERROR(groups_->pp->Allreduce(&sum, 1, ReduceOp::kSum));
-  return std::optional<double>(sum / static_cast<double>(batches));
+  // The gradient group holds each batch's cp ranks, each with the mean over
+  // its positions.
+  return std::optional<double>(sum / static_cast<double>(batches * opt_.parallel.cp));
 }
 
 Result<std::optional<std::string>> ParallelModel::AfterTelemetryWindow(
@@ -201,20 +209,22 @@ ModelMemoryBytes ParallelModel::memory() const {
 
 GPT* ParallelModel::whole_model() {
   const ParallelConfig& par = opt_.parallel;
-  const bool sharded = par.tp > 1 || par.pp > 1 || zero3_ != nullptr;
+  const bool sharded = par.tp > 1 || par.pp > 1 || par.cp > 1 || zero3_ != nullptr;
   return sharded ? nullptr : model_.get();
 }
 
 std::vector<std::string> ParallelModel::LayoutSummary() const {
   const ParallelConfig& par = opt_.parallel;
-  if (par.dp <= 1) return {};
+  if (par.dp * par.cp <= 1) return {};
   std::vector<std::string> lines;
   char buf[512];
   const ModelMemoryBytes m = memory();
   std::snprintf(buf, sizeof buf,
-                "data parallel: dp %lld, zero %lld, %zu gradient buckets; per rank: params %.2f "
+                "data parallel: dp %lld%s, zero %lld, %zu gradient buckets; per rank: params %.2f "
                 "MiB, grads %.2f MiB, optimizer %.2f MiB",
-                static_cast<long long>(par.dp), static_cast<long long>(par.zero),
+                static_cast<long long>(par.dp),
+                par.cp > 1 ? (" x cp " + std::to_string(par.cp) + " (gradients reduced over both)").c_str() : "",
+                static_cast<long long>(par.zero),
                 dp_->buckets().size(), m.params / 1048576.0, m.grads / 1048576.0,
                 m.optimizer / 1048576.0);
   lines.emplace_back(buf);

@@ -10,12 +10,18 @@ Communicator& ProcessGroups::group(MeshAxis axis) {
       return *tp;
     case MeshAxis::kPp:
       return *pp;
+    case MeshAxis::kCp:
+      return *cp;
   }
   return *world;
 }
 
+std::vector<int64_t> ProcessGroups::Members(MeshAxis axis) const {
+  return axis == MeshAxis::kDp ? mesh.GradGroupMembers(rank) : mesh.GroupMembers(axis, rank);
+}
+
 void ProcessGroups::SetStep(int64_t step) {
-  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), dp_host.get(), dp_cross.get()}) {
+  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), cp.get(), dp_host.get(), dp_cross.get()}) {
     if (c != nullptr) c->set_step(step);
   }
 }
@@ -31,17 +37,17 @@ void ProcessGroups::SetPeerHosts(const std::vector<std::string>& hosts) {
   std::vector<int64_t> everyone(hosts.size());
   for (size_t r = 0; r < hosts.size(); ++r) everyone[r] = static_cast<int64_t>(r);
   world->SetPeers(peers_of(everyone), self);
-  for (MeshAxis axis : kMeshAxes) group(axis).SetPeers(peers_of(mesh.GroupMembers(axis, rank)), self);
+  for (MeshAxis axis : kMeshAxes) group(axis).SetPeers(peers_of(Members(axis)), self);
 }
 
 void ProcessGroups::ClearStats() {
-  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), dp_host.get(), dp_cross.get()}) {
+  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), cp.get(), dp_host.get(), dp_cross.get()}) {
     if (c != nullptr) (void)c->TakeStats();
   }
 }
 
 void ProcessGroups::SetTimeout(double timeout_s) {
-  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), dp_host.get(), dp_cross.get()}) {
+  for (Communicator* c : {world.get(), dp.get(), tp.get(), pp.get(), cp.get(), dp_host.get(), dp_cross.get()}) {
     if (c != nullptr) c->set_timeout_s(timeout_s);
   }
 }
@@ -58,16 +64,18 @@ Result<std::unique_ptr<ProcessGroups>> CreateCommunicators(const ParallelConfig&
   groups->coord = mesh.Coord(groups->rank);
   // Split in one fixed order on every rank: splits are collective.
   for (MeshAxis axis : kMeshAxes) {
-    const int color = static_cast<int>(mesh.GroupId(axis, groups->rank));
-    const int key = static_cast<int>(mesh.AxisIndex(axis, groups->rank));
+    const bool grad = axis == MeshAxis::kDp;  // the dp x cp gradient group
+    const int64_t r = groups->rank;
+    const int color = static_cast<int>(grad ? mesh.GradGroupId(r) : mesh.GroupId(axis, r));
+    const int key = static_cast<int>(grad ? mesh.GradGroupIndex(r) : mesh.AxisIndex(axis, r));
+    const int64_t size = grad ? mesh.GradGroupSize() : mesh.axis_size(axis);
     ST_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                         world->Split(color, key, MeshAxisName(axis)));
-    if (comm->size() != mesh.axis_size(axis) || comm->rank() != key) {
+    if (comm->size() != size || comm->rank() != key) {
       return Internal(std::string("group '") + MeshAxisName(axis) + "' of rank " +
                       std::to_string(groups->rank) + " came out as rank " +
                       std::to_string(comm->rank()) + " of " + std::to_string(comm->size()) +
-                      ", the mesh says " + std::to_string(key) + " of " +
-                      std::to_string(mesh.axis_size(axis)));
+                      ", the mesh says " + std::to_string(key) + " of " + std::to_string(size));
     }
     switch (axis) {
       case MeshAxis::kDp:
@@ -78,6 +86,9 @@ Result<std::unique_ptr<ProcessGroups>> CreateCommunicators(const ParallelConfig&
         break;
       case MeshAxis::kPp:
         groups->pp = std::move(comm);
+        break;
+      case MeshAxis::kCp:
+        groups->cp = std::move(comm);
         break;
     }
   }

@@ -21,15 +21,22 @@ struct ProcessGroups {
   int64_t rank = 0;  // in the world
   MeshCoord coord;
   std::unique_ptr<Communicator> world;
+  // The gradient group: the DP group, or with context parallelism the
+  // dp x cp ranks holding this rank's model shard (Mesh::GradGroup*), its
+  // rank dp_index * cp + cp_index. Gradients are reduced, ZeRO shards and
+  // losses are averaged over it.
   std::unique_ptr<Communicator> dp;
   std::unique_ptr<Communicator> tp;
   std::unique_ptr<Communicator> pp;
+  std::unique_ptr<Communicator> cp;  // the ring of a sequence's cp ranks
   // The hierarchical DP reduction's groups (CreateHierarchicalDpGroups): the
   // DP group's members on this host, and those at the same position on every
   // host. Null where the reduction is flat.
   std::unique_ptr<Communicator> dp_host, dp_cross;
 
   Communicator& group(MeshAxis axis);
+  // The world ranks of this rank's group on `axis` (kDp: the gradient group).
+  std::vector<int64_t> Members(MeshAxis axis) const;
   // On every group: the step watchdog errors name, and the watchdog limit.
   void SetStep(int64_t step);
   void SetTimeout(double timeout_s);
@@ -41,7 +48,7 @@ struct ProcessGroups {
 };
 
 // Creates the world communicator of `backend` ("self" or "mpi"), checks that
-// its size is dp x tp x pp (the error says how to launch), and splits it into
+// its size is dp x tp x pp x cp (the error says how to launch), and splits it into
 // this rank's groups. Collective over the world: every rank calls it. Splits
 // run under the watchdog limit `timeout_s`, which the groups then keep.
 Result<std::unique_ptr<ProcessGroups>> CreateCommunicators(

@@ -192,4 +192,42 @@ std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const
   return list.Take();
 }
 
+std::vector<StepCollective> ContextParallelStepCollectives(const ModelSpec& spec,
+                                                           const ModelShard& shard,
+                                                           const RankParams& rank, int64_t cp,
+                                                           const TpPpStepOptions& o) {
+  if (cp <= 1) return {};
+  const int64_t kv_heads = spec.arch == Arch::kLlama ? LocalKvHeads(spec, shard.tp) : spec.n_head / shard.tp;
+  const int64_t kv_width = 2 * kv_heads * spec.head_dim(), q_width = spec.n_embd / shard.tp;
+  const int64_t block = o.micro_batch * spec.block_size * kv_width * o.elem_bytes;
+  const int64_t passes = o.micro_batches * rank.layers;
+  const int64_t reruns = !o.recompute_full ? 0
+                         : o.recompute_layers > 0 ? std::min(rank.layers, o.recompute_layers * shard.vpp) * o.micro_batches
+                                                  : passes;
+  StepCollectiveList list;
+  if (shard.ulysses) {
+    // Each all-to-all sends cp - 1 of its cp blocks and receives as many:
+    // q, k, v (and their gradient) and the attention output (and its
+    // gradient), 1/cp of the rank's rows x width each.
+    const int64_t rows = o.micro_batch * spec.block_size;
+    const int64_t qkv = rows * (q_width + kv_width) / cp * o.elem_bytes, out = rows * q_width / cp * o.elem_bytes;
+    const int64_t fwd = (passes + reruns) * (cp - 1), bwd = passes * (cp - 1);
+    list.Add("q, k, v all-to-all send", K::kSend, fwd, qkv, StepPhase::kForward);
+    list.Add("q, k, v all-to-all receive", K::kRecv, fwd, qkv, StepPhase::kForward);
+    list.Add("attention output all-to-all send", K::kSend, fwd, out, StepPhase::kForward);
+    list.Add("attention output all-to-all receive", K::kRecv, fwd, out, StepPhase::kForward);
+    list.Add("output gradient all-to-all send", K::kSend, bwd, out, StepPhase::kBackward);
+    list.Add("output gradient all-to-all receive", K::kRecv, bwd, out, StepPhase::kBackward);
+    list.Add("q, k, v gradient all-to-all send", K::kSend, bwd, qkv, StepPhase::kBackward);
+    list.Add("q, k, v gradient all-to-all receive", K::kRecv, bwd, qkv, StepPhase::kBackward);
+    return list.Take();
+  }
+  const int64_t forward = (passes + reruns) * (cp - 1), backward = passes * (2 * cp - 1);
+  list.Add("key/value block send", K::kSend, forward, block, StepPhase::kForward);
+  list.Add("key/value block receive", K::kRecv, forward, block, StepPhase::kForward);
+  list.Add("key/value block and gradient send", K::kSend, backward, block, StepPhase::kBackward);
+  list.Add("key/value block and gradient receive", K::kRecv, backward, block, StepPhase::kBackward);
+  return list.Take();
+}
+
 }  // namespace scaletrain

@@ -55,6 +55,21 @@ struct RankParams {
 // last stage's copy for every architecture; only a tied head needs it).
 RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_layout);
 
+struct TpPpStepOptions;
+// Context parallelism's ring (model/context_parallel.h) for `rank`'s blocks
+// over a step: per block and micro-batch, cp - 1 key/value blocks sent and
+// received in the forward, cp - 1 blocks and cp of their gradients in the
+// backward, the forward's again where full recomputation reruns it. `spec`
+// is the model as a CP rank sees a sequence (block_size / cp positions);
+// shard.tp gives the rank's key/value heads. With shard.ulysses, Ulysses'
+// all-to-alls instead: per block and micro-batch q, k, v and the output
+// forward, their gradients backward, each cp - 1 messages of 1/cp of the
+// rank's rows sent and as many received.
+std::vector<StepCollective> ContextParallelStepCollectives(const ModelSpec& spec,
+                                                           const ModelShard& shard,
+                                                           const RankParams& rank, int64_t cp,
+                                                           const TpPpStepOptions& o);
+
 struct TpPpStepOptions {
   int64_t micro_batch = 1;    // sequences per micro-batch
   int64_t micro_batches = 1;  // micro-batches per step (the pipeline's)

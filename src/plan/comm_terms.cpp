@@ -102,6 +102,14 @@ PassSeconds CpRingSeconds(const LayerShape& s, const PassSeconds& attention, con
           pass(message(2.0 * kv), attention.bwd / s.cp) + message(kv)};
 }
 
+PassSeconds CpUlyssesSeconds(const LayerShape& s, const Link& link) {
+  if (s.cp <= 1) return {};
+  const double width = (s.hidden + 2.0 * s.kv_dim) / s.tp + s.hidden / s.tp;  // q, k, v + output
+  const double bytes = s.tokens * width * s.elem_bytes * (s.cp - 1.0) / s.cp;
+  const double pass = 2.0 * (s.cp - 1.0) * link.latency_s + bytes / link.bytes_per_s;
+  return {pass, pass};
+}
+
 double PpMessageSeconds(const ClusterSpec& c, const Layout& l, double message_bytes) {
   const Link link = PointToPointLink(c, l.tp * l.cp * l.dp >= c.node.gpus_per_node);
   return link.latency_s + message_bytes / link.bytes_per_s;

@@ -92,6 +92,13 @@ double CpKvBytes(const LayerShape& s);
 PassSeconds CpRingSeconds(const LayerShape& s, const PassSeconds& attention, const Link& link,
                           double sm_share);
 
+// Ulysses' all-to-alls of one layer (Layout::cp_ulysses): forward q, k, v
+// from sequence to heads and the attention output back, backward their
+// gradients the same way; each sends (cp - 1) / cp of the rank's rows x
+// width in cp - 1 messages. Not hidden: the attention waits for the first,
+// the next layer's matmul for the second. Nothing when cp = 1.
+PassSeconds CpUlyssesSeconds(const LayerShape& s, const Link& link);
+
 // ---- pipeline parallelism ----
 // Bytes of one pipeline message, an activation or its gradient:
 // PipelineMessageNumel (split over the TP ranks with scatter-gather, as

@@ -31,11 +31,14 @@ std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
   const ModelSpec rank_spec = TpPaddedSpec(m, l.tp);
   std::vector<Prediction::StageCollectives> collectives(stages.size());
   for (size_t i = 0; i < stages.size(); ++i) {
-    const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
+    ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
+    shard.cp = l.cp;
+    shard.ulysses = l.cp_ulysses;
     collectives[i].tp = TensorParallelStepCollectives(rank_spec, shard, stages[i], o);
     if (l.pp > 1) {
       collectives[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], schedule, o);
     }
+    collectives[i].cp = ContextParallelStepCollectives(m, shard, stages[i], l.cp, o);
   }
   return collectives;
 }
@@ -258,6 +261,7 @@ CostModel::SlowestStage CostModel::FindSlowestStage(
 PassSeconds CostModel::CpLayerSeconds(const Layout& l, const LayerShape& shape,
                                       const MicroBatchSeconds& mb) const {
   if (l.cp == 1) return {};
+  if (l.cp_ulysses) return CpUlyssesSeconds(shape, CpLink(cluster_, l.tp, l.cp));
   return CpRingSeconds(shape, mb.attention, CpLink(cluster_, l.tp, l.cp), OverlapShare());
 }
 
@@ -400,10 +404,13 @@ Status CheckStackRuns(const Software& sw, const Layout& l) {
         " stack recomputes every layer under full recomputation (the trainer has no "
         "partial recomputation); drop --recompute-layers");
   }
-  if (l.cp > 1 && (!sw.flash_attention || sw.trainer_activation_buffer)) {
+  // The cpu stack is scaletrain's own trainer, whose ring attention works
+  // block by block (model/context_parallel.h).
+  if (l.cp > 1 && !sw.flash_attention && !sw.trainer_activation_buffer) {
     return InvalidArgument("the " + sw.name +
                            " stack has no context parallelism (ring attention runs on FlashAttention "
-                           "kernels: Megatron-Core, NeMo, torchtitan); use --cp 1 or such a stack");
+                           "kernels: Megatron-Core, NeMo, torchtitan, or scaletrain's cpu stack); use "
+                           "--cp 1 or such a stack");
   }
   return Status::Ok();
 }

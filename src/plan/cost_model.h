@@ -76,7 +76,7 @@ struct Prediction {
   // TensorParallelStepCollectives and PipelineStepCollectives
   // (src/parallel/tp_pp_layout.h), what the trainer issues and counts.
   struct StageCollectives {
-    std::vector<StepCollective> dp, tp, pp;
+    std::vector<StepCollective> dp, tp, pp, cp;
   };
   std::vector<StageCollectives> stage_collectives;
   int64_t dp_buckets = 0;

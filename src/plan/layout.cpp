@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "model/param_layout.h"
 
 namespace scaletrain::plan {
 
@@ -77,7 +78,7 @@ const char* GradReduceDtypeName(const Layout& l) {
 std::string LayoutToString(const Layout& l) {
   std::string s =
       "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) + " dp=" + std::to_string(l.dp);
-  if (l.cp > 1) s += " cp=" + std::to_string(l.cp);
+  if (l.cp > 1) s += " cp=" + std::to_string(l.cp) + (l.cp_ulysses ? " (ulysses)" : "");
   if (l.vpp > 1) s += " vpp=" + std::to_string(l.vpp);
   s += " mb=" + std::to_string(l.micro_batch) + " gb=" + std::to_string(l.global_batch) +
        " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) +
@@ -256,7 +257,17 @@ Status CheckGpuCount(int64_t n, const Layout& l) {
 // Context parallelism cuts each sequence into 2 cp equal chunks, rank i
 // taking chunks i and 2 cp - 1 - i, so that causal attention loads every
 // rank alike (Megatron-Core's load balancing).
+// Ulysses splits each GPU's query and key/value heads (after tp) over cp.
+Status CheckUlyssesHeads(const ModelSpec& m, const Layout& l) {
+  const int64_t q = m.n_head / l.tp, kv = LocalKvHeads(m, l.tp);
+  if (q % l.cp == 0 && kv % l.cp == 0 && !KvHeadsReplicated(m, l.tp)) return Status::Ok();
+  return InvalidArgument("cp=" + Str(l.cp) + " with --cp-impl ulysses splits each GPU's " + Str(q) +
+                         " query heads and " + Str(kv) + " key/value heads (tp=" + Str(l.tp) +
+                         ") over cp; use a cp dividing both, or --cp-impl ring");
+}
+
 Status CheckContextParallel(const ModelSpec& m, const Layout& l) {
+  if (l.cp > 1 && l.cp_ulysses) ST_RETURN_IF_ERROR(CheckUlyssesHeads(m, l));
   if (l.cp == 1 || m.block_size % (2 * l.cp) == 0) return Status::Ok();
   std::vector<int64_t> ok;
   for (int64_t c : Divisors(m.block_size)) {

@@ -83,6 +83,11 @@ struct Layout {
   // every n-th block keep the same share); the chunk's other layers keep
   // their activations. 0: all of them.
   int64_t recompute_layers = 0;
+  // Context parallelism as Ulysses (DeepSpeed-Ulysses, Jacobs et al. 2023;
+  // the trainer's parallel.cp_impl = "ulysses"): q, k, v all-to-all from
+  // sequence to heads before attention, the output back after it; each rank
+  // attends the whole sequence with n_head / tp / cp heads. false: the ring.
+  bool cp_ulysses = false;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }

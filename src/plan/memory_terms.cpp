@@ -140,7 +140,12 @@ namespace {
 // The float counts of the trainer's activation slices (GPT::LayOutActivations):
 // each slice is rounded up to 16 floats (FloatArena).
 struct TrainerSlices {
-  int64_t N, Nr, C, Cl, Fl, att, Vl;
+  // att: the floats of a layer's kept attention slice (its T x T
+  // probabilities, or with context parallelism each row's log-sum-exp);
+  // att_grad: the probabilities' gradient scratch (none with cp).
+  int64_t N, Nr, C, Cl, Fl, att, att_grad, Vl;
+  int64_t ring = 0;  // context parallelism's buffers (GPT::TakeContextParallelBuffers)
+  int64_t layer_extra = 0;  // Ulysses: each layer's q, k, v in the heads layout
   int64_t qkv = 0, fc = 0;  // fused q,k,v width; the MLP's first matmul width (SwiGLU: 2 Fl)
   int64_t kv_saved = 0;     // replicated key/value weights' kept gradient (Llama, n_kv_head < tp)
   bool sp, mean = true;     // RMSNorm (Llama) keeps no mean
@@ -150,11 +155,11 @@ struct TrainerSlices {
   int64_t Layer(bool own_att) const {
     const int64_t norm = R(Nr * C) + (mean ? 2 : 1) * R(Nr) + (sp ? R(N * C) : 0);  // out, mean, rstd, gathered
     return 2 * norm + R(N * qkv) + R(N * Cl) + (own_att ? R(att) : 0) + 2 * R(Nr * C) +
-           R(N * fc) + R(N * Fl);
+           R(N * fc) + R(N * Fl) + layer_extra;
   }
   int64_t Scratch(bool shared_att) const {  // TakeScratch
     return R(N * C) + R(Nr * C) + (sp ? R(N * C) + R(Nr * C) : 0) + R(N * C) + R(N * qkv) +
-           R(N * Cl) + R(att) + R(N * fc) + R(N * Fl) + (shared_att ? R(att) : 0);
+           R(N * Cl) + R(att_grad) + R(N * fc) + R(N * Fl) + (shared_att ? R(att_grad) : 0) + ring;
   }
   int64_t Head() const {
     return R(Nr * C) + (mean ? 2 : 1) * R(Nr) + (sp ? R(N * C) : 0) + 2 * R(N * Vl) + R(N) + R(3 * N);
@@ -167,26 +172,48 @@ int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
                                const std::vector<TrainerChunk>& chunks) {
   if (l.recompute == Recompute::kOp) return 0;
   TrainerSlices z{};
+  const int64_t cp = std::max<int64_t>(1, l.cp), T = m.block_size, Tl = T / cp;
+  const int64_t NHl = m.n_head / l.tp;
   z.sp = l.sp && l.tp > 1;
-  z.N = l.micro_batch * m.block_size;
+  z.N = l.micro_batch * Tl;
   z.Nr = z.sp ? z.N / l.tp : z.N;
   z.C = m.n_embd;
   z.Cl = m.n_embd / l.tp;
   z.Fl = m.ffn_hidden / l.tp;
-  z.att = l.micro_batch * (m.n_head / l.tp) * m.block_size * m.block_size;
+  const bool ulysses = cp > 1 && l.cp_ulysses, ring = cp > 1 && !ulysses;
+  // The ring keeps each row's log-sum-exp; Ulysses its heads' share of the
+  // T x T probabilities.
+  z.att = ring ? l.micro_batch * NHl * Tl : l.micro_batch * (NHl / cp) * T * T;
+  z.att_grad = ring ? 0 : z.att;
   z.Vl = m.padded_vocab_size / l.tp;
   const bool llama = m.arch == Arch::kLlama;
-  const int64_t kv_width = (llama ? LocalKvHeads(m, l.tp) : m.n_head / l.tp) * m.head_dim();
+  const int64_t kv_heads = llama ? LocalKvHeads(m, l.tp) : NHl, kv_width = kv_heads * m.head_dim();
   z.qkv = z.Cl + 2 * kv_width;
+  if (ulysses) {
+    // Each layer also keeps q, k, v in the heads layout; the scratch holds the
+    // all-to-all's two buffers, the output (or its gradient) in the heads
+    // layout and q, k, v's gradient there (GPT::TakeContextParallelBuffers).
+    z.layer_extra = TrainerSlices::R(z.N * z.qkv);
+    z.ring = 3 * TrainerSlices::R(z.N * z.qkv) + TrainerSlices::R(z.N * z.Cl);
+  } else if (ring) {
+    // Two key/value blocks and two of their gradients, the row statistics
+    // and the scores of one chunk pair per (batch, head) (forward) or two per
+    // (batch, key/value head) (backward).
+    const int64_t len = T / (2 * cp);
+    z.ring = 4 * TrainerSlices::R(z.N * 2 * kv_width) + TrainerSlices::R(l.micro_batch * NHl * Tl) +
+             TrainerSlices::R(l.micro_batch * std::max(NHl, 2 * kv_heads) * len * len);
+  }
   z.fc = llama ? 2 * z.Fl : z.Fl;
   z.mean = !llama;
   z.kv_saved = KvHeadsReplicated(m, l.tp) ? TrainerSlices::R(2 * kv_width * z.C) : 0;
   const bool full = l.recompute == Recompute::kFull;
   const bool selective = l.recompute == Recompute::kSelective;
   // The 6 x C partial sums of ReplicatedGrads sit at the scratch's end.
+  // The ring keeps only each row's log-sum-exp, in every recompute mode.
+  const bool own_att = !selective || ring;
   int64_t floats = z.Scratch(selective) + TrainerSlices::R(6 * z.C) + z.kv_saved +
                    (full ? z.Layer(true) : 0);
-  const int64_t per_layer = full ? TrainerSlices::R(z.Nr * z.C) : z.Layer(!selective);
+  const int64_t per_layer = full ? TrainerSlices::R(z.Nr * z.C) : z.Layer(own_att);
   for (const TrainerChunk& ch : chunks) {
     const int64_t per_slot =
         TrainerSlices::R(z.Nr * z.C) + ch.layers * per_layer + (ch.head ? z.Head() : 0);

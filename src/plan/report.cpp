@@ -25,6 +25,7 @@ nlohmann::json LayoutJson(const Layout& l) {
           {"pp", l.pp},
           {"dp", l.dp},
           {"cp", l.cp},
+          {"cp_impl", l.cp_ulysses ? "ulysses" : "ring"},
           {"vpp", l.vpp},
           {"micro_batch", l.micro_batch},
           {"global_batch", l.global_batch},
@@ -92,7 +93,8 @@ void AddStepCollectivesJson(const Prediction& p, nlohmann::json* j) {
   for (const auto& sc : p.stage_collectives) {
     (*j)["step_per_stage"].push_back({{"dp", group_json(sc.dp, dp_group)},
                                       {"tp", group_json(sc.tp, lay.tp)},
-                                      {"pp", group_json(sc.pp, lay.pp)}});
+                                      {"pp", group_json(sc.pp, lay.pp)},
+                                      {"cp", group_json(sc.cp, lay.cp)}});
   }
 }
 
@@ -199,6 +201,7 @@ nlohmann::json SearchToJson(const PlanContext& ctx, const SearchResult& r, const
     j["families"].push_back({{"tp", f.tp},
                              {"pp", f.pp},
                              {"dp", f.dp},
+                             {"cp", f.cp},
                              {"layouts", f.evaluated},
                              {"fits", f.fits},
                              {"best_tokens_per_s", f.best_tokens_per_s},
@@ -383,8 +386,9 @@ std::string SearchToText(const PlanContext& ctx, const SearchResult& r) {
   }
   o += "\nby (tp, pp) family:\n";
   for (const auto& f : r.families) {
-    o += Fmt("  tp=%-3lld pp=%-3lld dp=%-6lld %s\n", static_cast<long long>(f.tp), static_cast<long long>(f.pp),
-             static_cast<long long>(f.dp), f.reason.c_str());
+    const std::string cp = f.cp > 1 ? Fmt("cp=%-3lld ", static_cast<long long>(f.cp)) : "";
+    o += Fmt("  tp=%-3lld pp=%-3lld dp=%-6lld %s%s\n", static_cast<long long>(f.tp), static_cast<long long>(f.pp),
+             static_cast<long long>(f.dp), cp.c_str(), f.reason.c_str());
   }
   (void)ctx;
   return o;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "core/strings.h"
 
@@ -157,6 +158,7 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
     for (int64_t vpp : VppSizes(model.spec(), opt, model.software(), pp, B / (dp * mb))) {
       Layout l;
       l.tp = tp, l.pp = pp, l.dp = dp, l.cp = opt.cp, l.vpp = vpp, l.micro_batch = mb, l.global_batch = B;
+      l.cp_ulysses = opt.cp_ulysses;
       l.precision = opt.precision;
       l.grad_reduce = opt.grad_reduce;
       l.bucket_bytes = opt.bucket_bytes;
@@ -188,14 +190,34 @@ Result<std::optional<Prediction>> FewestRecomputedLayers(CostModel& model, Layou
   return best;
 }
 
+// The context-parallel sizes the search tries: the held one, or (search_cp)
+// every cp dividing the GPUs whose 2 cp chunks divide the sequence.
+std::vector<int64_t> CpSizes(const CostModel& model, const SearchOptions& opt) {
+  if (!opt.search_cp) return {opt.cp};
+  std::vector<int64_t> sizes;
+  for (int64_t cp : Divisors(opt.num_gpus)) {
+    if (model.spec().block_size % (2 * cp) == 0) sizes.push_back(cp);
+  }
+  return sizes;
+}
+
 // Every layout the search evaluates, in the order it evaluates them.
-std::vector<Layout> CandidateLayouts(const CostModel& model, const SearchOptions& opt) {
+std::vector<Layout> CandidateLayouts(const CostModel& model, const SearchOptions& held) {
   std::vector<Layout> layouts;
-  for (int64_t tp : TpSizes(model, opt)) {
-    for (int64_t pp : Divisors(opt.num_gpus / (tp * opt.cp))) {
-      if (opt.pp && pp != *opt.pp) continue;
-      if (pp > model.spec().n_layer) continue;
-      AddFamilyLayouts(model, opt, tp, pp, &layouts);
+  for (int64_t cp : CpSizes(model, held)) {
+    SearchOptions opt = held;
+    opt.cp = cp;
+    for (int64_t tp : TpSizes(model, opt)) {
+      for (int64_t pp : Divisors(opt.num_gpus / (tp * opt.cp))) {
+        if (opt.pp && pp != *opt.pp) continue;
+        if (pp > model.spec().n_layer) continue;
+        std::vector<Layout> family;
+        AddFamilyLayouts(model, opt, tp, pp, &family);
+        // Ulysses' heads per GPU must divide by cp (at this tp).
+        for (const Layout& l : family) {
+          if (!held.search_cp || ValidateLayout(model.spec(), l.num_gpus(), l).ok()) layouts.push_back(l);
+        }
+      }
     }
   }
   return layouts;
@@ -205,7 +227,7 @@ std::vector<Layout> CandidateLayouts(const CostModel& model, const SearchOptions
 // equals stays the best.
 void Record(const Prediction& p, FamilyVerdict* fam, SearchResult* res,
             std::vector<Prediction>* fitting) {
-  fam->tp = p.layout.tp, fam->pp = p.layout.pp, fam->dp = p.layout.dp;
+  fam->tp = p.layout.tp, fam->pp = p.layout.pp, fam->dp = p.layout.dp, fam->cp = p.layout.cp;
   ++res->evaluated;
   ++fam->evaluated;
   if (fam->evaluated == 1 || p.memory_gib < fam->min_memory_gib) fam->min_memory_gib = p.memory_gib;
@@ -254,7 +276,7 @@ std::string FamilyReason(const FamilyVerdict& fam, double best_tokens_per_s, dou
 // The families with their reasons: those that fit first, fastest first;
 // then the rest, leanest first.
 std::vector<FamilyVerdict> RankFamilies(
-    const std::map<std::pair<int64_t, int64_t>, FamilyVerdict>& fams, double best_tokens_per_s,
+    const std::map<std::tuple<int64_t, int64_t, int64_t>, FamilyVerdict>& fams, double best_tokens_per_s,
     double hbm_gib) {
   std::vector<FamilyVerdict> ranked;
   for (const auto& [key, fam] : fams) {
@@ -280,10 +302,11 @@ Status CheckSearchOptions(const CostModel& model, const SearchOptions& opt) {
     return InvalidArgument("cp must be between 1 and the " + std::to_string(opt.num_gpus) + " GPUs, got " +
                            std::to_string(opt.cp));
   }
-  if (opt.cp > 1) {
+  if (opt.cp > 1 && !opt.search_cp) {
     // Checked once here; the search builds its layouts from these sizes.
     Layout probe;
     probe.cp = opt.cp;
+    probe.cp_ulysses = opt.cp_ulysses;
     ST_RETURN_IF_ERROR(ValidateLayout(model.spec(), probe.num_gpus(), probe));
   }
   if (opt.global_batch < 1) {
@@ -311,15 +334,15 @@ bool TriesPartialRecompute(const Prediction& p, const SearchOptions& opt, const 
 Result<SearchResult> SearchLayouts(CostModel& model, const SearchOptions& opt) {
   ST_RETURN_IF_ERROR(CheckSearchOptions(model, opt));
   SearchResult res;
-  std::map<std::pair<int64_t, int64_t>, FamilyVerdict> fams;  // by (tp, pp)
+  std::map<std::tuple<int64_t, int64_t, int64_t>, FamilyVerdict> fams;  // by (tp, pp, cp)
   std::vector<Prediction> fitting;
   for (const Layout& l : CandidateLayouts(model, opt)) {
     ST_ASSIGN_OR_RETURN(Prediction p, model.Evaluate(l));
     const bool try_partial = TriesPartialRecompute(p, opt, model.software());
-    Record(p, &fams[{l.tp, l.pp}], &res, &fitting);
+    Record(p, &fams[{l.tp, l.pp, l.cp}], &res, &fitting);
     if (try_partial) {
       ST_ASSIGN_OR_RETURN(std::optional<Prediction> partial, FewestRecomputedLayers(model, l));
-      if (partial) Record(*partial, &fams[{l.tp, l.pp}], &res, &fitting);
+      if (partial) Record(*partial, &fams[{l.tp, l.pp, l.cp}], &res, &fitting);
     }
   }
   res.top = FastestFitting(std::move(fitting), opt.top_k);

@@ -25,6 +25,11 @@ struct SearchOptions {
   // Context-parallel ranks: held at this (1: none). The search does not try
   // context parallelism on its own.
   int64_t cp = 1;
+  bool cp_ulysses = false;  // Layout::cp_ulysses, held
+  // Also searched: every cp (from 1, `cp` above ignored) that divides the
+  // GPUs and whose 2 cp chunks divide the sequence (with cp_ulysses, that
+  // divides the heads per GPU too).
+  bool search_cp = false;
   std::optional<int> zero;
   // Hybrid sharding (Layout::shard_group): held at this many data-parallel
   // ranks per sharding group; unset: one group of all. The search does not
@@ -43,7 +48,7 @@ struct SearchOptions {
 };
 
 struct FamilyVerdict {
-  int64_t tp = 0, pp = 0, dp = 0;
+  int64_t tp = 0, pp = 0, dp = 0, cp = 1;
   int64_t evaluated = 0;
   bool fits = false;
   double best_tokens_per_s = 0;   // of its best fitting layout

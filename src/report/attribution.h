@@ -25,7 +25,7 @@ namespace scaletrain::report {
 using Breakdown = std::vector<std::pair<std::string, double>>;
 inline constexpr int kBreakdownParts = 7;
 inline const char* const kBreakdownNames[kBreakdownParts] = {"compute",
-                                                             "TP comm",
+                                                             "TP + CP comm",
                                                              "PP comm + bubble",
                                                              "DP comm (exposed)",
                                                              "waiting for a slower rank",

@@ -59,8 +59,9 @@ ScalingRun ScalingRunOf(const RunData& run) {
   const ParallelConfig& p = run.config.parallel;
   ScalingRun r;
   r.dir = run.dir;
-  r.ranks = p.dp * p.tp * p.pp;
-  r.layout = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp);
+  r.ranks = p.dp * p.tp * p.pp * p.cp;
+  r.layout = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+             (p.cp > 1 ? " x cp " + std::to_string(p.cp) : "");
   const MeasuredStep m = MeasureStep(run);
   const double tokens = static_cast<double>(run.config.training.global_batch_size * run.config.model.block_size);
   if (m.step_time_s > 0) r.tokens_per_s = tokens / m.step_time_s;

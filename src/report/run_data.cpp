@@ -65,7 +65,8 @@ StepPoint ParseStep(const json& j) {
   p.step_time_s = Num(j, "step_time_s"), p.tokens_per_s = Num(j, "tokens_per_s");
   p.data_s = Num(j, "data_s"), p.forward_s = Num(j, "forward_s"), p.backward_s = Num(j, "backward_s");
   p.grad_sync_wait_s = Num(j, "grad_sync_wait_s"), p.optimizer_s = Num(j, "optimizer_s");
-  p.tp_wait_s = Num(j, "tp_comm_wait_s"), p.pp_wait_s = Num(j, "pipeline_wait_s");
+  // Both wait inside forward and backward: the split's "TP + CP comm".
+  p.tp_wait_s = Num(j, "tp_comm_wait_s") + Num(j, "cp_comm_wait_s"), p.pp_wait_s = Num(j, "pipeline_wait_s");
   if (j.contains("val_loss") && j["val_loss"].is_number()) p.val_loss = j["val_loss"].get<double>();
   if (j.contains("stragglers") && j["stragglers"].is_array()) {
     for (const json& s : j["stragglers"]) {
@@ -134,7 +135,7 @@ double RankWindowPoint::Compute() const {
 }
 
 int64_t RunData::world_size() const {
-  return config.parallel.dp * config.parallel.tp * config.parallel.pp;
+  return config.parallel.dp * config.parallel.tp * config.parallel.pp * config.parallel.cp;
 }
 
 bool RunData::finished() const { return !steps.empty() && steps.back().step >= config.training.steps; }

@@ -18,6 +18,8 @@ const char* CommGroupName(CommGroup g) {
       return "tp";
     case CommGroup::kPp:
       return "pp";
+    case CommGroup::kCp:
+      return "cp";
   }
   return "?";
 }
@@ -80,6 +82,7 @@ std::string StepRecordJson(const StepRecord& r) {
                          {"exposed_comm_s", r.exposed_comm_s},
                          {"optimizer_s", r.optimizer_s}};
   if (r.tp_comm_wait_s) line["tp_comm_wait_s"] = *r.tp_comm_wait_s;
+  if (r.cp_comm_wait_s) line["cp_comm_wait_s"] = *r.cp_comm_wait_s;
   if (r.pipeline_wait_s) line["pipeline_wait_s"] = *r.pipeline_wait_s;
   if (r.val_loss) line["val_loss"] = *r.val_loss;
   AddTraffic(r, line);

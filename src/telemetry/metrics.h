@@ -20,9 +20,10 @@
 namespace scaletrain {
 
 // A rank's process groups, in the order records list them.
-enum class CommGroup { kDp, kTp, kPp };
-inline constexpr int kNumCommGroups = 3;
-const char* CommGroupName(CommGroup g);  // "dp", "tp", "pp"
+// kDp is the gradient group (dp x cp ranks with context parallelism).
+enum class CommGroup { kDp, kTp, kPp, kCp };
+inline constexpr int kNumCommGroups = 4;
+const char* CommGroupName(CommGroup g);  // "dp", "tp", "pp", "cp"
 
 // What one rank handed to one group's collectives in a step
 // (comm/communicator.h's payload convention).
@@ -44,6 +45,7 @@ struct StepRecord {
   double optimizer_s = 0;       // norm, clipping, AdamW and the ZeRO all-gather
   // Only where the layout has them.
   std::optional<double> tp_comm_wait_s;   // TP collectives (inside forward/backward)
+  std::optional<double> cp_comm_wait_s;   // the context-parallel ring or all-to-alls (inside them too)
   std::optional<double> pipeline_wait_s;  // pipeline receives, sends, tied-embedding sum
   std::optional<double> val_loss;
   // Traffic per group; `groups_used[g]` says whether group g has more than

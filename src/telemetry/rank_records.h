@@ -19,8 +19,8 @@ namespace scaletrain {
 
 // Where a rank's step goes. Compute phases (data, forward, backward,
 // optimizer) are what the straggler detector compares; forward and backward
-// include the tensor-parallel collectives inside them (also given alone as
-// tp_comm). `wait` is the step boundary's all-reduce: time spent waiting for
+// include the tensor- and context-parallel transfers inside them (also given
+// alone as tp_comm). `wait` is the step boundary's all-reduce: time spent waiting for
 // the slowest rank.
 enum class RankPhase {
   kData,

@@ -74,6 +74,7 @@ std::vector<std::pair<std::string, double>> StepScalars(const StepRecord& r) {
       {"time/optimizer_s", r.optimizer_s},
   };
   if (r.tp_comm_wait_s) s.emplace_back("time/tp_comm_wait_s", *r.tp_comm_wait_s);
+  if (r.cp_comm_wait_s) s.emplace_back("time/cp_comm_wait_s", *r.cp_comm_wait_s);
   if (r.pipeline_wait_s) s.emplace_back("time/pipeline_wait_s", *r.pipeline_wait_s);
   if (r.val_loss) s.emplace_back("val/loss", *r.val_loss);
   for (int g = 0; g < kNumCommGroups; ++g) {

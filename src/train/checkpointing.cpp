@@ -216,6 +216,7 @@ nlohmann::json CheckpointWriter::Manifest(int64_t step, double lr) const {
        {{"dp", par.dp},
         {"tp", par.tp},
         {"pp", par.pp},
+        {"cp", par.cp},
         {"vpp", par.vpp},
         {"sp", par.sp},
         {"schedule", par.schedule},

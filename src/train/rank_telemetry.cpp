@@ -16,7 +16,8 @@ namespace scaletrain {
 // the time blocked on them; with pipeline parallelism, one rank's of every
 // stage (collective).
 void TakeStepTraffic(ProcessGroups& g, StepRecord& rec) {
-  CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(), g.pp->TakeStats()};
+  CommStats stats[kNumCommGroups] = {g.dp->TakeStats(), g.tp->TakeStats(), g.pp->TakeStats(),
+                                     g.cp->TakeStats()};
   // The hierarchical DP reduction's traffic is the DP group's.
   for (Communicator* sub : {g.dp_host.get(), g.dp_cross.get()}) {
     if (sub == nullptr) continue;
@@ -28,7 +29,7 @@ void TakeStepTraffic(ProcessGroups& g, StepRecord& rec) {
     }
     dp.wait_s += s.wait_s;
   }
-  const int64_t sizes[kNumCommGroups] = {g.dp->size(), g.tp->size(), g.pp->size()};
+  const int64_t sizes[kNumCommGroups] = {g.dp->size(), g.tp->size(), g.pp->size(), g.cp->size()};
   std::vector<int64_t> mine;
   for (int i = 0; i < kNumCommGroups; ++i) {
     rec.traffic[i] = {stats[i].payload_bytes(), stats[i].calls()};
@@ -38,6 +39,8 @@ void TakeStepTraffic(ProcessGroups& g, StepRecord& rec) {
   rec.exposed_comm_s = stats[static_cast<int>(CommGroup::kDp)].wait_s;
   if (sizes[static_cast<int>(CommGroup::kTp)] > 1)
     rec.tp_comm_wait_s = stats[static_cast<int>(CommGroup::kTp)].wait_s;
+  if (sizes[static_cast<int>(CommGroup::kCp)] > 1)
+    rec.cp_comm_wait_s = stats[static_cast<int>(CommGroup::kCp)].wait_s;
   if (g.pp->size() > 1) {
     rec.traffic_by_stage.clear();
     for (const std::vector<int64_t>& s : GatherByStage(g, mine)) {
@@ -63,7 +66,9 @@ void RankTelemetry::AddStep(const StepRecord& rec, double checkpoint_s, double w
   p[static_cast<int>(RankPhase::kData)] = rec.data_s;
   p[static_cast<int>(RankPhase::kForward)] = rec.forward_s;
   p[static_cast<int>(RankPhase::kBackward)] = rec.backward_s;
-  p[static_cast<int>(RankPhase::kTpComm)] = rec.tp_comm_wait_s.value_or(0);
+  // The context-parallel waits sit inside forward and backward as TP's do
+  // (the report's "TP + CP comm").
+  p[static_cast<int>(RankPhase::kTpComm)] = rec.tp_comm_wait_s.value_or(0) + rec.cp_comm_wait_s.value_or(0);
   p[static_cast<int>(RankPhase::kPpComm)] = rec.pipeline_wait_s.value_or(0);
   p[static_cast<int>(RankPhase::kDpComm)] = rec.grad_sync_wait_s;
   p[static_cast<int>(RankPhase::kOptimizer)] = rec.optimizer_s;

@@ -9,6 +9,7 @@
 #include "checkpoint/model_io.h"
 #include "comm/flight_recorder.h"
 #include "kernels/cpu/ops.h"
+#include "model/context_parallel.h"
 #include "train/checkpointing.h"
 #include "train/generate.h"
 #include "train/launch_checks.h"
@@ -103,13 +104,16 @@ Status CheckMicroBatches(const RunConfig& cfg, int64_t seq_len) {
   const ParallelConfig& par = cfg.parallel;
   const int64_t mb = cfg.training.micro_batch_size;
   ST_RETURN_IF_ERROR(PipelineScheduleFromConfig(par, MicroBatchesPerRank(cfg)).status());
+  ST_RETURN_IF_ERROR(CheckContextParallel(seq_len, par.cp));
   if (par.rebalance && cfg.telemetry.rank_interval == 0) {
     return InvalidArgument("parallel.rebalance follows the per-rank records: set telemetry.rank_interval > 0");
   }
-  if (par.sp && par.tp > 1 && (mb * seq_len) % par.tp != 0) {
-    return InvalidArgument("parallel.sp splits each micro-batch's " + std::to_string(mb * seq_len) +
-                           " token rows over tp = " + std::to_string(par.tp) +
-                           "; make micro_batch_size x block_size a multiple of tp");
+  const int64_t rows = mb * seq_len / par.cp;  // a context-parallel rank's
+  if (par.sp && par.tp > 1 && rows % par.tp != 0) {
+    return InvalidArgument("parallel.sp splits each micro-batch's " + std::to_string(rows) +
+                           " token rows" + (par.cp > 1 ? " (per parallel.cp rank)" : "") +
+                           " over tp = " + std::to_string(par.tp) + "; make micro_batch_size x block_size" +
+                           (par.cp > 1 ? " / cp" : "") + " a multiple of tp");
   }
   return Status::Ok();
 }
@@ -299,7 +303,7 @@ void EnableFlightRecorder(const TrainingRun& run) {
   std::vector<int64_t> world(static_cast<size_t>(mesh.world_size()));
   for (int64_t r = 0; r < mesh.world_size(); ++r) world[static_cast<size_t>(r)] = r;
   groups.emplace_back("world", world);
-  for (MeshAxis axis : kMeshAxes) groups.emplace_back(MeshAxisName(axis), mesh.GroupMembers(axis, rank));
+  for (MeshAxis axis : kMeshAxes) groups.emplace_back(MeshAxisName(axis), run.groups->Members(axis));
   FlightRecorder::Get().Enable((fs::path(run.dir.path) / "flight").string(), rank,
                                run.hosts[static_cast<size_t>(rank)], n, groups);
 }
@@ -322,6 +326,9 @@ Result<std::unique_ptr<TrainingRun>> SetUpTraining(const TrainOptions& opts) {
   ST_ASSIGN_OR_RETURN(run->data, OpenData(cfg.data));
   ST_ASSIGN_OR_RETURN(run->spec, ModelSpecFor(cfg, run->data));
   ST_RETURN_IF_ERROR(CheckMicroBatches(cfg, run->spec.block_size));
+  if (cfg.parallel.cp_impl == "ulysses") {
+    ST_RETURN_IF_ERROR(CheckUlysses(run->spec, cfg.parallel.tp, cfg.parallel.cp));
+  }
   ST_RETURN_IF_ERROR(OpenSamplers(run->data, run->spec.block_size, cfg.training.seed));
   ST_ASSIGN_OR_RETURN(run->groups, ConnectRanks(cfg, opts.backend, &run->hosts));
   ST_ASSIGN_OR_RETURN(run->model, BuildParallelModel(cfg, run->spec, run->groups.get()));
@@ -340,7 +347,7 @@ std::vector<std::vector<int64_t>> GatherByStage(ProcessGroups& g, const std::vec
   const int64_t pp = g.pp->size();
   const size_t n = mine.size();
   std::vector<int64_t> all(n * static_cast<size_t>(pp), 0);
-  if (g.coord.dp == 0 && g.coord.tp == 0) {
+  if (g.coord.dp == 0 && g.coord.tp == 0 && g.coord.cp == 0) {
     std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(n * g.coord.pp));
   }
   if (pp > 1)

@@ -25,6 +25,7 @@ TAGS = {
     "data_s": "time/data_s", "forward_s": "time/forward_s", "backward_s": "time/backward_s",
     "grad_sync_wait_s": "time/grad_sync_wait_s", "exposed_comm_s": "time/exposed_comm_s",
     "optimizer_s": "time/optimizer_s", "tp_comm_wait_s": "time/tp_comm_wait_s",
+    "cp_comm_wait_s": "time/cp_comm_wait_s",
     "pipeline_wait_s": "time/pipeline_wait_s", "val_loss": "val/loss",
 }
 

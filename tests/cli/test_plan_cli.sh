@@ -143,8 +143,27 @@ fi
 expect_error "the legacy stack has no context parallelism" plan --model llama3-8b --cluster dgx-h100 --gpus 16 \
   --cp 2 --stack legacy
 expect_error "cp=3 cuts each sequence into 2 x cp = 6 chunks" plan --model llama3-8b --cluster dgx-h100 --gpus 48 --cp 3
-expect_error "trainer has no context parallelism, so a training config cannot run it" plan --train-config configs/shakespeare_char.toml \
-  --cluster dgx-h100 --cp 2
+# Ulysses (--cp-impl): its all-to-alls in the step, its heads check.
+"$bin" plan --model llama3-8b --cluster dgx-h100 --gpus 16 --tp 2 --cp 4 --seq 32768 --global-batch 16 \
+  --cp-impl ulysses | grep -q "cp=4 (ulysses)" || fail "plan --cp-impl ulysses"
+expect_error "cp=4 with --cp-impl ulysses splits each GPU's 8 query heads and 2 key/value heads (tp=4)" \
+  plan --model llama3-8b --cluster dgx-h100 --gpus 16 --tp 4 --cp 4 --seq 32768 --cp-impl ulysses
+expect_error "--cp-impl 'star' is unknown; use ring or ulysses" plan --model llama3-8b --cluster dgx-h100 \
+  --gpus 16 --cp 2 --cp-impl star
+# --search-cp tries cp too: at 32k positions on 16 GPUs the best holds cp > 1,
+# and no layout has a cp whose 2 cp chunks do not divide the sequence.
+"$bin" plan --model llama3-8b --cluster dgx-h100 --gpus 16 --seq 32768 --global-batch 16 --search --search-cp \
+  --json >"$tmp/cp.json" || fail "plan --search --search-cp"
+python3 - "$tmp/cp.json" <<'PY' || fail "plan --search --search-cp: the best layout"
+import json, sys
+r = json.load(open(sys.argv[1]))
+cps = {f["cp"] for f in r["families"]}
+assert r["best"]["layout"]["cp"] > 1, r["best"]["layout"]
+assert cps >= {1, 2, 4, 8} and all(32768 % (2 * c) == 0 for c in cps), cps
+PY
+# A training config's parallel.cp (or --cp over it): the trainer's ring.
+"$bin" plan --train-config configs/shakespeare_char.toml --cluster dgx-h100 --vocab 65 --set parallel.cp=2 \
+  | grep -q "cp=2" || fail "plan --train-config with parallel.cp = 2 plans cp=2"
 # Layers that pp x vpp does not cut into equal chunks: an error naming the
 # split (the trainer and Megatron refuse it too); pp alone may leave stages a
 # layer apart (the trainer's split by cost, the last stage also running the

@@ -47,6 +47,12 @@ llama=(--set 'model.arch="llama"' --set model.n_head=4 --set model.n_embd=32)
 kv2=(--set model.n_kv_head=2)
 kv1=(--set model.n_kv_head=1)
 untied=(--set model.tied_embeddings=false)
+# Context parallelism: the ring's key/value traffic (or Ulysses' all-to-alls)
+# on the CP group, the gradients over dp x cp, the activations of 1/cp of
+# each sequence.
+cp2=(--set parallel.cp=2)
+cp4=(--set parallel.cp=4)
+ul=(--set 'parallel.cp_impl="ulysses"')
 
 # "dp tp pp zero micro-batches-per-step [extra config ...]". Two or four
 # micro-batches of 2 sequences per DP rank: ZeRO-2 reduces after each, at
@@ -73,7 +79,12 @@ cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "
   "2 1 1 3 2" "4 1 1 3 2" "4 1 1 3 4 ${l4[*]}" "2 1 1 3 2 ${full[*]}" "4 1 1 3 2 ${sel[*]}"
   "2 2 1 3 2" "2 2 1 3 2 ${sp[*]} ${full[*]}" "2 1 2 3 4 ${l4[*]}" "2 1 2 3 4 ${gpipe[*]}"
   "2 2 2 3 2 ${sp[*]} ${full[*]}" "2 1 4 3 4 ${l4[*]} ${sel[*]}"
-  "2 2 1 3 2 ${llama[*]} ${kv1[*]} ${sp[*]}" "2 1 2 3 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]}")
+  "2 2 1 3 2 ${llama[*]} ${kv1[*]} ${sp[*]}" "2 1 2 3 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]}"
+  "1 1 1 0 2 ${cp2[*]}" "1 1 1 0 2 ${cp4[*]}" "2 1 1 1 2 ${cp2[*]}" "2 1 1 3 2 ${cp2[*]} ${sel[*]}"
+  "1 2 1 0 2 ${cp2[*]} ${sp[*]}" "1 1 2 0 4 ${cp2[*]} ${full[*]}" "1 2 2 0 2 ${cp2[*]} ${llama[*]} ${kv1[*]}"
+  "1 1 1 0 2 ${cp2[*]} ${llama[*]} ${kv2[*]} ${sel[*]}"
+  "1 1 1 0 2 ${cp2[*]} ${ul[*]}" "2 1 1 3 2 ${cp2[*]} ${ul[*]} ${sel[*]}" "1 2 1 0 2 ${tp4[*]} ${cp2[*]} ${ul[*]} ${sp[*]} ${full[*]}"
+  "1 1 2 0 4 ${cp2[*]} ${ul[*]} ${llama[*]} ${kv2[*]}")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"
@@ -85,7 +96,8 @@ for c in "${cases[@]}"; do
     layout=(--set training.global_batch_size=$gbs --set parallel.dp=$dp --set parallel.zero=$zero
       --set parallel.tp=$tp --set parallel.pp=$pp "${extra[@]}")
     run=$work/case$i
-    np=$((dp * tp * pp))
+    cp=$(sed -n 's/.*parallel\.cp=\([0-9]*\).*/\1/p' <<<"${extra[*]}")
+    np=$((dp * tp * pp * ${cp:-1}))
     launcher=()
     [ $np -gt 1 ] && launcher=(timeout 120 mpirun -np $np)
     if ! "${launcher[@]}" "$bin" train --config "$config" --quiet "${sets[@]}" "${layout[@]}" --run-dir "$run" \
@@ -100,6 +112,7 @@ for c in "${cases[@]}"; do
 import json, sys
 run, plan_path = sys.argv[1], sys.argv[2]
 dp, tp, pp = (int(x) for x in sys.argv[3:6])
+cp = int(sys.argv[6].split("parallel.cp=")[1].split()[0]) if "parallel.cp=" in sys.argv[6] else 1
 sp = "parallel.sp=true" in sys.argv[6]
 recompute = ("selective" if 'recompute="selective"' in sys.argv[6] else
              "full" if 'recompute="full"' in sys.argv[6] else "none")
@@ -109,7 +122,7 @@ mem = memory["per_rank"]
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl")]
 bad = []
 assert len(memory["per_stage"]) == pp and memory["per_stage"][0] == mem, memory
-assert plan["layout"]["precision"] == "fp32" and (plan["layout"]["dp"], plan["layout"]["tp"], plan["layout"]["pp"]) == (dp, tp, pp)
+assert plan["layout"]["precision"] == "fp32" and (plan["layout"]["dp"], plan["layout"]["tp"], plan["layout"]["pp"], plan["layout"]["cp"]) == (dp, tp, pp, cp)
 assert plan["layout"]["sp"] == sp, plan["layout"]
 assert plan["layout"]["recompute"] == recompute, plan["layout"]
 assert len(plan["bytes_per_stage"]) == pp and len(plan["step_per_stage"]) == pp
@@ -125,7 +138,7 @@ for s in steps:
     # Stage 0 is the lead's comm_bytes/comm_calls; with pp > 1 the lines also
     # hold every stage's (comm_*_by_stage).
     for st in range(pp):
-        for g in ("dp", "tp", "pp"):
+        for g in ("dp", "tp", "pp", "cp"):
             if st == 0:
                 got_bytes = s.get("comm_bytes", {}).get(g, 0)
                 got_calls = s.get("comm_calls", {}).get(g, 0)
@@ -155,13 +168,18 @@ untied = "tied_embeddings=false" in sys.argv[6]
 if pp > 1 and untied == any(c["op"] == "send" and "tied" in c["what"] for c in want["pp"]["collectives"]):
     bad.append("stage 0 does not exchange the tied embedding (or exchanges an untied one)")
 replicated_kv = "model.n_kv_head=1" in sys.argv[6] or ("model.n_kv_head=2" in sys.argv[6] and tp == 4)
+ulysses = 'cp_impl="ulysses"' in sys.argv[6]
+if cp > 1 and plan["layout"]["cp_impl"] != ("ulysses" if ulysses else "ring"):
+    bad.append(f"the plan's cp_impl is {plan['layout']['cp_impl']}")
+if cp > 1 and not any(("all-to-all" if ulysses else "key/value block") in c["what"] for c in want["cp"]["collectives"]):
+    bad.append("the context-parallel transfers missing")
 if tp > 1 and replicated_kv != any("key/value" in c["what"] for c in want["tp"]["collectives"]):
     bad.append("the replicated key/value gradient all-reduce missing (or present with split heads)")
 print("; ".join(bad) if bad else
       f"params/grads/optimizer/activations {mem['params_bytes']}/{mem['grads_bytes']}/{mem['optimizer_bytes']}/"
       f"{mem['activations_bytes']} B; per step "
       + ", ".join(f"{g.upper()} {want[g]['payload_bytes']} B in {want[g]['calls']}"
-                  for g in ("dp", "tp", "pp") if want[g]["calls"])
+                  for g in ("dp", "tp", "pp", "cp") if want[g]["calls"])
       + f": equal ({stage0['numel']} parameters, padded {stage0['padded_numel']})"
       + ("" if pp == 1 else "; stages 1-%d: " % (pp - 1) + ", ".join(
           "%d/%d/%d/%d B, PP %d B in %d" % (b["params"], b["grads"], b["optimizer"], b["activations"],

@@ -41,7 +41,7 @@ else
   fail "rebalanced losses: $out"
 fi
 
-expect_error "parallel.rebalance needs parallel.pp = 1 and parallel.zero <= 1" "${args[@]}" \
+expect_error "parallel.rebalance needs parallel.pp = 1, parallel.cp = 1 and parallel.zero <= 1" "${args[@]}" \
   --set parallel.rebalance=true --set parallel.zero=2 --set faults.slow_rank=-1 --run-dir "$work/bad1"
 expect_error "set telemetry.rank_interval > 0" "${args[@]}" --set parallel.rebalance=true \
   --set telemetry.rank_interval=0 --set faults.slow_rank=-1 --run-dir "$work/bad2"

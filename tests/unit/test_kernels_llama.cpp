@@ -242,6 +242,114 @@ TEST(GqaAttention, MatchesFloat64) {
   CheckGqa(AttentionHeads{2, 2, 4, 4, 4}, 1, 5, 14);
 }
 
+// Context parallelism's ring: `cp` ranks each hold the load-balanced chunks
+// r and 2 cp - 1 - r of every sequence (chunk_len positions each); each
+// rank's queries meet every rank's key/value block in ring order (rank r
+// sees r, r - 1, ...), and the backward's dk, dv of a block are summed on
+// its way round. The gathered output and gradients equal the float64
+// attention over the whole sequence and its finite-difference gradient.
+void CheckRing(const AttentionHeads& H, int64_t B, int64_t cp, int64_t len, uint32_t seed) {
+  const int64_t T = 2 * cp * len, C = H.NH * H.hs, kvw = 2 * H.NKV * H.hs, ld = C + kvw;
+  const int64_t rows = 2 * len;
+  const VecF qkv = RandomVec(B * T * ld, seed, -1.5f, 1.5f);
+  const VecF dout = RandomVec(B * T * C, seed + 1);
+  auto chunks_of = [&](int64_t r) {
+    SeqChunks c;
+    c.ids[0] = r;
+    c.ids[1] = 2 * cp - 1 - r;
+    c.len = len;
+    return c;
+  };
+  // Global row of (b, local row i) on rank r.
+  auto global_row = [&](int64_t r, int64_t b, int64_t i) {
+    const SeqChunks c = chunks_of(r);
+    return b * T + c.ids[i / len] * len + i % len;
+  };
+  std::vector<VecF> local(cp), kv(cp);
+  for (int64_t r = 0; r < cp; ++r) {
+    local[r].resize(B * rows * ld);
+    kv[r].resize(B * rows * kvw);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        std::copy_n(qkv.begin() + global_row(r, b, i) * ld, ld, local[r].begin() + (b * rows + i) * ld);
+    PackKeyValues(kv[r].data(), local[r].data(), B * rows, H);
+  }
+  VecF out(B * T * C), dqkv(qkv.size(), 0.0f);
+  std::vector<VecF> dkv(cp, VecF(B * rows * kvw, 0.0f));
+  for (int64_t r = 0; r < cp; ++r) {
+    const SeqChunks q = chunks_of(r);
+    VecF o(B * rows * C), lse(B * H.NH * rows), sum(lse.size()), dsum(lse.size());
+    VecF scratch(RingAttentionScratchFloats(B, q, H)), dl(B * rows * C), dq(local[r].size(), 0.0f);
+    RingAttentionBegin(o.data(), lse.data(), sum.data(), B, q, H);
+    for (int64_t s = 0; s < cp; ++s) {
+      const int64_t src = (r - s + cp) % cp;
+      RingAttentionForwardBlock(o.data(), lse.data(), sum.data(), scratch.data(), local[r].data(),
+                                kv[src].data(), B, q, chunks_of(src), H);
+    }
+    RingAttentionEnd(o.data(), lse.data(), sum.data(), B, q, H);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < rows; ++i) {
+        std::copy_n(o.begin() + (b * rows + i) * C, C, out.begin() + global_row(r, b, i) * C);
+        std::copy_n(dout.begin() + global_row(r, b, i) * C, C, dl.begin() + (b * rows + i) * C);
+      }
+    RingAttentionBackwardBegin(dsum.data(), dl.data(), o.data(), B, q, H);
+    for (int64_t s = 0; s < cp; ++s) {
+      const int64_t src = (r - s + cp) % cp;
+      RingAttentionBackwardBlock(dq.data(), dkv[src].data(), scratch.data(), dl.data(),
+                                 local[r].data(), kv[src].data(), lse.data(), dsum.data(), B, q,
+                                 chunks_of(src), H);
+    }
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = 0; c < ld; ++c) dqkv[global_row(r, b, i) * ld + c] += dq[(b * rows + i) * ld + c];
+  }
+  for (int64_t r = 0; r < cp; ++r) {
+    VecF dlocal(B * rows * ld, 0.0f);
+    AddKeyValueGrads(dlocal.data(), dkv[r].data(), B * rows, H);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = C; c < ld; ++c) dqkv[global_row(r, b, i) * ld + c] += dlocal[(b * rows + i) * ld + c];
+  }
+  const VecD qd = ToDouble(qkv);
+  EXPECT_TRUE(AllClose(out, GqaRef(qd, B, T, H), kFwdTol)) << "cp " << cp << " NH " << H.NH;
+  EXPECT_TRUE(AllClose(
+      dqkv, FiniteDiffGrad([&](const VecD& v) { return GqaRef(v, B, T, H); }, qd, ToDouble(dout)),
+      kGradTol))
+      << "cp " << cp << " NH " << H.NH << " NKV " << H.NKV;
+}
+
+TEST(RingAttention, MatchesFullCausalAttentionInFloat64) {
+  CheckRing(AttentionHeads{2, 2, 4, 1, 0}, 2, 1, 3, 20);  // one rank: chunks 0 and 1
+  CheckRing(AttentionHeads{2, 2, 4, 1, 0}, 2, 2, 2, 21);
+  CheckRing(AttentionHeads{4, 2, 4, 2, 0}, 1, 4, 2, 22);  // grouped-query
+  CheckRing(AttentionHeads{2, 2, 4, 4, 2}, 1, 3, 2, 23);  // a TP rank's heads 2, 3 of 8
+}
+
+// One block over a whole longer sequence equals GqaAttentionForward to
+// float rounding (attention.cpp's several row blocks against one).
+TEST(RingAttention, EqualsTheSingleRankKernel) {
+  const AttentionHeads H{4, 2, 8, 2, 0};
+  const int64_t B = 2, T = 160, ld = (H.NH + 2 * H.NKV) * H.hs;
+  const VecF qkv = RandomVec(B * T * ld, 30);
+  VecF want(B * T * H.NH * H.hs), att(B * H.NH * T * T);
+  GqaAttentionForward(want.data(), att.data(), qkv.data(), B, T, H);
+  // One block of one chunk holding the whole sequence.
+  SeqChunks q;
+  q.count = 1;
+  q.len = T;
+  q.ids[0] = 0;
+  VecF kv(B * T * 2 * H.NKV * H.hs), o(want.size()), lse(B * H.NH * T), sum(lse.size());
+  VecF scratch(RingAttentionScratchFloats(B, q, H));
+  PackKeyValues(kv.data(), qkv.data(), B * T, H);
+  RingAttentionBegin(o.data(), lse.data(), sum.data(), B, q, H);
+  RingAttentionForwardBlock(o.data(), lse.data(), sum.data(), scratch.data(), qkv.data(), kv.data(),
+                            B, q, q, H);
+  RingAttentionEnd(o.data(), lse.data(), sum.data(), B, q, H);
+  double worst = 0;
+  for (size_t i = 0; i < o.size(); ++i) worst = std::max(worst, std::abs(double(o[i]) - want[i]));
+  EXPECT_LT(worst, 1e-5);
+}
+
 // GPT-2's AttentionForward/Backward are the NKV = NH case, bit for bit.
 TEST(GqaAttention, MultiHeadFormIsTheGpt2Kernel) {
   const int64_t B = 2, T = 70, C = 16, NH = 2;

@@ -26,8 +26,50 @@ int64_t CoordOn(const MeshCoord& c, MeshAxis axis) {
       return c.tp;
     case MeshAxis::kPp:
       return c.pp;
+    case MeshAxis::kCp:
+      return c.cp;
   }
   return -1;
+}
+
+// With context parallelism the order is tp-cp-dp-pp (Megatron's), and the
+// gradient group joins the dp and cp ranks of one model shard.
+TEST(MeshTest, ContextParallelSitsBetweenTpAndDp) {
+  Result<Mesh> made = Mesh::Create(2, 2, 2, 2);
+  ASSERT_TRUE(made.ok());
+  const Mesh& mesh = *made;
+  EXPECT_EQ(mesh.world_size(), 16);
+  int64_t expected_rank = 0;
+  for (int64_t pp = 0; pp < 2; ++pp)
+    for (int64_t dp = 0; dp < 2; ++dp)
+      for (int64_t cp = 0; cp < 2; ++cp)
+        for (int64_t tp = 0; tp < 2; ++tp) {
+          const MeshCoord c{dp, tp, pp, cp};
+          EXPECT_EQ(mesh.RankOf(c), expected_rank);
+          EXPECT_EQ(mesh.Coord(expected_rank), c);
+          ++expected_rank;
+        }
+  // Rank 11 = (pp 1, dp 0, cp 1, tp 1).
+  EXPECT_EQ(mesh.Coord(11), (MeshCoord{0, 1, 1, 1}));
+  EXPECT_EQ(mesh.GroupMembers(MeshAxis::kCp, 11), (std::vector<int64_t>{9, 11}));
+  EXPECT_EQ(mesh.GroupMembers(MeshAxis::kDp, 11), (std::vector<int64_t>{11, 15}));
+  EXPECT_EQ(mesh.GroupMembers(MeshAxis::kTp, 11), (std::vector<int64_t>{10, 11}));
+  EXPECT_EQ(mesh.GroupMembers(MeshAxis::kPp, 11), (std::vector<int64_t>{3, 11}));
+  EXPECT_EQ(mesh.GradGroupMembers(11), (std::vector<int64_t>{9, 11, 13, 15}));
+  EXPECT_EQ(mesh.GradGroupIndex(11), 1);
+  EXPECT_EQ(mesh.GradGroupIndex(13), 2);
+  // Every axis partitions the world, and so do the gradient groups.
+  for (MeshAxis axis : kMeshAxes) {
+    std::set<int64_t> seen;
+    for (const auto& g : mesh.AllGroups(axis)) seen.insert(g.begin(), g.end());
+    EXPECT_EQ(seen.size(), 16u) << MeshAxisName(axis);
+  }
+  std::set<int64_t> ids;
+  for (int64_t r = 0; r < 16; ++r) {
+    ids.insert(mesh.GradGroupId(r));
+    EXPECT_EQ(mesh.GradGroupMembers(r)[mesh.GradGroupIndex(r)], r);
+  }
+  EXPECT_EQ(ids.size(), 4u);  // tp x pp groups
 }
 
 TEST(MeshTest, TpIsInnermostThenDpThenPp) {

@@ -102,4 +102,25 @@ void PositionBackward(float* dwpe, const float* dout, int64_t row_begin, int64_t
   });
 }
 
+void PositionForwardAt(float* out, const float* wpe, const int32_t* positions, int64_t row_begin,
+                       int64_t rows, int64_t T, int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; ++i) {
+    float* o = out + i * C;
+    const float* p = wpe + static_cast<int64_t>(positions[(row_begin + i) % T]) * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) o[c] += p[c];
+  }
+}
+
+void PositionBackwardAt(float* dwpe, const float* dout, const int32_t* positions,
+                        int64_t row_begin, int64_t rows, int64_t T, int64_t C) {
+  ForColumnBlocks(C, [&](int64_t c0, int64_t width) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t t = positions[(row_begin + i) % T];
+      AddSpan(dwpe + t * C + c0, dout + i * C + c0, width);
+    }
+  });
+}
+
 }  // namespace scaletrain::cpu

@@ -84,6 +84,12 @@ void PositionForward(float* out, const float* wpe, int64_t row_begin, int64_t ro
                      int64_t C);
 void PositionBackward(float* dwpe, const float* dout, int64_t row_begin, int64_t rows, int64_t T,
                       int64_t C);
+// The same with row i at position positions[(row_begin + i) % T] (context
+// parallelism).
+void PositionForwardAt(float* out, const float* wpe, const int32_t* positions, int64_t row_begin,
+                       int64_t rows, int64_t T, int64_t C);
+void PositionBackwardAt(float* dwpe, const float* dout, const int32_t* positions,
+                        int64_t row_begin, int64_t rows, int64_t T, int64_t C);
 
 // ---- rope.cpp --------------------------------------------------------------
 // Rotary position embeddings, Llama / Hugging Face convention, in place on
@@ -94,6 +100,10 @@ void PositionBackward(float* dwpe, const float* dout, int64_t row_begin, int64_t
 // rotation is orthogonal). hs must be even.
 void RopeApply(float* x, int64_t N, int64_t T, int64_t ld, int64_t heads, int64_t hs, double theta,
                bool inverse);
+// The same with row n at position positions[n % T] (context parallelism: a
+// rank's rows are chunks of the sequence); null positions: n % T.
+void RopeApplyAt(float* x, int64_t N, int64_t T, const int32_t* positions, int64_t ld,
+                 int64_t heads, int64_t hs, double theta, bool inverse);
 
 // ---- attention.cpp ---------------------------------------------------------
 // Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v one after the
@@ -123,6 +133,49 @@ void GqaAttentionForward(float* out, float* att, const float* qkv, int64_t B, in
 // dqkv += gradient; key/value heads shared by several query heads sum them.
 void GqaAttentionBackward(float* dqkv, float* datt, const float* dout, const float* qkv,
                           const float* att, int64_t B, int64_t T, const AttentionHeads& heads);
+
+// ---- ring_attention.cpp ----------------------------------------------------
+// Causal attention one key/value block at a time (context parallelism's ring,
+// parallel.cp). A rank's rows, of queries or of a key/value block, are
+// `count` chunks of `len` consecutive positions each: chunk ids[i] holds
+// positions ids[i] * len ... ids[i] * len + len - 1 (the load-balanced split
+// gives rank r of cp the chunks r and 2 cp - 1 - r). A key attends a query
+// when its position is not later.
+struct SeqChunks {
+  int64_t ids[2] = {0, 1};
+  int64_t count = 2;
+  int64_t len = 1;
+  int64_t rows() const { return count * len; }
+};
+// The queries are the q part of qkv ([B, q.rows(), (NH + 2 NKV) hs], as
+// GqaAttentionForward's); a key/value block `kv` is [B, k.rows(), 2 NKV hs]
+// (the k and v parts of its rows, PackKeyValues). out [B, rows, NH hs];
+// row_max, row_sum, lse, dsum: [B, NH, rows].
+// Forward: Begin, then ForwardBlock with every block (any order), then End:
+// out is the attention over all blocks and lse (written over row_max) each
+// row's log-sum-exp of its scaled scores, kept for the backward.
+void RingAttentionBegin(float* out, float* row_max, float* row_sum, int64_t B, const SeqChunks& q,
+                        const AttentionHeads& heads);
+void RingAttentionForwardBlock(float* out, float* row_max, float* row_sum, float* scratch,
+                               const float* qkv, const float* kv, int64_t B, const SeqChunks& q,
+                               const SeqChunks& k, const AttentionHeads& heads);
+void RingAttentionEnd(float* out, float* lse, const float* row_sum, int64_t B, const SeqChunks& q,
+                      const AttentionHeads& heads);
+// Backward: BackwardBegin (dsum = the rows' dout . out), then BackwardBlock
+// with every block: dqkv's q part += the block's share of dq, dkv (laid out
+// like kv) += the block's dk, dv.
+void RingAttentionBackwardBegin(float* dsum, const float* dout, const float* out, int64_t B,
+                                const SeqChunks& q, const AttentionHeads& heads);
+void RingAttentionBackwardBlock(float* dqkv, float* dkv, float* scratch, const float* dout,
+                                const float* qkv, const float* kv, const float* lse,
+                                const float* dsum, int64_t B, const SeqChunks& q,
+                                const SeqChunks& k, const AttentionHeads& heads);
+// The scratch floats ForwardBlock and BackwardBlock need.
+int64_t RingAttentionScratchFloats(int64_t B, const SeqChunks& q, const AttentionHeads& heads);
+// kv[N, 2 NKV hs] = the k and v parts of qkv's N rows; dqkv's k and v parts
+// += dkv.
+void PackKeyValues(float* kv, const float* qkv, int64_t N, const AttentionHeads& heads);
+void AddKeyValueGrads(float* dqkv, const float* dkv, int64_t N, const AttentionHeads& heads);
 
 // ---- loss.cpp --------------------------------------------------------------
 // Softmax cross-entropy over the first V of Vp columns (Vp >= V: padding

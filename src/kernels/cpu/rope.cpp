@@ -10,13 +10,18 @@ namespace scaletrain::cpu {
 
 void RopeApply(float* x, int64_t N, int64_t T, int64_t ld, int64_t heads, int64_t hs, double theta,
                bool inverse) {
+  RopeApplyAt(x, N, T, nullptr, ld, heads, hs, theta, inverse);
+}
+
+void RopeApplyAt(float* x, int64_t N, int64_t T, const int32_t* positions, int64_t ld,
+                 int64_t heads, int64_t hs, double theta, bool inverse) {
   const int64_t half = hs / 2;
   // cos and sin of every (position, pair), computed in double once per call.
   std::vector<float> cos_t(static_cast<size_t>(T * half)), sin_t(static_cast<size_t>(T * half));
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hs));
-      const double a = static_cast<double>(t) * inv_freq;
+      const double a = static_cast<double>(positions != nullptr ? positions[t] : t) * inv_freq;
       cos_t[static_cast<size_t>(t * half + i)] = static_cast<float>(std::cos(a));
       sin_t[static_cast<size_t>(t * half + i)] = static_cast<float>(std::sin(a));
     }
