@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/strings.h"
 #include "plan/compute_terms.h"
 
 namespace scaletrain::plan {
@@ -74,7 +75,7 @@ namespace {
 
 Status CheckPositive(double v, const char* flag, const char* fix) {
   if (std::isfinite(v) && v > 0) return Status::Ok();
-  return InvalidArgument(std::string(flag) + " " + std::to_string(v) + " must be positive; " + fix);
+  return InvalidArgument(Fmt("%s %g must be positive; %s", flag, v, fix));
 }
 
 // The job's MTBF: the flag's, else the preset's, per node or GPU.
@@ -126,8 +127,8 @@ Status ResolveStorage(const GoodputJob& job, const ClusterSpec& c, const Goodput
                           : c.relaunch_s > 0 ? c.relaunch_s
                                              : kDefaultRelaunchS;
   if (!std::isfinite(relaunch) || relaunch < 0) {
-    return InvalidArgument("--restart-s " + std::to_string(relaunch) +
-                           " must be >= 0 (seconds to relaunch the job, the checkpoint read aside)");
+    return InvalidArgument(Fmt("--restart-s %g must be >= 0 (seconds to relaunch the job, the checkpoint read aside)",
+                               relaunch));
   }
   g->checkpoint_bytes = job.checkpoint_bytes;
   g->checkpoint_write_s = job.checkpoint_bytes / (g->storage_write_gbps * 1e9);
