@@ -29,21 +29,38 @@ double DalyIntervalSeconds(double write_s, double mtbf_s) {
   return YoungIntervalSeconds(write_s, mtbf_s) * (1.0 + std::sqrt(x) / 3.0 + x / 9.0) - write_s;
 }
 
+namespace {
+
+// One segment: `work_s` of compute and its write need `work_s + C` without a
+// failure. Each try fails with probability 1 - e^(-L/M), so a segment sees
+// e^(L/M) - 1 failed tries, which spend M (e^(L/M) - 1) - L in all (the
+// memoryless clock: a try lasts min(X, L)); each failed try needs a restart
+// of R without a failure, M (e^(R/M) - 1) in expectation with its own failed
+// tries.
+GoodputTimes SegmentTimes(double work_s, double write_s, double restart_s, double mtbf_s) {
+  const double failed_tries = std::expm1((work_s + write_s) / mtbf_s);
+  GoodputTimes t;
+  t.checkpoint_s = write_s;
+  t.rework_s = mtbf_s * failed_tries - (work_s + write_s);
+  t.restart_s = failed_tries * mtbf_s * std::expm1(restart_s / mtbf_s);
+  return t;
+}
+
+}  // namespace
+
 GoodputTimes ExpectedRunTimes(double useful_s, double interval_s, double write_s, double restart_s,
                               double mtbf_s) {
-  // One segment (interval_s of compute and its write, L = tau + C) needs L
-  // without a failure. Each try fails with probability 1 - e^(-L/M), so a
-  // segment sees e^(L/M) - 1 failed tries, which spend M (e^(L/M) - 1) - L
-  // in all (the memoryless clock: a try lasts min(X, L)); each failed try
-  // needs a restart of R without a failure, M (e^(R/M) - 1) in expectation
-  // with its own failed tries.
-  const double segments = useful_s / interval_s;
-  const double failed_tries = std::expm1((interval_s + write_s) / mtbf_s);
-  const double restart_each_s = mtbf_s * std::expm1(restart_s / mtbf_s);
+  // Whole segments, then what is left (the run's last checkpoint ends it).
+  double whole = std::floor(useful_s / interval_s);
+  double rest_s = useful_s - whole * interval_s;
+  if (rest_s < 1e-9 * interval_s) rest_s = 0;  // the rounding of N x tau / tau
+  if (rest_s > (1 - 1e-9) * interval_s) whole += 1, rest_s = 0;
+  const GoodputTimes seg = SegmentTimes(interval_s, write_s, restart_s, mtbf_s);
+  const GoodputTimes last = rest_s > 0 ? SegmentTimes(rest_s, write_s, restart_s, mtbf_s) : GoodputTimes{};
   GoodputTimes t;
-  t.checkpoint_s = segments * write_s;
-  t.rework_s = segments * (mtbf_s * failed_tries - (interval_s + write_s));
-  t.restart_s = segments * failed_tries * restart_each_s;
+  t.checkpoint_s = whole * seg.checkpoint_s + last.checkpoint_s;
+  t.rework_s = whole * seg.rework_s + last.rework_s;
+  t.restart_s = whole * seg.restart_s + last.restart_s;
   t.wall_s = useful_s + t.checkpoint_s + t.rework_s + t.restart_s;
   // A Poisson process of rate 1/M over a run that ends at a stopping time
   // counts wall / M failures in expectation (Wald).
@@ -165,8 +182,8 @@ Result<Goodput> EvaluateGoodput(const GoodputJob& job, const ClusterSpec& c, con
   ST_RETURN_IF_ERROR(ResolveStorage(job, c, o, &g));
   ST_RETURN_IF_ERROR(ResolveInterval(job, o, &g));
   g.useful_s = job.useful_s;
-  g.checkpoints = job.useful_s / g.interval_s;
   g.times = ExpectedRunTimes(job.useful_s, g.interval_s, g.checkpoint_write_s, g.restart_s, g.job_mtbf_s);
+  g.checkpoints = std::ceil(job.useful_s / g.interval_s - 1e-9);
   g.goodput = job.useful_s / g.times.wall_s;  // 0 where the run never ends (wall inf)
   g.downtime_s = g.times.wall_s - job.useful_s;
   g.downtime_gpu_hours = g.downtime_s * static_cast<double>(job.gpus) / 3600.0;

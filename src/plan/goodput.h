@@ -38,10 +38,11 @@ double DalyIntervalSeconds(double write_s, double mtbf_s);
 
 // Expected time of the parts of a run under Daly's complete model: the run
 // is cut into segments of `interval_s` of compute each followed by a
-// checkpoint of `write_s`; a failure (exponential, mean `mtbf_s`) anywhere,
-// in a write or a restart too, costs a restart of `restart_s` and the
-// segment again. Each part is exact in expectation for that model; they sum
-// to wall_s = M e^(R/M) (e^((tau+C)/M) - 1) x useful_s / tau.
+// checkpoint of `write_s` (the last segment what is left, with the run's
+// final checkpoint); a failure (exponential, mean `mtbf_s`) anywhere, in a
+// write or a restart too, costs a restart of `restart_s` and the segment
+// again. Each part is exact in expectation for that model; for whole
+// segments they sum to wall_s = M e^(R/M) (e^((tau+C)/M) - 1) x useful_s / tau.
 struct GoodputTimes {
   double wall_s = 0;
   double checkpoint_s = 0;  // the completed checkpoint writes

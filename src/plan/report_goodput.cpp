@@ -1,4 +1,5 @@
 // The goodput part of `plan`'s output (report.h): JSON and text.
+#include <algorithm>
 #include <cmath>
 
 #include "core/strings.h"
@@ -62,6 +63,13 @@ std::string GoodputToText(const Goodput& g) {
            static_cast<long long>(g.interval_steps), Duration(g.interval_s).c_str(),
            g.interval_given ? "--checkpoint-interval-steps" : "Daly's optimum in whole steps",
            Duration(g.daly_interval_s).c_str(), Duration(g.young_interval_s).c_str());
+  if (!std::isfinite(t.wall_s)) {
+    return o + Fmt("         the run never ends in expectation: %s of compute and its write between "
+                   "checkpoints is far beyond one failure every %s; checkpoint more often (Daly's "
+                   "optimum: %s)\n",
+                   Duration(std::min(g.interval_s, g.useful_s)).c_str(), Duration(g.job_mtbf_s).c_str(),
+                   Duration(g.daly_interval_s).c_str());
+  }
   o += Fmt("         time lost: checkpoint writes %s, rework %s, restarts %s (%.1f%%, %.1f%%, %.1f%% of the "
            "wall time)\n",
            Duration(t.checkpoint_s).c_str(), Duration(t.rework_s).c_str(), Duration(t.restart_s).c_str(),

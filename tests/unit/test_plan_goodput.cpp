@@ -48,22 +48,34 @@ TEST(Goodput, JobMtbfAndCheckpointBytes) {
 }
 
 TEST(Goodput, PartsSumToTheWallAndVanishWithoutFailures) {
-  const GoodputTimes t = ExpectedRunTimes(1e6, 600, 60, 300, 3600);
-  EXPECT_NEAR(t.wall_s, 1e6 + t.checkpoint_s + t.rework_s + t.restart_s, 1e-6);
+  // 1000 segments of 600 s.
+  const GoodputTimes t = ExpectedRunTimes(6e5, 600, 60, 300, 3600);
+  EXPECT_NEAR(t.wall_s, 6e5 + t.checkpoint_s + t.rework_s + t.restart_s, 1e-6);
   // Daly's closed form: M e^(R/M) (e^((tau+C)/M) - 1) T / tau.
-  const double daly = 3600 * std::exp(300 / 3600.0) * std::expm1(660 / 3600.0) * 1e6 / 600;
-  EXPECT_NEAR(t.wall_s, daly, 1e-6 * daly);
+  const double daly = 3600 * std::exp(300 / 3600.0) * std::expm1(660 / 3600.0) * 1000;
+  EXPECT_NEAR(t.wall_s, daly, 1e-9 * daly);
   EXPECT_NEAR(t.interruptions, t.wall_s / 3600, 1e-9);
-  EXPECT_NEAR(t.checkpoint_s, 1e6 / 600 * 60, 1e-6);
+  EXPECT_NEAR(t.checkpoint_s, 1000 * 60, 1e-6);
+  // A run shorter than the interval is one segment: the run and its final
+  // checkpoint.
+  const GoodputTimes one = ExpectedRunTimes(1000, 5000, 60, 300, 3600);
+  const double one_daly = 3600 * std::exp(300 / 3600.0) * std::expm1(1060 / 3600.0);
+  EXPECT_NEAR(one.wall_s, one_daly, 1e-9 * one_daly);
+  EXPECT_DOUBLE_EQ(one.checkpoint_s, 60);
+  // 2.5 intervals: two whole segments and a half one.
+  const GoodputTimes half = ExpectedRunTimes(1500, 600, 60, 300, 3600);
+  const double seg = 3600 * std::exp(300 / 3600.0);
+  EXPECT_NEAR(half.wall_s, seg * (2 * std::expm1(660 / 3600.0) + std::expm1(360 / 3600.0)), 1e-9 * half.wall_s);
+  EXPECT_DOUBLE_EQ(half.checkpoint_s, 180);
   // Failures far apart: only the writes are lost.
-  const GoodputTimes none = ExpectedRunTimes(1e6, 600, 60, 300, 1e15);
-  EXPECT_NEAR(none.wall_s, 1e6 * 660 / 600, 1e-3);
+  const GoodputTimes none = ExpectedRunTimes(6e5, 600, 60, 300, 1e15);
+  EXPECT_NEAR(none.wall_s, 6e5 * 660 / 600, 1e-3);
   EXPECT_NEAR(none.interruptions, 0, 1e-6);
   // Rare failures: the first-order loss C/tau + (tau/2 + R)/M per unit of
   // useful time (Young's), to within its second-order terms.
-  const GoodputTimes rare = ExpectedRunTimes(1e6, 600, 6, 30, 1e6);
+  const GoodputTimes rare = ExpectedRunTimes(6e5, 600, 6, 30, 1e6);
   const double first_order = 6.0 / 600 + (600.0 / 2 + 30) / 1e6;
-  EXPECT_NEAR(rare.wall_s / 1e6 - 1, first_order, 2e-5);
+  EXPECT_NEAR(rare.wall_s / 6e5 - 1, first_order, 2e-5);
 }
 
 // A direct simulation of one run: exponential failures on a timeline of
@@ -159,6 +171,7 @@ TEST(Goodput, EvaluateByHand) {
   EXPECT_EQ(g->interval_steps, 593);
   EXPECT_FALSE(g->interval_given);
   const GoodputTimes t = ExpectedRunTimes(1e6, 5930, 100, 650, 180000);
+  EXPECT_DOUBLE_EQ(g->checkpoints, 169);  // 1e6 / 5930 = 168.6: 168 whole intervals and the rest
   EXPECT_DOUBLE_EQ(g->times.wall_s, t.wall_s);
   EXPECT_DOUBLE_EQ(g->goodput, 1e6 / t.wall_s);
   EXPECT_DOUBLE_EQ(g->downtime_gpu_hours, (t.wall_s - 1e6) * 16 / 3600);
