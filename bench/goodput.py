@@ -1,26 +1,34 @@
 #!/usr/bin/env python3
 """Goodput of this project's own runs under failures, against the planner's model.
 
-A run of a small model (one process, one thread: one core of a shared
-machine), checkpointing every K steps, is killed at exponential times (mean
---mtbf-s, fixed seed; SIGKILL, so the job ends at once as when a node dies)
-and resumed with `--resume auto` until it finishes. Each trial's wall time, summed over its
-attempts, is set against the expected wall time of the planner's goodput
-model (src/plan/goodput.h, ExpectedRunTimes: Daly's complete model) fed with
-this run's own figures, measured here in the same session without failures:
+A run of a small model (one process, one thread), checkpointing every K
+steps, is killed at exponential times (mean --mtbf-s, fixed seed; SIGKILL, so
+the job ends at once as when a node dies) and resumed with `--resume auto`
+until it finishes.
+
+The clock is the run's own CPU time (user + system, all its threads), not
+the wall: on a machine shared with other work the wall-clock speed of a step
+changes several-fold from minute to minute, which no model of failures is
+about. Every time below, the failures' included, is CPU seconds of the run;
+the model does not care which clock it is given, as long as it is one.
+
+Each trial's time, summed over its attempts, is set against the expected
+time of the planner's goodput model (src/plan/goodput.h, ExpectedRunTimes:
+Daly's complete model) fed with this run's own figures, measured here in the
+same session without failures:
 
   step s       (W(2N) - W(N)) / N, two clean runs without checkpoints
-  checkpoint C (W(N, every K) - W(N)) / saves: the stall a save costs
+  checkpoint C (W(N, every K) - W(N)) / saves: what a save costs
   restart R    a resume from a checkpoint K steps before the end, less K steps
 (each W the fastest of two runs), once before the trials and once after: a
 machine whose load changes between them shows as two different predictions.
 
 The peer is the model; the script prints the measured and predicted goodput
-(useful time N s over the wall time) and their ratio. A benchmark, not a test:
+(useful time N s over the run's time) and their ratio. A benchmark, not a test:
 docs/planner.md, "Goodput", records its results.
 
-Usage: bench/goodput.py [--steps N] [--every K] [--mtbf-s M] [--trials T] [--seed S]
-                        [--build-dir DIR]
+Usage (Linux: /proc): bench/goodput.py [--steps N] [--every K] [--mtbf-s M]
+                                       [--trials T] [--seed S] [--build-dir DIR]
 """
 import argparse
 import math
@@ -48,6 +56,19 @@ def shape(data_dir, steps):
     return [a for s in sets for a in ("--set", s)]
 
 
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a running process, all its threads (/proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S  # utime, stime
+
+
 class Runner:
     def __init__(self, binary, data_dir, work):
         self.binary, self.data_dir, self.work = binary, data_dir, work
@@ -58,22 +79,26 @@ class Runner:
         cmd += ["--set", f"checkpoint.interval={every}"]
         return cmd + (["--resume", "auto"] if resume else [])
 
-    def attempt(self, run_dir, steps, every, resume, kill_after_s=None):
-        """One launch; killed (the whole process group) after kill_after_s.
-        Returns (seconds, finished)."""
-        t0 = time.monotonic()
+    def attempt(self, run_dir, steps, every, resume, kill_after_s=math.inf):
+        """One launch, killed once it has used kill_after_s of CPU time.
+        Returns (CPU seconds, finished)."""
         with open(os.path.join(self.work, "out.txt"), "ab") as out:
             p = subprocess.Popen(self.command(run_dir, steps, every, resume), stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                rc = p.wait(timeout=kill_after_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+                                 stderr=subprocess.STDOUT)
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid == p.pid:
+                p.returncode = os.waitstatus_to_exitcode(status)
+                break
+            if cpu_seconds(p.pid) >= kill_after_s:
+                os.kill(p.pid, signal.SIGKILL)
+                os.wait4(p.pid, 0)
+                p.returncode = -9
                 return kill_after_s, False
-        if rc != 0:
-            sys.exit(f"error: the run failed (exit {rc}); see {self.work}/out.txt")
-        return time.monotonic() - t0, True
+            time.sleep(0.005)
+        if p.returncode != 0:
+            sys.exit(f"error: the run failed (exit {p.returncode}); see {self.work}/out.txt")
+        return usage.ru_utime + usage.ru_stime, True
 
     def clean(self, steps, every, repeat=2):
         """The fastest of `repeat` runs without failures (the least disturbed
@@ -104,7 +129,7 @@ def measure_inputs(r, n, every):
 
 
 def trial(r, n, every, mtbf_s, rng, index):
-    """One run to the end under failures: its wall time and interruptions."""
+    """One run to the end under failures: its time and interruptions."""
     run_dir = os.path.join(r.work, f"trial{index}")
     wall, failures = 0.0, 0
     while True:
@@ -119,7 +144,7 @@ def trial(r, n, every, mtbf_s, rng, index):
 
 
 def expected_wall_s(useful_s, tau, c, r, m):
-    """Daly's complete model, as goodput.h's ExpectedRunTimes sums it."""
+    """Daly's complete model, as goodput.h's ExpectedRunTimes sums it (whole segments)."""
     return m * math.exp(r / m) * math.expm1((tau + c) / m) * useful_s / tau
 
 
@@ -144,9 +169,9 @@ def main():
         step_s, write_s, restart_s = measure_inputs(r, a.steps, a.every)
         useful_s = a.steps * step_s
         wall = expected_wall_s(useful_s, a.every * step_s, write_s, restart_s, a.mtbf_s)
-        print(f"{when}: step {step_s:.4f} s, checkpoint stall {write_s:.3f} s a save, restart "
-              f"{restart_s:.2f} s: {a.steps} steps = {useful_s:.1f} s of training; predicted wall "
-              f"{wall:.1f} s, goodput {useful_s / wall:.3f}", flush=True)
+        print(f"{when}: step {step_s:.4f} s, checkpoint {write_s:.3f} s a save, restart "
+              f"{restart_s:.2f} s: {a.steps} steps = {useful_s:.1f} s of training; predicted "
+              f"{wall:.1f} s with failures, goodput {useful_s / wall:.3f}", flush=True)
         return useful_s, wall
 
     before = predict("measured before the trials")
@@ -161,10 +186,10 @@ def main():
     useful_s, expected = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
     mean_wall = statistics.mean(walls)
     sem = statistics.stdev(walls) / math.sqrt(len(walls)) if len(walls) > 1 else 0.0
-    print(f"MTBF {a.mtbf_s} s, a checkpoint every {a.every} steps, {a.trials} trials (seed {a.seed})")
-    print(f"measured:  wall {mean_wall:.1f} +- {sem:.1f} s (mean +- its standard error), "
+    print(f"all times are the run's CPU seconds; MTBF {a.mtbf_s} s, a checkpoint every {a.every} steps, {a.trials} trials (seed {a.seed})")
+    print(f"measured:  {mean_wall:.1f} +- {sem:.1f} s (mean +- its standard error), "
           f"{statistics.mean(fails):.2f} interruptions, goodput {useful_s / mean_wall:.3f}")
-    print(f"predicted: wall {expected:.1f} s (mean of the two), {expected / a.mtbf_s:.2f} interruptions, "
+    print(f"predicted: {expected:.1f} s (mean of the two), {expected / a.mtbf_s:.2f} interruptions, "
           f"goodput {useful_s / expected:.3f}")
     print(f"ratio (measured / predicted goodput): {expected / mean_wall:.3f}")
     shutil.rmtree(work, ignore_errors=True)

@@ -109,7 +109,8 @@ Status ResolveMtbf(const GoodputJob& job, const ClusterSpec& c, const GoodputOpt
                            " carries no MTBF figure (mtbf_hours); give --mtbf-hours H, the mean "
                            "time between failures of one node (or one GPU with --mtbf-per gpu)");
   }
-  // A per-unit flag without --mtbf-hours reads the preset's figure in its unit.
+  // --mtbf-hours counts per node unless --mtbf-per says otherwise; the
+  // preset's figure counts in the preset's unit, which --mtbf-per cannot change.
   const std::string per = !o.mtbf_per.empty() ? o.mtbf_per : o.mtbf_hours ? "node" : c.mtbf_per;
   ST_ASSIGN_OR_RETURN(const MtbfUnit unit, MtbfUnitFromName(per));
   if (!o.mtbf_hours && !o.mtbf_per.empty() && o.mtbf_per != c.mtbf_per) {

@@ -70,7 +70,7 @@ std::string GoodputToText(const Goodput& g) {
                    Duration(std::min(g.interval_s, g.useful_s)).c_str(), Duration(g.job_mtbf_s).c_str(),
                    Duration(g.daly_interval_s).c_str());
   }
-  o += Fmt("         time lost: checkpoint writes %s, rework %s, restarts %s (%.1f%%, %.1f%%, %.1f%% of the "
+  o += Fmt("         time lost: checkpoint writes %s, rework %s, restarts %s (%.2g%%, %.2g%%, %.2g%% of the "
            "wall time)\n",
            Duration(t.checkpoint_s).c_str(), Duration(t.rework_s).c_str(), Duration(t.restart_s).c_str(),
            100 * t.checkpoint_s / t.wall_s, 100 * t.rework_s / t.wall_s, 100 * t.restart_s / t.wall_s);
