@@ -21,7 +21,9 @@ double JobMtbfSeconds(double unit_mtbf_hours, int64_t units) {
   return unit_mtbf_hours * 3600.0 / static_cast<double>(units);
 }
 
-double YoungIntervalSeconds(double write_s, double mtbf_s) { return std::sqrt(2.0 * write_s * mtbf_s); }
+double YoungIntervalSeconds(double write_s, double mtbf_s) {
+  return std::sqrt(2.0 * write_s * mtbf_s);
+}
 
 double DalyIntervalSeconds(double write_s, double mtbf_s) {
   if (write_s >= 2.0 * mtbf_s) return mtbf_s;
@@ -56,7 +58,8 @@ GoodputTimes ExpectedRunTimes(double useful_s, double interval_s, double write_s
   if (rest_s < 1e-9 * interval_s) rest_s = 0;  // the rounding of N x tau / tau
   if (rest_s > (1 - 1e-9) * interval_s) whole += 1, rest_s = 0;
   const GoodputTimes seg = SegmentTimes(interval_s, write_s, restart_s, mtbf_s);
-  const GoodputTimes last = rest_s > 0 ? SegmentTimes(rest_s, write_s, restart_s, mtbf_s) : GoodputTimes{};
+  const GoodputTimes last =
+      rest_s > 0 ? SegmentTimes(rest_s, write_s, restart_s, mtbf_s) : GoodputTimes{};
   GoodputTimes t;
   t.checkpoint_s = whole * seg.checkpoint_s + last.checkpoint_s;
   t.rework_s = whole * seg.rework_s + last.rework_s;
@@ -96,7 +99,8 @@ Status CheckPositive(double v, const char* flag, const char* fix) {
 }
 
 // The job's MTBF: the flag's, else the preset's, per node or GPU.
-Status ResolveMtbf(const GoodputJob& job, const ClusterSpec& c, const GoodputOptions& o, Goodput* g) {
+Status ResolveMtbf(const GoodputJob& job, const ClusterSpec& c, const GoodputOptions& o,
+                   Goodput* g) {
   if (o.mtbf_hours) {
     ST_RETURN_IF_ERROR(CheckPositive(*o.mtbf_hours, "--mtbf-hours",
                                      "give the mean time between failures of one node (or one GPU "
@@ -115,7 +119,8 @@ Status ResolveMtbf(const GoodputJob& job, const ClusterSpec& c, const GoodputOpt
   ST_ASSIGN_OR_RETURN(const MtbfUnit unit, MtbfUnitFromName(per));
   if (!o.mtbf_hours && !o.mtbf_per.empty() && o.mtbf_per != c.mtbf_per) {
     return InvalidArgument("--mtbf-per " + o.mtbf_per + " without --mtbf-hours: cluster " + c.name +
-                           "'s MTBF is per " + c.mtbf_per + "; give --mtbf-hours per " + o.mtbf_per);
+                           "'s MTBF is per " + c.mtbf_per + "; give --mtbf-hours per " +
+                           o.mtbf_per);
   }
   g->mtbf_per = MtbfUnitName(unit);
   g->job_mtbf_s = JobMtbfSeconds(g->unit_mtbf_hours, unit == MtbfUnit::kGpu ? job.gpus : job.nodes);
@@ -123,14 +128,16 @@ Status ResolveMtbf(const GoodputJob& job, const ClusterSpec& c, const GoodputOpt
 }
 
 // C and R from the checkpoint's bytes and the storage's bandwidth.
-Status ResolveStorage(const GoodputJob& job, const ClusterSpec& c, const GoodputOptions& o, Goodput* g) {
+Status ResolveStorage(const GoodputJob& job, const ClusterSpec& c, const GoodputOptions& o,
+                      Goodput* g) {
   if (o.storage_write_gbps) {
     ST_RETURN_IF_ERROR(CheckPositive(*o.storage_write_gbps, "--storage-gbps",
                                      "give the GB/s the job's checkpoint writes reach in all"));
   } else if (!(c.storage_write_gbps > 0)) {
-    return InvalidArgument("cluster " + c.name +
-                           " carries no storage bandwidth (storage_write_gbps); give --storage-gbps "
-                           "GB/s, the rate the whole job writes a checkpoint at");
+    return InvalidArgument(
+        "cluster " + c.name +
+        " carries no storage bandwidth (storage_write_gbps); give --storage-gbps "
+        "GB/s, the rate the whole job writes a checkpoint at");
   }
   g->storage_write_gbps = o.storage_write_gbps.value_or(c.storage_write_gbps);
   if (o.storage_read_gbps) {
@@ -141,12 +148,13 @@ Status ResolveStorage(const GoodputJob& job, const ClusterSpec& c, const Goodput
                          : o.storage_write_gbps || !(c.storage_read_gbps > 0)
                              ? g->storage_write_gbps
                              : c.storage_read_gbps;
-  const double relaunch = o.relaunch_s ? *o.relaunch_s
+  const double relaunch = o.relaunch_s       ? *o.relaunch_s
                           : c.relaunch_s > 0 ? c.relaunch_s
                                              : kDefaultRelaunchS;
   if (!std::isfinite(relaunch) || relaunch < 0) {
-    return InvalidArgument(Fmt("--restart-s %g must be >= 0 (seconds to relaunch the job, the checkpoint read aside)",
-                               relaunch));
+    return InvalidArgument(
+        Fmt("--restart-s %g must be >= 0 (seconds to relaunch the job, the checkpoint read aside)",
+            relaunch));
   }
   g->checkpoint_bytes = job.checkpoint_bytes;
   g->checkpoint_write_s = job.checkpoint_bytes / (g->storage_write_gbps * 1e9);
@@ -177,13 +185,15 @@ Status ResolveInterval(const GoodputJob& job, const GoodputOptions& o, Goodput* 
 
 }  // namespace
 
-Result<Goodput> EvaluateGoodput(const GoodputJob& job, const ClusterSpec& c, const GoodputOptions& o) {
+Result<Goodput> EvaluateGoodput(const GoodputJob& job, const ClusterSpec& c,
+                                const GoodputOptions& o) {
   Goodput g;
   ST_RETURN_IF_ERROR(ResolveMtbf(job, c, o, &g));
   ST_RETURN_IF_ERROR(ResolveStorage(job, c, o, &g));
   ST_RETURN_IF_ERROR(ResolveInterval(job, o, &g));
   g.useful_s = job.useful_s;
-  g.times = ExpectedRunTimes(job.useful_s, g.interval_s, g.checkpoint_write_s, g.restart_s, g.job_mtbf_s);
+  g.times =
+      ExpectedRunTimes(job.useful_s, g.interval_s, g.checkpoint_write_s, g.restart_s, g.job_mtbf_s);
   g.checkpoints = std::ceil(job.useful_s / g.interval_s - 1e-9);
   g.goodput = job.useful_s / g.times.wall_s;  // 0 where the run never ends (wall inf)
   g.downtime_s = g.times.wall_s - job.useful_s;

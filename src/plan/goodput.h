@@ -45,13 +45,13 @@ double DalyIntervalSeconds(double write_s, double mtbf_s);
 // segments they sum to wall_s = M e^(R/M) (e^((tau+C)/M) - 1) x useful_s / tau.
 struct GoodputTimes {
   double wall_s = 0;
-  double checkpoint_s = 0;  // the completed checkpoint writes
-  double rework_s = 0;      // compute and writes lost to failures
-  double restart_s = 0;     // relaunches and checkpoint reads, failed ones included
-  double interruptions = 0; // failures over the run: wall_s / M
+  double checkpoint_s = 0;   // the completed checkpoint writes
+  double rework_s = 0;       // compute and writes lost to failures
+  double restart_s = 0;      // relaunches and checkpoint reads, failed ones included
+  double interruptions = 0;  // failures over the run: wall_s / M
 };
-GoodputTimes ExpectedRunTimes(double useful_s, double interval_s, double write_s,
-                              double restart_s, double mtbf_s);
+GoodputTimes ExpectedRunTimes(double useful_s, double interval_s, double write_s, double restart_s,
+                              double mtbf_s);
 
 // The bytes a checkpoint writes: every parameter once (shards, not
 // replicas) with its optimizer state, as the trainer's checkpoint and
@@ -71,9 +71,10 @@ struct GoodputOptions {
   std::optional<double> mtbf_hours;          // --mtbf-hours
   std::string mtbf_per;                      // --mtbf-per: node or gpu
   std::optional<double> storage_write_gbps;  // --storage-gbps: GB/s the job's writes reach in all
-  std::optional<double> storage_read_gbps;   // --storage-read-gbps; none: the preset's, else the write rate
-  std::optional<double> relaunch_s;          // --restart-s; none: the preset's, else kDefaultRelaunchS
-  std::optional<int64_t> interval_steps;     // --checkpoint-interval-steps; none: Daly's optimum
+  std::optional<double>
+      storage_read_gbps;             // --storage-read-gbps; none: the preset's, else the write rate
+  std::optional<double> relaunch_s;  // --restart-s; none: the preset's, else kDefaultRelaunchS
+  std::optional<int64_t> interval_steps;  // --checkpoint-interval-steps; none: Daly's optimum
 };
 
 // The job as the plan predicts it: its step, its size, its run and power.
@@ -100,22 +101,23 @@ struct Goodput {
   double storage_write_gbps = 0, storage_read_gbps = 0;
   double checkpoint_write_s = 0;  // C
   double relaunch_s = 0;
-  double restart_s = 0;           // R: relaunch + read
+  double restart_s = 0;  // R: relaunch + read
   double young_interval_s = 0, daly_interval_s = 0;
-  bool interval_given = false;    // --checkpoint-interval-steps, not the optimum
+  bool interval_given = false;  // --checkpoint-interval-steps, not the optimum
   int64_t interval_steps = 0;
-  double interval_s = 0;          // interval_steps x step
-  double checkpoints = 0;         // writes over the run
+  double interval_s = 0;   // interval_steps x step
+  double checkpoints = 0;  // writes over the run
   GoodputTimes times;
   double useful_s = 0;
-  double goodput = 0;             // useful_s / times.wall_s
-  double downtime_s = 0;          // wall - useful
+  double goodput = 0;     // useful_s / times.wall_s
+  double downtime_s = 0;  // wall - useful
   double downtime_gpu_hours = 0, downtime_usd = 0, downtime_mwh = 0;
 };
 
 // The goodput of `job` under `o`, the cluster preset's figures where `o`
 // has none. Errors name the flag: an MTBF that is not positive, an unknown
 // --mtbf-per, no storage bandwidth, a negative interval or relaunch.
-Result<Goodput> EvaluateGoodput(const GoodputJob& job, const ClusterSpec& c, const GoodputOptions& o);
+Result<Goodput> EvaluateGoodput(const GoodputJob& job, const ClusterSpec& c,
+                                const GoodputOptions& o);
 
 }  // namespace scaletrain::plan

@@ -65,7 +65,8 @@ TEST(Goodput, PartsSumToTheWallAndVanishWithoutFailures) {
   // 2.5 intervals: two whole segments and a half one.
   const GoodputTimes half = ExpectedRunTimes(1500, 600, 60, 300, 3600);
   const double seg = 3600 * std::exp(300 / 3600.0);
-  EXPECT_NEAR(half.wall_s, seg * (2 * std::expm1(660 / 3600.0) + std::expm1(360 / 3600.0)), 1e-9 * half.wall_s);
+  EXPECT_NEAR(half.wall_s, seg * (2 * std::expm1(660 / 3600.0) + std::expm1(360 / 3600.0)),
+              1e-9 * half.wall_s);
   EXPECT_DOUBLE_EQ(half.checkpoint_s, 180);
   // Failures far apart: only the writes are lost.
   const GoodputTimes none = ExpectedRunTimes(6e5, 600, 60, 300, 1e15);
@@ -81,7 +82,8 @@ TEST(Goodput, PartsSumToTheWallAndVanishWithoutFailures) {
 // A direct simulation of one run: exponential failures on a timeline of
 // segments (compute then checkpoint); a failure sends the run back to the
 // segment's start after a restart, which a failure can also interrupt.
-GoodputTimes Simulate(int64_t segments, double tau, double c, double r, double m, std::mt19937_64& rng) {
+GoodputTimes Simulate(int64_t segments, double tau, double c, double r, double m,
+                      std::mt19937_64& rng) {
   std::exponential_distribution<double> next_failure(1.0 / m);
   GoodputTimes t;
   for (int64_t s = 0; s < segments; ++s) {
@@ -176,7 +178,8 @@ TEST(Goodput, EvaluateByHand) {
   EXPECT_DOUBLE_EQ(g->goodput, 1e6 / t.wall_s);
   EXPECT_DOUBLE_EQ(g->downtime_gpu_hours, (t.wall_s - 1e6) * 16 / 3600);
   EXPECT_DOUBLE_EQ(g->downtime_usd, g->downtime_gpu_hours * 2);
-  EXPECT_NEAR(g->downtime_mwh, (t.rework_s * 1000 + (t.checkpoint_s + t.restart_s) * 200) / 3.6e9, 1e-12);
+  EXPECT_NEAR(g->downtime_mwh, (t.rework_s * 1000 + (t.checkpoint_s + t.restart_s) * 200) / 3.6e9,
+              1e-12);
   // The flags win: per GPU, a given interval, another storage and relaunch.
   o.mtbf_hours = 800;
   o.mtbf_per = "gpu";
@@ -187,7 +190,8 @@ TEST(Goodput, EvaluateByHand) {
   ASSERT_TRUE(g.ok()) << g.status().message();
   EXPECT_DOUBLE_EQ(g->job_mtbf_s, 800 * 3600.0 / 16);
   EXPECT_DOUBLE_EQ(g->checkpoint_write_s, 10);
-  EXPECT_DOUBLE_EQ(g->restart_s, 10);  // the write rate reads too, where only --storage-gbps is given
+  EXPECT_DOUBLE_EQ(g->restart_s,
+                   10);  // the write rate reads too, where only --storage-gbps is given
   EXPECT_TRUE(g->interval_given);
   EXPECT_DOUBLE_EQ(g->interval_s, 300);
 }
@@ -241,8 +245,9 @@ TEST(Goodput, PresetCarriesLlama3Figures) {
 
 TEST(Goodput, CatalogRefusesABadUnit) {
   const std::string path = ::testing::TempDir() + "/goodput_bad_unit.toml";
-  std::ofstream(path) << "[cluster.x]\ngpu = \"h100-sxm\"\nnode = \"dgx-h100\"\nfabric = \"ib-ndr-8x400\"\n"
-                         "mtbf_hours = 100\nmtbf_per = \"rack\"\n";
+  std::ofstream(path)
+      << "[cluster.x]\ngpu = \"h100-sxm\"\nnode = \"dgx-h100\"\nfabric = \"ib-ndr-8x400\"\n"
+         "mtbf_hours = 100\nmtbf_per = \"rack\"\n";
   HardwareCatalog cat;
   const Status st = cat.LoadFile(path);
   ASSERT_FALSE(st.ok());
