@@ -91,6 +91,13 @@ class PlanFlags(TypedDict, total=False):
     usd_per_gpu_hour: float
     pue: float
     utilization: float
+    mtbf_hours: float  # MTBF of one node (or GPU, mtbf_per="gpu"): adds the "goodput" object
+    mtbf_per: str  # node, gpu
+    goodput: bool  # the goodput with the cluster preset's MTBF
+    storage_gbps: float  # GB/s the job writes a checkpoint at
+    storage_read_gbps: float
+    restart_s: float  # relaunch after a failure, the checkpoint read aside
+    checkpoint_interval_steps: int  # evaluate this interval instead of Daly's optimum
     top: int  # layouts search() returns
     plot: str  # with sweep(): an SVG plot written to this file
 

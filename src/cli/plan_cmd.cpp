@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "core/strings.h"
 #include "plan/cost_model.h"
+#include "plan/goodput.h"
 #include "plan/hardware.h"
 #include "plan/model_preset.h"
 #include "plan/report.h"
@@ -59,6 +60,14 @@ struct PlanOptions {
   UncertaintyOverride uncertainty;  // the range's spans where the flags replace the sourced ones
   size_t top = 5;
   std::string validate_csv;
+  GoodputOptions goodput;      // failures and checkpoints (goodput.h)
+  bool goodput_flag = false;   // --goodput: with the preset's MTBF
+  // Whether any goodput flag asks for the goodput.
+  bool WantsGoodput() const {
+    const GoodputOptions& g = goodput;
+    return goodput_flag || g.mtbf_hours || !g.mtbf_per.empty() || g.storage_write_gbps ||
+           g.storage_read_gbps || g.relaunch_s || g.interval_steps;
+  }
 };
 
 // The hardware catalog and the software stacks: the config folder's, then the
@@ -413,7 +422,18 @@ Status RunPredict(const PlanOptions& o, const PlanInputs& in, const LayoutFlags&
   ST_ASSIGN_OR_RETURN(Prediction p, model.Predict(l));
   ST_RETURN_IF_ERROR(WithRange(o.uncertainty, model, &p));
   Sizing s = SizeRun(p, in.cluster, so);
-  *out += o.json ? PlanToJson(ctx, p, &s).dump(2) + "\n" : PlanToText(ctx, p, &s);
+  std::optional<Goodput> g;
+  if (o.WantsGoodput()) {
+    const GoodputJob job = GoodputJobFor(p, s, in.cluster, ctx.params, so.gpu_utilization);
+    ST_ASSIGN_OR_RETURN(g, EvaluateGoodput(job, in.cluster, o.goodput));
+  }
+  if (o.json) {
+    nlohmann::json j = PlanToJson(ctx, p, &s);
+    if (g) j["goodput"] = GoodputToJson(*g);
+    *out += j.dump(2) + "\n";
+  } else {
+    *out += PlanToText(ctx, p, &s) + (g ? GoodputToText(*g) : "");
+  }
   return Status::Ok();
 }
 
@@ -427,6 +447,11 @@ Status RunPlan(const PlanOptions& o, std::string* out) {
       o.global_batch.value_or(in.preset.global_batch > 0 ? in.preset.global_batch : 512);
   const SizingOptions so = SizingFor(o, ctx.params);
   ST_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsFor(o, in, gb));
+  if (o.WantsGoodput() && (!o.sweep.empty() || o.search)) {
+    return InvalidArgument(
+        "the goodput flags (--mtbf-hours, --goodput, ...) evaluate one layout; drop --search / "
+        "--sweep and give that layout's flags");
+  }
   if (!o.sweep.empty()) return RunSweep(o, model, ctx, search, out);
   ST_ASSIGN_OR_RETURN(const LayoutFlags f, LayoutFlagsFor(o, in.run_cfg));
   ApplyLayoutFlags(f, &search);
@@ -594,6 +619,29 @@ void AddSizingOptions(CLI::App* plan, PlanOptions* o) {
       ->capture_default_str();
 }
 
+// Failures, checkpoints and goodput (goodput.h), for one layout.
+void AddGoodputOptions(CLI::App* plan, PlanOptions* o) {
+  plan->option_defaults()->group("Failures and goodput (one layout; docs/planner.md, \"Goodput\")");
+  GoodputOptions& g = o->goodput;
+  plan->add_option("--mtbf-hours", g.mtbf_hours,
+                   "mean time between failures of one node (or one GPU, --mtbf-per gpu) in hours: "
+                   "prints the expected interruptions, the optimal checkpoint interval (Young/Daly), "
+                   "the goodput, the time to train with failures and the downtime's cost");
+  plan->add_option("--mtbf-per", g.mtbf_per, "what --mtbf-hours counts: node (default) or gpu");
+  plan->add_flag("--goodput", o->goodput_flag,
+                 "the goodput with the cluster preset's MTBF (a published fleet figure, where it has one)");
+  plan->add_option("--storage-gbps", g.storage_write_gbps,
+                   "GB/s the whole job writes a checkpoint at (default: the cluster preset's "
+                   "storage_write_gbps)");
+  plan->add_option("--storage-read-gbps", g.storage_read_gbps,
+                   "GB/s a restart reads the checkpoint at (default: the preset's, else the write rate)");
+  plan->add_option("--restart-s", g.relaunch_s,
+                   "seconds to relaunch the job after a failure, the checkpoint read aside (default: "
+                   "the preset's relaunch_s, else 600, ASSUMED)");
+  plan->add_option("--checkpoint-interval-steps", g.interval_steps,
+                   "evaluate this checkpoint interval (steps) instead of Daly's optimum");
+}
+
 // What `plan` does with the inputs: one layout, a search or a sweep.
 void AddModeOptions(CLI::App* plan, PlanOptions* o) {
   plan->add_option("--sweep", o->sweep,
@@ -668,6 +716,7 @@ CLI::App* AddPlanCommand(CLI::App& app, const PlanDone& done) {
   AddCommunicationAndVariantOptions(plan, o.get());
   AddUncertaintyOptions(plan, o.get());
   AddSizingOptions(plan, o.get());
+  AddGoodputOptions(plan, o.get());
   CLI::App* validate = AddValidateCommand(plan, o.get());
   SetHelpExamples(plan, kPlanExamples);
   validate->callback([o, done] {

@@ -296,6 +296,11 @@ Status HardwareCatalog::LoadFile(const std::string& path) {
         r.Add("gpu_power_cap_w", &c.variant.power_cap_w);
         r.Add("gpu_hbm_tbps", &c.variant.hbm_tbps);
         r.Add("gpu_hbm_gib", &c.variant.hbm_gib);
+        r.Add("storage_write_gbps", &c.storage_write_gbps, kPositive);
+        r.Add("storage_read_gbps", &c.storage_read_gbps, kPositive);
+        r.Add("mtbf_hours", &c.mtbf_hours, kPositive);
+        r.AddChoice("mtbf_per", &c.mtbf_per, {"node", "gpu"});
+        r.Add("relaunch_s", &c.relaunch_s, kPositive);
         ST_RETURN_IF_ERROR(r.Read(*t));
         clusters_[name] = c;
       }
@@ -451,6 +456,11 @@ Result<ClusterSpec> HardwareCatalog::Cluster(const std::string& name) const {
   c.fabric = f->second;
   c.usd_per_gpu_hour = ref.usd_per_gpu_hour;
   c.pue = ref.pue;
+  c.storage_write_gbps = ref.storage_write_gbps;
+  c.storage_read_gbps = ref.storage_read_gbps;
+  c.mtbf_hours = ref.mtbf_hours;
+  c.mtbf_per = ref.mtbf_per;
+  c.relaunch_s = ref.relaunch_s;
   auto variant = GpuVariant(c.gpu, ref.variant);
   if (!variant.ok()) return variant.status().WithContext("cluster " + name);
   c.gpu = *variant;

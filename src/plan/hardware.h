@@ -148,6 +148,13 @@ struct ClusterSpec {
   FabricSpec fabric;
   double usd_per_gpu_hour = 0;
   double pue = 1.2;
+  // Checkpoint storage and failures, for goodput (goodput.h), where a preset
+  // has a figure with its source; 0: none (the plan's flags give them). The
+  // storage rates are what the whole job's checkpoint reaches, in GB/s.
+  double storage_write_gbps = 0, storage_read_gbps = 0;
+  double mtbf_hours = 0;         // of one node or GPU (mtbf_per)
+  std::string mtbf_per = "node";
+  double relaunch_s = 0;         // a restart's relaunch, the checkpoint read aside
 
   // Achievable bus bandwidth (bytes/s) for a collective among GPUs of one node.
   double IntraBusBytesPerS() const { return node.intra_gbps * 1e9 * node.intra_efficiency; }
@@ -187,6 +194,8 @@ class HardwareCatalog {
   struct ClusterRef {
     std::string gpu, node, fabric;
     double usd_per_gpu_hour = 0, pue = 1.2;
+    double storage_write_gbps = 0, storage_read_gbps = 0, mtbf_hours = 0, relaunch_s = 0;
+    std::string mtbf_per = "node";
     // A fleet's variant of the GPU: a power cap (W) and a memory size (GiB); 0: as catalogued.
     GpuVariantSpec variant;
   };

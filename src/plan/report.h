@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plan/cost_model.h"
+#include "plan/goodput.h"
 #include "plan/search.h"
 #include "plan/sizing.h"
 #include "plan/validate.h"
@@ -28,6 +29,11 @@ std::string PlanToText(const PlanContext& ctx, const Prediction& p, const Sizing
 std::string SearchToText(const PlanContext& ctx, const SearchResult& r);
 std::string SweepToText(const PlanContext& ctx, const std::vector<SweepPoint>& pts);
 std::string ValidationToText(const ValidationReport& r);
+
+// The goodput of a plan (plan --mtbf-hours): the "goodput" object of the
+// plan's JSON, and its lines of the text (report_goodput.cpp).
+nlohmann::json GoodputToJson(const Goodput& g);
+std::string GoodputToText(const Goodput& g);
 
 // Two panels: tokens/s against GPUs (log-log, with the ideal line from the
 // first point), and where the step time goes at each GPU count.

@@ -15,6 +15,15 @@ std::string CoolingClass(double kw_per_rack) {
   return "immersion";
 }
 
+double TrainingPowerW(const ClusterSpec& c, double gpus, double nodes, double gpu_utilization, double pue) {
+  return (gpus * c.gpu.tdp_w * gpu_utilization + nodes * c.node.overhead_w) * pue;
+}
+
+double IdlePowerW(const ClusterSpec& c, double gpus, double nodes, double pue) {
+  const double idle_w = c.gpu.idle_w > 0 ? c.gpu.idle_w : 0.1 * c.gpu.tdp_w;
+  return (gpus * idle_w + nodes * c.node.overhead_w) * pue;
+}
+
 Sizing SizeRun(const Prediction& p, const ClusterSpec& c, const SizingOptions& o) {
   Sizing s;
   const double n_gpus = static_cast<double>(p.layout.num_gpus());
@@ -26,10 +35,9 @@ Sizing SizeRun(const Prediction& p, const ClusterSpec& c, const SizingOptions& o
   s.gpu_hours = n_gpus * seconds / 3600.0;
   s.nodes = (p.layout.num_gpus() + c.node.gpus_per_node - 1) / c.node.gpus_per_node;
   const double nodes = static_cast<double>(s.nodes);
-  // GPUs draw TDP x utilization on average; the rest of a node (CPUs, NICs,
-  // fans) is counted at its full overhead, as it does not idle during training.
-  const double avg_it_w = n_gpus * c.gpu.tdp_w * o.gpu_utilization + nodes * c.node.overhead_w;
-  s.energy_mwh = avg_it_w * s.pue * seconds / 3600.0 / 1e6;
+  // The rest of a node (CPUs, NICs, fans) is counted at its full overhead,
+  // as it does not idle during training.
+  s.energy_mwh = TrainingPowerW(c, n_gpus, nodes, o.gpu_utilization, s.pue) * seconds / 3600.0 / 1e6;
   const double node_kw = c.node.max_power_kw > 0 ? c.node.max_power_kw
                                                  : (c.node.gpus_per_node * c.gpu.tdp_w + c.node.overhead_w) / 1000.0;
   s.peak_power_mw = nodes * node_kw * s.pue / 1000.0;

@@ -37,6 +37,14 @@ struct Sizing {
 // up to 150 kW, immersion beyond.
 std::string CoolingClass(double kw_per_rack);
 
+// Facility power (W, PUE included) of `gpus` GPUs on `nodes` nodes.
+// Training: each GPU draws TDP x gpu_utilization on average. Idle (a
+// checkpoint write, a restart): each GPU its static power (idle_w; 0: 10% of
+// TDP, as PowerCapped). The rest of a node (CPUs, NICs, fans) at its full
+// overhead either way.
+double TrainingPowerW(const ClusterSpec& c, double gpus, double nodes, double gpu_utilization, double pue);
+double IdlePowerW(const ClusterSpec& c, double gpus, double nodes, double pue);
+
 Sizing SizeRun(const Prediction& p, const ClusterSpec& c, const SizingOptions& o);
 
 }  // namespace scaletrain::plan
