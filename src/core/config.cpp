@@ -417,9 +417,21 @@ Status ValidateParallelLayout(const ParallelConfig& p) {
         "interleaved schedule (parallel.vpp = " +
         std::to_string(p.vpp) + "); use parallel.zero = 2 with it, or parallel.vpp = 1");
   }
-  if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved"})) {
+  if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved", "zb-h1"})) {
     return InvalidArgument("parallel.schedule = '" + p.schedule +
-                           "' is unknown; use \"gpipe\", \"1f1b\" or \"interleaved\"");
+                           "' is unknown; use \"gpipe\", \"1f1b\", \"interleaved\" or \"zb-h1\"");
+  }
+  return Status::Ok();
+}
+
+// The zero-bubble schedules' split backward keeps each block's inputs until
+// its weight-gradient pass; full recompute keeps only the block's input.
+Status ValidateScheduleWithRecompute(const TrainingConfig& t, const ParallelConfig& p) {
+  if (p.schedule.rfind("zb-", 0) == 0 && t.recompute == "full") {
+    return InvalidArgument("parallel.schedule = \"" + p.schedule +
+                           "\" with training.recompute = \"full\": the zero-bubble schedules "
+                           "keep each block's inputs for the deferred weight gradients; use "
+                           "training.recompute = \"selective\" or \"none\", or schedule \"1f1b\"");
   }
   return Status::Ok();
 }
@@ -538,6 +550,7 @@ Status ValidateRunConfig(const RunConfig& c) {
   ST_RETURN_IF_ERROR(ValidateDeviceAndPrecision(c.training));
   ST_RETURN_IF_ERROR(ValidateParallelSection(c.parallel));
   ST_RETURN_IF_ERROR(ValidateBatchDivision(c.training, c.parallel));
+  ST_RETURN_IF_ERROR(ValidateScheduleWithRecompute(c.training, c.parallel));
   ST_RETURN_IF_ERROR(ValidateCheckpointSection(c.checkpoint));
   ST_RETURN_IF_ERROR(ValidateTelemetrySection(c.telemetry));
   return ValidateFaultsSection(c.faults, c.parallel);

@@ -47,7 +47,8 @@ Status ParallelModel::Build() {
   const ModelShard shard{par.tp, g.coord.tp, par.pp, g.coord.pp, par.vpp, par.sp};
   const std::vector<int64_t> slots = PipelineExecutor::SlotsPerChunk(schedule, g.coord.pp);
   ST_ASSIGN_OR_RETURN(model_, GPT::CreateShard(opt_.spec, shard, g.tp.get(), opt_.micro_batch_size,
-                                               par.dp, slots, opt_.recompute));
+                                               par.dp, slots, opt_.recompute,
+                                               SplitsBackward(schedule.kind)));
   dp_ = std::make_unique<DataParallel>(model_->layout(), g.dp.get(),
                                        DataParallelOptionsFor(par, opt_.spec, g));
   if (par.zero >= 3)

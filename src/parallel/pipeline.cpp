@@ -41,7 +41,7 @@ std::vector<int64_t> PipelineExecutor::SlotsPerChunk(const PipelineSchedule& s, 
   std::vector<int64_t> live(s.vpp, 0), peak(s.vpp, 1);
   for (const PipeAction& a : s.stages[stage]) {
     if (a.op == PipeOp::kForward) peak[a.chunk] = std::max(peak[a.chunk], ++live[a.chunk]);
-    if (a.op == PipeOp::kBackward) --live[a.chunk];
+    if (a.op == PipeOp::kBackward || a.op == PipeOp::kBackwardWeight) --live[a.chunk];
   }
   return peak;
 }
@@ -95,6 +95,12 @@ Result<double> PipelineExecutor::RunMicroBatches(const MicroBatchSource& data, f
       }
       case PipeOp::kBackward:
         ST_RETURN_IF_ERROR(Backward(a, loss_scale, observer));
+        break;
+      case PipeOp::kBackwardInput:
+        ST_RETURN_IF_ERROR(BackwardInput(a, loss_scale));
+        break;
+      case PipeOp::kBackwardWeight:
+        ST_RETURN_IF_ERROR(BackwardWeight(a, observer));
         break;
       case PipeOp::kSendActivation:
         Send(model_->ChunkOutput(a.chunk, slot_of_[a.chunk][a.micro_batch]), a);
@@ -185,20 +191,58 @@ Status PipelineExecutor::Backward(const PipeAction& a, float loss_scale,
   }
   dp_->BeginBackward(a.micro_batch, schedule_.micro_batches, model_->ChunkLayers(a.chunk));
   Clock::time_point layer_start = t0;
-  auto on_grads_ready = [&](int64_t layer) {
-    if (observer != nullptr) {
-      const auto now = Clock::now();
-      observer->OnLayer(a, layer, layer_start, now);
-      layer_start = now;
-    }
-    dp_->OnGradsReady(layer);
-  };
-  ST_RETURN_IF_ERROR(model_->BackwardChunk(a.chunk, slot, dout, loss_scale, on_grads_ready));
+  ST_RETURN_IF_ERROR(model_->BackwardChunk(a.chunk, slot, dout, loss_scale,
+                                           GradsReadyHook(a, observer, &layer_start)));
   inbox_.gradients.erase({a.micro_batch, a.chunk});
   slot_busy_[a.chunk][slot] = false;
   const auto t1 = Clock::now();
   ST_RETURN_IF_ERROR(dp_->EndBackward());
   times_.backward_s += Seconds(t0, t1);
+  times_.grad_sync_wait_s += Seconds(t1, Clock::now());
+  return Status::Ok();
+}
+
+std::function<void(int64_t)> PipelineExecutor::GradsReadyHook(const PipeAction& a,
+                                                              PipelineObserver* observer,
+                                                              Clock::time_point* layer_start) {
+  return [this, a, observer, layer_start](int64_t layer) {
+    if (observer != nullptr) {
+      const auto now = Clock::now();
+      observer->OnLayer(a, layer, *layer_start, now);
+      *layer_start = now;
+    }
+    dp_->OnGradsReady(layer);
+  };
+}
+
+Status PipelineExecutor::BackwardInput(const PipeAction& a, float loss_scale) {
+  const auto t0 = Clock::now();
+  const int64_t slot = slot_of_[a.chunk][a.micro_batch];
+  const float* dout = nullptr;
+  if (!model_->chunk_has_head(a.chunk)) {
+    ST_ASSIGN_OR_RETURN(dout, Received(false, a));
+  }
+  ST_RETURN_IF_ERROR(model_->BackwardChunkInput(a.chunk, slot, dout, loss_scale));
+  inbox_.gradients.erase({a.micro_batch, a.chunk});
+  times_.backward_s += Seconds(t0, Clock::now());
+  return Status::Ok();
+}
+
+Status PipelineExecutor::BackwardWeight(const PipeAction& a, PipelineObserver* observer) {
+  // The gradients are complete layer by layer here, not in B: data
+  // parallelism hears about this pass (a layer's buckets go when its last
+  // micro-batch's W has finished them).
+  const auto t0 = Clock::now();
+  const int64_t slot = slot_of_[a.chunk][a.micro_batch];
+  dp_->BeginBackward(a.micro_batch, schedule_.micro_batches, model_->ChunkLayers(a.chunk));
+  Clock::time_point layer_start = t0;
+  ST_RETURN_IF_ERROR(
+      model_->BackwardChunkWeights(a.chunk, slot, GradsReadyHook(a, observer, &layer_start)));
+  slot_busy_[a.chunk][slot] = false;
+  const auto t1 = Clock::now();
+  ST_RETURN_IF_ERROR(dp_->EndBackward());
+  times_.backward_s += Seconds(t0, t1);
+  times_.weight_s += Seconds(t0, t1);
   times_.grad_sync_wait_s += Seconds(t1, Clock::now());
   return Status::Ok();
 }

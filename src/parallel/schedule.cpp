@@ -25,12 +25,16 @@ class StageListBuilder {
     if (v < s_.num_virtual_stages() - 1) Comm(PipeOp::kSendActivation, mb, chunk, v + 1);
   }
 
-  void Backward(int32_t mb, int32_t chunk) {
+  // The fused backward, or a split backward's B (op kBackwardInput).
+  void Backward(int32_t mb, int32_t chunk, PipeOp op = PipeOp::kBackward) {
     const int32_t v = s_.VirtualStage(stage_, chunk);
     if (v < s_.num_virtual_stages() - 1) Comm(PipeOp::kRecvGradient, mb, chunk, v + 1);
-    out_->push_back({PipeOp::kBackward, mb, chunk});
+    out_->push_back({op, mb, chunk});
     if (v > 0) Comm(PipeOp::kSendGradient, mb, chunk, v - 1);
   }
+
+  // A split backward's W: local, no message.
+  void Weight(int32_t mb, int32_t chunk) { out_->push_back({PipeOp::kBackwardWeight, mb, chunk}); }
 
  private:
   void Comm(PipeOp op, int32_t mb, int32_t chunk, int32_t peer_virtual) {
@@ -63,16 +67,19 @@ const char* ScheduleKindName(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
   }
   return "?";
 }
 
 Result<ScheduleKind> ScheduleKindFromName(const std::string& name) {
-  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved}) {
+  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved,
+                         ScheduleKind::kZbH1}) {
     if (name == ScheduleKindName(k)) return k;
   }
   return InvalidArgument("unknown pipeline schedule '" + name +
-                         "'; use gpipe, 1f1b or interleaved");
+                         "'; use gpipe, 1f1b, interleaved or zb-h1");
 }
 
 const char* PipeOpName(PipeOp op) {
@@ -89,11 +96,20 @@ const char* PipeOpName(PipeOp op) {
       return "send-grad";
     case PipeOp::kRecvGradient:
       return "recv-grad";
+    case PipeOp::kBackwardInput:
+      return "Bin";
+    case PipeOp::kBackwardWeight:
+      return "W";
   }
   return "?";
 }
 
-bool IsCompute(PipeOp op) { return op == PipeOp::kForward || op == PipeOp::kBackward; }
+bool IsCompute(PipeOp op) {
+  return op == PipeOp::kForward || op == PipeOp::kBackward || op == PipeOp::kBackwardInput ||
+         op == PipeOp::kBackwardWeight;
+}
+
+bool SplitsBackward(ScheduleKind kind) { return kind == ScheduleKind::kZbH1; }
 
 std::string PipeActionToString(const PipeAction& a) {
   std::string s = std::string(PipeOpName(a.op)) + " mb" + Str(a.micro_batch) + " c" + Str(a.chunk);
@@ -148,6 +164,7 @@ int32_t WarmUpForwards(ScheduleKind kind, int32_t pp, int32_t vpp, int32_t m, in
     case ScheduleKind::kGPipe:
       return m;
     case ScheduleKind::k1F1B:
+    case ScheduleKind::kZbH1:
       // Enough forwards in flight that the first backward, coming back
       // from the last stage, arrives just as the warm-up ends.
       return std::min(pp - stage - 1, m);
@@ -183,6 +200,24 @@ void AppendStageActions(StageListBuilder& b, int32_t warm, int32_t total, Step s
   for (; bw < total; ++bw) backward(bw);
 }
 
+// ZB-H1 on one stage: 1f1b's order of forwards and B's, each B followed by
+// the oldest W beyond `kept_back` (the W's a stage defers: its activations
+// stay until then), the rest after the last B.
+void AppendZbH1Actions(StageListBuilder& b, int32_t warm, int32_t m, int32_t kept_back) {
+  int32_t f = 0, bi = 0, w = 0;
+  const auto input = [&] {
+    b.Backward(bi++, 0, PipeOp::kBackwardInput);
+    if (bi - w > kept_back) b.Weight(w++, 0);
+  };
+  for (; f < warm; ++f) b.Forward(f, 0);
+  for (; f < m; ++f) {
+    b.Forward(f, 0);
+    input();
+  }
+  while (bi < m) input();
+  while (w < m) b.Weight(w++, 0);
+}
+
 }  // namespace
 
 Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
@@ -204,6 +239,11 @@ Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, in
       AppendStageActions(b, warm, m * vpp, [&](int32_t k, bool forward) {
         return InterleavedStep(k, pp, vpp, forward);
       });
+    } else if (kind == ScheduleKind::kZbH1) {
+      // Stage s holds 1f1b's pp - s micro-batches plus s kept-back W's:
+      // pp, as 1f1b's first stage. The later stages, which 1f1b leaves
+      // idle longest at the end, defer the most.
+      AppendZbH1Actions(b, warm, m, st);
     } else {
       AppendStageActions(b, warm, m, [](int32_t k, bool) {
         return std::pair<int32_t, int32_t>{k, 0};
@@ -245,7 +285,7 @@ std::vector<int32_t> PeakActivations(const PipelineSchedule& s, int32_t chunk) {
     for (const PipeAction& a : s.stages[st]) {
       if (chunk >= 0 && a.chunk != chunk) continue;
       if (a.op == PipeOp::kForward) peak[st] = std::max(peak[st], ++live);
-      if (a.op == PipeOp::kBackward) --live;
+      if (a.op == PipeOp::kBackward || a.op == PipeOp::kBackwardWeight) --live;
     }
   }
   return peak;
@@ -299,7 +339,8 @@ class Simulator {
     kForwardDone = 1,
     kBackwardDone = 2,
     kHaveActivation = 4,
-    kHaveGradient = 8
+    kHaveGradient = 8,
+    kWeightDone = 16  // split backward: W has run (kBackwardDone: B has)
   };
 
   size_t MsgKey(bool gradient, int32_t from_virtual, int32_t mb) const {
@@ -358,11 +399,19 @@ class Simulator {
                         std::vector<int32_t>* runnable, bool* blocked) {
     const int32_t v = s_.VirtualStage(st, a.chunk);
     uint8_t& flags = FlagsOf(v, a.micro_batch);
+    if (IsCompute(a.op) && a.op != PipeOp::kForward && (a.op == PipeOp::kBackward) == split_) {
+      return split_ ? "is a fused backward in a schedule that splits it into B and W"
+                    : "is a split backward in a schedule that runs it whole";
+    }
     switch (a.op) {
       case PipeOp::kForward:
         return RunForward(v, &flags, p);
       case PipeOp::kBackward:
-        return RunBackward(v, &flags, p);
+        return RunBackward(v, &flags, p, t_.backward_s, true);
+      case PipeOp::kBackwardInput:
+        return RunBackward(v, &flags, p, t_.backward_s - t_.weight_s, false);
+      case PipeOp::kBackwardWeight:
+        return RunWeight(&flags, p);
       case PipeOp::kSendActivation:
       case PipeOp::kSendGradient:
         return PostSend(a, st, v, flags, p->clock_s, runnable);
@@ -385,15 +434,27 @@ class Simulator {
     return nullptr;
   }
 
-  const char* RunBackward(int32_t v, uint8_t* flags, StageProgress* p) const {
+  // A fused backward, or a split one's B (which keeps the activations).
+  const char* RunBackward(int32_t v, uint8_t* flags, StageProgress* p, double seconds,
+                          bool frees) const {
     if (*flags & kBackwardDone) return "runs a backward twice";
     if (!(*flags & kForwardDone)) return "runs before its forward";
     if (v < nv_ - 1 && !(*flags & kHaveGradient)) {
       return "runs before its output gradient was received";
     }
     *flags |= kBackwardDone;
-    p->clock_s += t_.backward_s;
-    p->busy_s += t_.backward_s;
+    p->clock_s += seconds;
+    p->busy_s += seconds;
+    if (frees) --p->live;
+    return nullptr;
+  }
+
+  const char* RunWeight(uint8_t* flags, StageProgress* p) const {
+    if (*flags & kWeightDone) return "runs a W twice";
+    if (!(*flags & kBackwardDone)) return "runs a W before its B";
+    *flags |= kWeightDone;
+    p->clock_s += t_.weight_s;
+    p->busy_s += t_.weight_s;
     --p->live;
     return nullptr;
   }
@@ -484,10 +545,11 @@ class Simulator {
     }
     for (int32_t v = 0; v < nv_; ++v) {
       for (int32_t mb = 0; mb < m_; ++mb) {
-        if (!(flags_[static_cast<size_t>(v) * m_ + mb] & kBackwardDone)) {
-          return InvalidArgument("stage " + Str(v % s_.pp) +
-                                 " never runs the backward of micro-batch " + Str(mb) +
-                                 " on chunk " + Str(v / s_.pp));
+        const uint8_t f = flags_[static_cast<size_t>(v) * m_ + mb];
+        if (!(f & kBackwardDone) || (split_ && !(f & kWeightDone))) {
+          return InvalidArgument("stage " + Str(v % s_.pp) + " never runs the " +
+                                 (f & kBackwardDone ? "W" : "backward") + " of micro-batch " +
+                                 Str(mb) + " on chunk " + Str(v / s_.pp));
         }
       }
     }
@@ -497,6 +559,7 @@ class Simulator {
   const PipelineSchedule& s_;
   const PipeTimes t_;
   const int32_t m_, nv_;
+  const bool split_ = SplitsBackward(s_.kind);
   std::vector<size_t> next_;   // per stage: index of its next action
   std::vector<double> clock_;  // per stage: when its next action may start
   std::vector<double> busy_;

@@ -21,8 +21,9 @@
 
 namespace scaletrain {
 
-enum class ScheduleKind { kGPipe, k1F1B, kInterleaved };
-const char* ScheduleKindName(ScheduleKind kind);  // "gpipe", "1f1b", "interleaved"
+enum class ScheduleKind { kGPipe, k1F1B, kInterleaved, kZbH1 };
+// "gpipe", "1f1b", "interleaved", "zb-h1"
+const char* ScheduleKindName(ScheduleKind kind);
 Result<ScheduleKind> ScheduleKindFromName(const std::string& name);
 
 enum class PipeOp : uint8_t {
@@ -32,9 +33,14 @@ enum class PipeOp : uint8_t {
   kRecvActivation,  // the chunk's forward input, from the previous virtual stage
   kSendGradient,    // the gradient of the chunk's input, to the previous virtual stage
   kRecvGradient,    // the gradient of the chunk's output, from the next virtual stage
+  // Zero-bubble schedules split kBackward in two (Qi et al., ICLR 2024):
+  kBackwardInput,  // "B": the gradient of the chunk's input (what the previous stage waits for)
+  kBackwardWeight,  // "W": the chunk's weight gradients, after its B; frees the activations
 };
 const char* PipeOpName(PipeOp op);
 bool IsCompute(PipeOp op);
+// Whether the schedule runs each backward as B and W (zero-bubble kinds).
+bool SplitsBackward(ScheduleKind kind);
 
 struct PipeAction {
   PipeOp op = PipeOp::kForward;
@@ -70,7 +76,12 @@ struct PipelineSchedule {
 // remaining backwards (PipeDream-Flush, as Megatron-LM). interleaved:
 // Megatron-LM's interleaved 1F1B over vpp >= 2 chunks per stage and pp >= 2
 // stages; micro-batches enter in groups of pp, so micro_batches must be a
-// multiple of pp. gpipe and 1f1b need vpp = 1.
+// multiple of pp. zb-h1: ZB-H1 of Qi et al. (ICLR 2024): 1f1b's warm-up
+// and its order of forwards and B's, each backward split into B and W, and
+// stage s keeping up to s W's back (run in micro-batch order) for the
+// cool-down, where 1f1b idles: the critical path back through the stages
+// carries only B's, and every stage holds at most pp micro-batches'
+// activations (1f1b's first stage's peak). gpipe, 1f1b and zb-h1 need vpp = 1.
 Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
                                                int32_t micro_batches);
 // The schedule a training config asks for (parallel.schedule, .pp, .vpp);
@@ -96,11 +107,14 @@ struct PipeTimes {
   // and messages queue behind each other. false: every send takes p2p_s
   // from its posting, however many are in flight.
   bool sends_share_link = false;
+  // Of backward_s, the weight gradients' part: a split backward (zero-
+  // bubble schedules) runs backward_s - weight_s in B and weight_s in W.
+  double weight_s = 1;
 };
 
 struct ScheduleSimulation {
   double makespan_s = 0;                  // step start to the last action's end
-  std::vector<double> busy_s;             // per stage: time spent in forwards and backwards
+  std::vector<double> busy_s;             // per stage: time in forwards, backwards, B's and W's
   std::vector<double> idle_s;             // per stage: makespan - busy (bubble and waits)
   std::vector<int32_t> peak_activations;  // per stage, as PeakActivations
 };
@@ -111,7 +125,8 @@ struct ScheduleSimulation {
 // every message is sent once and received once by the stage and chunk it is
 // addressed to, a stage sends only what it has computed and computes only
 // on what it has received, every (micro-batch, chunk) runs forward once and
-// then backward once on every stage. Returns an error naming the first
+// then backward once on every stage (B once and then W once where the
+// schedule splits it). Returns an error naming the first
 // violation, or the waits of every stage when the lists deadlock.
 Result<ScheduleSimulation> SimulatePipelineSchedule(const PipelineSchedule& schedule,
                                                     const PipeTimes& times);

@@ -77,9 +77,10 @@ st_rank_pid() {
 }
 
 # Losses (every step) and validation losses of two runs, within 1e-5
-# relative: prints the worst difference, fails above. compare REF RUN [FIRST_STEP]
+# relative (or TOLERANCE): prints the worst difference, fails above.
+# compare REF RUN [FIRST_STEP [TOLERANCE]]
 compare() {
-  $py - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-1}" <<'PY'
+  $py - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-1}" "${4:-1e-5}" <<'PY'
 import json, sys
 ref = {j["step"]: j for j in map(json.loads, open(sys.argv[1]))}
 run = [json.loads(l) for l in open(sys.argv[2])]
@@ -97,7 +98,7 @@ for j in run:
         if key in r:
             worst = max(worst, abs(j[key] - r[key]) / abs(r[key]))
 print(f"worst relative loss difference {worst:.2e} over {len(run)} steps")
-sys.exit(0 if worst < 1e-5 else 1)
+sys.exit(0 if worst <= float(sys.argv[4]) else 1)
 PY
 }
 
