@@ -378,6 +378,7 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
                              " runs one chunk per stage; drop --vpp or use interleaved");
     }
     l.gpipe = k == ScheduleKind::kGPipe;
+    l.zero_bubble = k == ScheduleKind::kZbH1;
   }
   return l;
 }
@@ -647,7 +648,8 @@ CLI::App* AddPlanCommand(CLI::App& app, const PlanDone& done) {
       "--grad-reduce", o->grad_reduce,
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
-  plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
+  plan->add_option("--schedule", o->schedule,
+                   "pipeline schedule: gpipe, 1f1b, interleaved, zb-h1 (cpu stack)");
   AddModeOptions(plan, o.get());
   AddCommunicationAndVariantOptions(plan, o.get());
   AddUncertaintyOptions(plan, o.get());

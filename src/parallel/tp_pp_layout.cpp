@@ -165,8 +165,8 @@ std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const
                                                     const PipelineSchedule& schedule,
                                                     const TpPpStepOptions& o) {
   if (shard.pp <= 1) return {};
-  // The stage's actions counted by kind (kRecvGradient is the last PipeOp).
-  std::array<int64_t, static_cast<size_t>(PipeOp::kRecvGradient) + 1> ops{};
+  // The stage's actions counted by kind (kBackwardWeight is the last PipeOp).
+  std::array<int64_t, static_cast<size_t>(PipeOp::kBackwardWeight) + 1> ops{};
   for (const PipeAction& a : schedule.stages.at(static_cast<size_t>(shard.stage))) {
     ++ops.at(static_cast<size_t>(a.op));
   }

@@ -206,19 +206,23 @@ Result<const CostModel::ScheduleInfo*> CostModel::ScheduleFor(ScheduleKind kind,
   return p;
 }
 
-Result<double> CostModel::Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s) {
+Result<double> CostModel::Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s,
+                                   double weight_share) {
   // With the same durations on every stage the makespan scales with them, so
-  // one simulation per backward/forward (and p2p/forward) ratio, to 0.1%,
-  // serves every layout.
+  // one simulation per backward/forward (and p2p/forward, W/backward) ratio,
+  // to 0.1%, serves every layout.
   const int64_t ratio = std::llround(1000.0 * t_bwd / t_fwd),
-                p2p_ratio = std::llround(1000.0 * p2p_s / t_fwd);
+                p2p_ratio = std::llround(1000.0 * p2p_s / t_fwd),
+                w_ratio = SplitsBackward(s.schedule.kind) ? std::llround(1000.0 * weight_share) : 0;
   auto key = std::make_tuple(static_cast<int>(s.schedule.kind), static_cast<int64_t>(s.schedule.pp),
                              static_cast<int64_t>(s.schedule.vpp),
-                             static_cast<int64_t>(s.schedule.micro_batches), ratio, p2p_ratio);
+                             static_cast<int64_t>(s.schedule.micro_batches), ratio, p2p_ratio,
+                             w_ratio);
   auto it = makespans_.find(key);
   if (it != makespans_.end()) return it->second * t_fwd;
-  ST_ASSIGN_OR_RETURN(ScheduleSimulation sim,
-                      SimulatePipelineSchedule(s.schedule, {1.0, ratio / 1000.0, p2p_ratio / 1000.0, true}));
+  PipeTimes times{1.0, ratio / 1000.0, p2p_ratio / 1000.0, true};
+  times.weight_s = times.backward_s * static_cast<double>(w_ratio) / 1000.0;
+  ST_ASSIGN_OR_RETURN(ScheduleSimulation sim, SimulatePipelineSchedule(s.schedule, times));
   makespans_[key] = sim.makespan_s;
   return sim.makespan_s * t_fwd;
 }
@@ -394,6 +398,16 @@ Status CheckStackRuns(const Software& sw, const Layout& l) {
                            " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
                            "1F1B); use --vpp 1");
   }
+  if (l.zero_bubble && !sw.zero_bubble_schedule) {
+    return InvalidArgument("the " + sw.name +
+                           " stack has no zero-bubble schedule (ZB-H1); use --schedule 1f1b or "
+                           "--stack cpu");
+  }
+  if (l.zero_bubble && sw.trainer_activation_buffer && l.recompute == Recompute::kFull) {
+    return InvalidArgument("the trainer's zb-h1 keeps each block's inputs for the deferred "
+                           "weight gradients; full recomputation does not: use --recompute "
+                           "selective or none, or --schedule 1f1b");
+  }
   if (l.recompute_layers > 0 && sw.trainer_activation_buffer) {
     return InvalidArgument(
         "the " + sw.name +
@@ -420,19 +434,20 @@ void SetTpPpBytes(const Layout& l, size_t slowest, Prediction* p) {
 }  // namespace
 
 Status CostModel::SetPipelineTimes(const ScheduleInfo& sched, const Layout& l, const StageSeconds& stage,
-                                   double p2p, TimeBreakdown* t) {
+                                   double p2p, double weight_share, TimeBreakdown* t) {
   const double v = static_cast<double>(l.vpp), mv = static_cast<double>(l.micro_batches());
   if (sw_.pp_async_sends) {
     // The messages travel while stages compute: what they add is the
     // makespan with them less the makespan without.
     const double chunk_f = stage.fwd / v, chunk_b = stage.bwd / v;
-    ST_ASSIGN_OR_RETURN(const double bare, Makespan(sched, chunk_f, chunk_b));
-    ST_ASSIGN_OR_RETURN(const double with_p2p, Makespan(sched, chunk_f, chunk_b, p2p));
+    ST_ASSIGN_OR_RETURN(const double bare, Makespan(sched, chunk_f, chunk_b, 0, weight_share));
+    ST_ASSIGN_OR_RETURN(const double with_p2p,
+                        Makespan(sched, chunk_f, chunk_b, p2p, weight_share));
     t->pp_comm = with_p2p - bare;
     t->bubble = PipelineBubbleSeconds(bare, mv, v, chunk_f, chunk_b);
   } else {
     const double chunk_f = stage.fwd / v + p2p, chunk_b = stage.bwd / v + p2p;
-    ST_ASSIGN_OR_RETURN(const double makespan, Makespan(sched, chunk_f, chunk_b));
+    ST_ASSIGN_OR_RETURN(const double makespan, Makespan(sched, chunk_f, chunk_b, 0, weight_share));
     t->pp_comm = PpCommSeconds(p2p, l.micro_batches(), l.vpp);
     t->bubble = PipelineBubbleSeconds(makespan, mv, v, chunk_f, chunk_b);
   }
@@ -476,7 +491,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   p.time_s.recompute = mv * stage.recompute;
   p.time_s.tp_comm = mv * stage.tp_comm;
   p.time_s.cp_comm = mv * stage.cp_comm;
-  ST_RETURN_IF_ERROR(SetPipelineTimes(*sched, l, stage, p2p, &p.time_s));
+  ST_RETURN_IF_ERROR(SetPipelineTimes(*sched, l, stage, p2p, WeightGradShare(mb), &p.time_s));
 
   const double dp_comm_s =
       SetDataParallel(stages, slowest, grad_elem_bytes, rates.hbm_bytes_per_s, &p);

@@ -83,11 +83,15 @@ struct Layout {
   // every n-th block keep the same share); the chunk's other layers keep
   // their activations. 0: all of them.
   int64_t recompute_layers = 0;
+  // The zero-bubble schedule ZB-H1 (Qi et al., ICLR 2024) instead of 1F1B:
+  // each backward split into B and W, W's deferred into the cool-down.
+  bool zero_bubble = false;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   ScheduleKind schedule() const {
     if (vpp > 1) return ScheduleKind::kInterleaved;
+    if (zero_bubble) return ScheduleKind::kZbH1;
     return gpipe ? ScheduleKind::kGPipe : ScheduleKind::k1F1B;
   }
 };
@@ -172,6 +176,9 @@ struct Software {
   // The interleaved pipeline schedule exists (Megatron-LM's); DeepSpeed's
   // pipeline engine runs plain 1F1B.
   bool interleaved_schedule = true;
+  // The zero-bubble schedule ZB-H1 (Layout::zero_bubble) exists: the CPU
+  // trainer's parallel.schedule = "zb-h1".
+  bool zero_bubble_schedule = false;
   // Validation reads a run the way Megatron-LM 2021-22 papers report theirs:
   // TFLOP/s counting the recomputed forward, full recomputation and no SP
   // unless the row says so (the legacy stacks). An unstated ZeRO stage is

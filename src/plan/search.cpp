@@ -140,6 +140,13 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
         l.zero = zero, l.recompute = rc, l.sp = sp;
         if (rc == Recompute::kFull && opt.recompute_layers) l.recompute_layers = *opt.recompute_layers;
         out->push_back(l);
+        // The zero-bubble schedule beside 1F1B where the stack has it (the
+        // trainer's keeps block inputs that full recomputation drops).
+        if (l.pp > 1 && l.vpp == 1 && sw.zero_bubble_schedule &&
+            !(rc == Recompute::kFull && sw.trainer_activation_buffer)) {
+          l.zero_bubble = true;
+          out->push_back(l);
+        }
       }
     }
   }
