@@ -413,13 +413,14 @@ Status ValidateParallelLayout(const ParallelConfig& p) {
   if (p.zero < 0 || p.zero > 3) return InvalidArgument("parallel.zero must be 0, 1, 2 or 3");
   if (p.zero == 3 && p.vpp > 1) {
     return InvalidArgument(
-        "parallel.zero = 3 (parameters sharded) does not run with the "
-        "interleaved schedule (parallel.vpp = " +
-        std::to_string(p.vpp) + "); use parallel.zero = 2 with it, or parallel.vpp = 1");
+        "parallel.zero = 3 (parameters sharded) does not run with several chunks per stage "
+        "(parallel.vpp = " +
+        std::to_string(p.vpp) + ", schedule \"" + p.schedule +
+        "\"); use parallel.zero = 2 with it, or parallel.vpp = 1 (zb-h1 for zero bubble)");
   }
-  if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved", "zb-h1"})) {
+  if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"})) {
     return InvalidArgument("parallel.schedule = '" + p.schedule +
-                           "' is unknown; use \"gpipe\", \"1f1b\", \"interleaved\" or \"zb-h1\"");
+                           "' is unknown; use \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\" or \"zb-v\"");
   }
   return Status::Ok();
 }

@@ -205,7 +205,7 @@ void GPT::AssignChunks(const std::vector<int64_t>& slots) {
   chunks_.resize(shard_.vpp);
   const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec_, shard_.pp, shard_.vpp);
   for (int64_t c = 0; c < shard_.vpp; ++c) {
-    const int64_t v = c * shard_.pp + shard_.stage;
+    const int64_t v = ChunkVirtualStage(shard_.pp, shard_.v_shape, shard_.stage, c);
     Chunk& ch = chunks_[c];
     ch.embedding = v == 0;
     ch.head = v == virtual_stages - 1;

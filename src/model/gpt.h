@@ -108,6 +108,7 @@ class GPT {
 
   const ModelSpec& spec() const { return spec_; }
   const ModelShard& shard() const { return shard_; }
+  int64_t shard_head_stage() const { return HeadStage(shard_); }
   // This rank's parameters (BuildRankLayout).
   const ParamLayout& layout() const { return layout_; }
   int64_t num_params() const { return layout_.total_numel; }

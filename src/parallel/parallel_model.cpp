@@ -17,7 +17,7 @@ DataParallelOptions DataParallelOptionsFor(const ParallelConfig& par, const Mode
   DpCompressionFromName(par.dp_compress, &compression);  // the config check took only known names
   return DataParallelOptions{par.zero,
                              static_cast<int64_t>(par.bucket_mb * 1048576.0),
-                             par.pp > 1 && spec.tied_embeddings(),
+                             par.pp > 1 && spec.tied_embeddings() && !par.chunks_in_v(),
                              g.dp_host.get(),
                              g.dp_cross.get(),
                              compression,
@@ -44,7 +44,7 @@ Status ParallelModel::Build() {
   ProcessGroups& g = *groups_;
   ST_ASSIGN_OR_RETURN(const PipelineSchedule schedule,
                       PipelineScheduleFromConfig(par, opt_.micro_batches));
-  const ModelShard shard{par.tp, g.coord.tp, par.pp, g.coord.pp, par.vpp, par.sp};
+  const ModelShard shard{par.tp, g.coord.tp, par.pp, g.coord.pp, par.vpp, par.sp, par.chunks_in_v()};
   const std::vector<int64_t> slots = PipelineExecutor::SlotsPerChunk(schedule, g.coord.pp);
   ST_ASSIGN_OR_RETURN(model_, GPT::CreateShard(opt_.spec, shard, g.tp.get(), opt_.micro_batch_size,
                                                par.dp, slots, opt_.recompute,
@@ -114,8 +114,8 @@ Result<double> ParallelModel::MeanLoss(double loss_sum) {
                                     static_cast<double>(shares_.total())
                               : loss_sum / static_cast<double>(opt_.micro_batches);
   if (par.pp > 1) {
-    // Only the last stage computed the loss.
-    if (groups_->coord.pp != par.pp - 1) loss = 0.0;
+    // Only the stage with the head (the last; the first under zb-v) computed the loss.
+    if (groups_->coord.pp != model_->shard_head_stage()) loss = 0.0;
     ST_RETURN_IF_ERROR(groups_->pp->Allreduce(&loss, 1, ReduceOp::kSum));
   }
   if (par.dp > 1) return dp_->Average(loss);

@@ -10,6 +10,10 @@
 // model's layers run through virtual stages 0, 1, ..., pp * vpp - 1 and an
 // activation leaving the last stage's chunk c enters stage 0's chunk c + 1.
 // Without interleaving vpp = 1 and the virtual stage is the stage.
+// ZB-V places its two chunks in a V instead (Qi et al. 2024): stage s holds
+// virtual stages s and 2 pp - 1 - s, so the first stage runs both the
+// embedding and the head, and the last stage hands its chunk 0's output to
+// its own chunk 1.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +25,8 @@
 
 namespace scaletrain {
 
-enum class ScheduleKind { kGPipe, k1F1B, kInterleaved, kZbH1 };
-// "gpipe", "1f1b", "interleaved", "zb-h1"
+enum class ScheduleKind { kGPipe, k1F1B, kInterleaved, kZbH1, kZbV };
+// "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"
 const char* ScheduleKindName(ScheduleKind kind);
 Result<ScheduleKind> ScheduleKindFromName(const std::string& name);
 
@@ -41,6 +45,12 @@ const char* PipeOpName(PipeOp op);
 bool IsCompute(PipeOp op);
 // Whether the schedule runs each backward as B and W (zero-bubble kinds).
 bool SplitsBackward(ScheduleKind kind);
+// Whether its chunks sit in a V (zb-v) rather than Megatron's interleaving.
+bool PlacesChunksInV(ScheduleKind kind);
+// The virtual stage of a stage's chunk, and back.
+int32_t VirtualStageOf(int32_t pp, bool v_shape, int32_t stage, int32_t chunk);
+int32_t StageOfVirtual(int32_t pp, bool v_shape, int32_t virtual_stage);
+int32_t ChunkOfVirtual(int32_t pp, bool v_shape, int32_t virtual_stage);
 
 struct PipeAction {
   PipeOp op = PipeOp::kForward;
@@ -65,10 +75,15 @@ struct PipelineSchedule {
   int32_t pp = 1;
   int32_t vpp = 1;
   int32_t micro_batches = 1;
+  bool v_shape = false;  // PlacesChunksInV(kind)
   std::vector<std::vector<PipeAction>> stages;  // [stage] -> actions in run order
 
   int32_t num_virtual_stages() const { return pp * vpp; }
-  int32_t VirtualStage(int32_t stage, int32_t chunk) const { return chunk * pp + stage; }
+  int32_t VirtualStage(int32_t stage, int32_t chunk) const {
+    return v_shape ? VirtualStageOf(pp, true, stage, chunk) : chunk * pp + stage;
+  }
+  int32_t StageOf(int32_t virtual_stage) const { return StageOfVirtual(pp, v_shape, virtual_stage); }
+  int32_t ChunkOf(int32_t virtual_stage) const { return ChunkOfVirtual(pp, v_shape, virtual_stage); }
 };
 
 // gpipe: all forwards, then all backwards. 1f1b: min(pp - stage - 1, m)
@@ -82,6 +97,13 @@ struct PipelineSchedule {
 // cool-down, where 1f1b idles: the critical path back through the stages
 // carries only B's, and every stage holds at most pp micro-batches'
 // activations (1f1b's first stage's peak). gpipe, 1f1b and zb-h1 need vpp = 1.
+// zb-v: ZB-V (ibid.), vpp = 2 chunks in a V, pp >= 2; built by list
+// scheduling with equal F, B and W times: a stage that is free runs a B
+// whose output gradient is there (oldest micro-batch first), else a forward
+// whose input is there (chunk 1's first) if its activations fit, else the
+// oldest W. Each micro-batch holds two chunk slots on a stage from its
+// chunk-0 forward (one for each chunk) until their W's; a stage holds at
+// most 2 pp, the activations of pp micro-batches, as 1f1b's first stage.
 Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
                                                int32_t micro_batches);
 // The schedule a training config asks for (parallel.schedule, .pp, .vpp);

@@ -113,7 +113,7 @@ fi
 
 # Bad input: one line naming parallel.zero and what to use instead.
 st_tiny_train_args
-expect_error "parallel.zero = 3 (parameters sharded) does not run with the interleaved schedule" \
+expect_error "parallel.zero = 3 (parameters sharded) does not run with several chunks per stage" \
   "${tiny[@]}" --set parallel.zero=3 --set parallel.pp=2 --set parallel.vpp=2 \
   --set 'parallel.schedule="interleaved"' --set model.n_layer=4 --run-dir "$work/bad1"
 expect_error "use parallel.zero = 2 with it, or parallel.vpp = 1" "${tiny[@]}" --set parallel.zero=3 \
