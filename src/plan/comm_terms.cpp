@@ -62,7 +62,7 @@ double OverlapCostSeconds(double hidden_s, double sm_share) {
 }
 
 double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw) {
-  const ModelShard first_stage{l.tp, 0, l.pp, 0, l.vpp, l.sp && l.tp > 1};
+  const ModelShard first_stage{l.tp, 0, l.pp, 0, l.vpp, l.sp && l.tp > 1, l.chunks_in_v()};
   return static_cast<double>(PipelineMessageNumel(TpPaddedSpec(m, l.tp), first_stage, l.micro_batch,
                                                   sw.pp_scatter_gather)) *
          ActivationElemBytes(l.precision);
@@ -135,7 +135,10 @@ std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const 
       zero3 ? z3.buckets : CutGradBuckets(padded, l.dp, l.bucket_bytes);
   *num_buckets = static_cast<int64_t>(buckets.size());
   if (l.dp <= 1) return {};
-  const int64_t tied = l.pp > 1 && model.tied_embeddings() ? stage.embedding_front_numel : 0;
+  // (zb-v's first stage runs the head too: one copy, no sum to wait for.)
+  const int64_t tied = l.pp > 1 && model.tied_embeddings() && !l.chunks_in_v()
+                           ? stage.embedding_front_numel
+                           : 0;
   return DataParallelStepCollectives(buckets, l.dp, l.zero, m, tied, grad_elem_bytes,
                                      param_elem_bytes, l.dp_compress,
                                      zero3 ? Zero3GathersPerPass(z3, false) : Zero3PassGathers{},

@@ -31,7 +31,8 @@ std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
   const ModelSpec rank_spec = TpPaddedSpec(m, l.tp);
   std::vector<Prediction::StageCollectives> collectives(stages.size());
   for (size_t i = 0; i < stages.size(); ++i) {
-    const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
+    const ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1,
+                           l.chunks_in_v()};
     collectives[i].tp = TensorParallelStepCollectives(rank_spec, shard, stages[i], o);
     if (l.pp > 1) {
       collectives[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], schedule, o);
@@ -155,16 +156,17 @@ CostModel::CostModel(ModelSpec spec, ClusterSpec cluster, Software sw)
     : spec_(std::move(spec)), cluster_(std::move(cluster)), sw_(std::move(sw)) {}
 
 const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t tp, int64_t pp,
-                                                                int64_t vpp) {
-  const auto key = std::make_tuple(tp, pp, vpp);
+                                                                int64_t vpp, bool v_shape) {
+  const auto key = std::make_tuple(tp, pp, vpp, v_shape);
   auto it = stages_.find(key);
   if (it != stages_.end()) return it->second;
   // What a rank holds comes from the table the trainer allocates from
   // (BuildRankLayout): its blocks, the embedding on the first stage, the
   // final norm (and head) on the last, each TP-split entry's 1/tp share, and
   // a tied head's copy of the word embedding on a separate last stage
-  // (Megatron-LM and the trainer sum the two copies' gradients). The
-  // vocabulary is padded to a multiple of tp, as Megatron-LM does.
+  // (Megatron-LM and the trainer sum the two copies' gradients; zb-v's V
+  // puts the head on the first stage, and no copy). The vocabulary is padded
+  // to a multiple of tp, as Megatron-LM does.
   const ModelSpec spec = TpPaddedSpec(spec_, tp);
   // Blocks are alike, so stages that run as many blocks in each chunk and
   // are equally first / last hold the same; one BuildRankLayout each (a
@@ -175,16 +177,16 @@ const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t tp, int6
   const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec, pp, vpp);
   for (int64_t s = 0; s < pp; ++s) {
     std::vector<int64_t> kind(static_cast<size_t>(vpp) + 2, 0);
-    kind[0] = s == 0, kind[1] = s == pp - 1;
+    const ModelShard shard{tp, 0, pp, s, vpp, false, v_shape};
+    kind[0] = s == 0, kind[1] = s == HeadStage(shard);
     for (int64_t l = 0; l < spec.n_layer; ++l) {
       const int64_t v = stage_of[l];
-      if (v % pp == s) ++kind[static_cast<size_t>(2 + v / pp)];
+      if (StageOfVirtualStage(pp, v_shape, v) == s) {
+        ++kind[static_cast<size_t>(2 + ChunkOfVirtualStage(pp, v_shape, v))];
+      }
     }
     auto [it, added] = kinds.try_emplace(std::move(kind));
-    if (added) {
-      it->second =
-          SummarizeRankLayout(spec, BuildRankLayout(spec, ModelShard{tp, 0, pp, s, vpp, false}));
-    }
+    if (added) it->second = SummarizeRankLayout(spec, BuildRankLayout(spec, shard));
     st.push_back(it->second);
   }
   return stages_.emplace(key, std::move(st)).first->second;
@@ -393,18 +395,22 @@ namespace {
 
 // A layout the stack cannot run: an error naming the stack and the fix.
 Status CheckStackRuns(const Software& sw, const Layout& l) {
-  if (l.vpp > 1 && !sw.interleaved_schedule) {
+  if (l.vpp > 1 && !l.zero_bubble && !sw.interleaved_schedule) {
     return InvalidArgument("the " + sw.name +
                            " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
                            "1F1B); use --vpp 1");
   }
   if (l.zero_bubble && !sw.zero_bubble_schedule) {
     return InvalidArgument("the " + sw.name +
-                           " stack has no zero-bubble schedule (ZB-H1); use --schedule 1f1b or "
-                           "--stack cpu");
+                           " stack has no zero-bubble schedule (zb-h1, zb-v); use --schedule "
+                           "1f1b or --stack cpu");
+  }
+  if (l.chunks_in_v() && sw.trainer_activation_buffer && l.zero >= 3) {
+    return InvalidArgument("the trainer's zb-v runs two chunks per stage, which ZeRO-3 does not; "
+                           "use --zero 2 or --schedule zb-h1");
   }
   if (l.zero_bubble && sw.trainer_activation_buffer && l.recompute == Recompute::kFull) {
-    return InvalidArgument("the trainer's zb-h1 keeps each block's inputs for the deferred "
+    return InvalidArgument("the trainer's zero-bubble schedules keep each block's inputs for the deferred "
                            "weight gradients; full recomputation does not: use --recompute "
                            "selective or none, or --schedule 1f1b");
   }
@@ -470,7 +476,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   const LayerShape shape = LayerShapeOf(tokens, l);
   const MicroBatchSeconds mb = ScaledToMeasuredStep(
       MicroBatchComputeSeconds(shape, gpu, sw_, rates, l.recompute), l.precision, rates);
-  const std::vector<StageParams>& stages = StagesFor(l.tp, l.pp, l.vpp);
+  const std::vector<StageParams>& stages = StagesFor(l.tp, l.pp, l.vpp, l.chunks_in_v());
   const int64_t m = l.micro_batches();
   const double mv = static_cast<double>(m);
   ST_ASSIGN_OR_RETURN(const ScheduleInfo* sched, ScheduleFor(l.schedule(), l.pp, l.vpp, m));

@@ -147,7 +147,8 @@ class CostModel {
     std::vector<int32_t> in_flight;
     std::vector<int32_t> first_chunk_in_flight;  // chunk 0's only (the embedding's)
   };
-  const std::vector<StageParams>& StagesFor(int64_t tp, int64_t pp, int64_t vpp);
+  const std::vector<StageParams>& StagesFor(int64_t tp, int64_t pp, int64_t vpp,
+                                            bool v_shape = false);
   Result<const ScheduleInfo*> ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m);
   // The schedule's makespan with these action times; p2p_s > 0: each message
   // takes that long on its sender's link, queueing (PipeTimes::sends_share_link).
@@ -205,7 +206,7 @@ class CostModel {
   ModelSpec spec_;
   ClusterSpec cluster_;
   Software sw_;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<StageParams>> stages_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, std::vector<StageParams>> stages_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<ScheduleInfo>> schedules_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, double> makespans_;
 };

@@ -83,15 +83,18 @@ struct Layout {
   // every n-th block keep the same share); the chunk's other layers keep
   // their activations. 0: all of them.
   int64_t recompute_layers = 0;
-  // The zero-bubble schedule ZB-H1 (Qi et al., ICLR 2024) instead of 1F1B:
-  // each backward split into B and W, W's deferred into the cool-down.
+  // A zero-bubble schedule (Qi et al., ICLR 2024) instead of 1F1B: each
+  // backward split into B and W. vpp = 1: ZB-H1 (W's deferred into the
+  // cool-down); vpp = 2: ZB-V (two chunks per stage in a V, the first stage
+  // running the embedding and the head).
   bool zero_bubble = false;
+  bool chunks_in_v() const { return zero_bubble && vpp == 2; }
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   ScheduleKind schedule() const {
+    if (zero_bubble) return vpp == 2 ? ScheduleKind::kZbV : ScheduleKind::kZbH1;
     if (vpp > 1) return ScheduleKind::kInterleaved;
-    if (zero_bubble) return ScheduleKind::kZbH1;
     return gpipe ? ScheduleKind::kGPipe : ScheduleKind::k1F1B;
   }
 };

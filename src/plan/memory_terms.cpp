@@ -125,7 +125,7 @@ std::vector<TrainerChunk> TrainerChunksOf(const ModelSpec& m, const Layout& l,
   std::vector<TrainerChunk> chunks(static_cast<size_t>(l.vpp));
   for (int64_t c = 0; c < l.vpp; ++c) {
     TrainerChunk& ch = chunks[static_cast<size_t>(c)];
-    const int64_t v = c * l.pp + stage;
+    const int64_t v = ChunkVirtualStage(l.pp, l.chunks_in_v(), stage, c);
     ch.embedding = v == 0;
     ch.head = v == l.pp * l.vpp - 1;
     ch.layers = std::count(virtual_stage.begin(), virtual_stage.end(), v);

@@ -140,15 +140,28 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
         l.zero = zero, l.recompute = rc, l.sp = sp;
         if (rc == Recompute::kFull && opt.recompute_layers) l.recompute_layers = *opt.recompute_layers;
         out->push_back(l);
-        // The zero-bubble schedule beside 1F1B where the stack has it (the
-        // trainer's keeps block inputs that full recomputation drops).
-        if (l.pp > 1 && l.vpp == 1 && sw.zero_bubble_schedule &&
-            !(rc == Recompute::kFull && sw.trainer_activation_buffer)) {
-          l.zero_bubble = true;
-          out->push_back(l);
-        }
       }
     }
+  }
+}
+
+// The zero-bubble schedules beside each 1F1B layout out[first..] where the
+// stack has them: zb-h1, and zb-v where 2 pp chunks divide the layers. The
+// trainer's keep block inputs that full recomputation drops, and its zb-v
+// runs no ZeRO-3 (two chunks per stage).
+void AddZeroBubbleVariants(const ModelSpec& m, const Software& sw, size_t first,
+                           std::vector<Layout>* out) {
+  if (!sw.zero_bubble_schedule) return;
+  const size_t end = out->size();
+  for (size_t i = first; i < end; ++i) {
+    Layout z = (*out)[i];
+    if (z.pp == 1 || z.vpp != 1 || z.gpipe) continue;
+    if (sw.trainer_activation_buffer && z.recompute == Recompute::kFull) continue;
+    z.zero_bubble = true;
+    out->push_back(z);
+    if (m.n_layer % (2 * z.pp) != 0 || (sw.trainer_activation_buffer && z.zero >= 3)) continue;
+    z.vpp = 2;
+    out->push_back(z);
   }
 }
 
@@ -171,7 +184,9 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
       l.dp_hierarchical = opt.dp_hierarchical;
       l.shard_group = ShardGroupFor(opt, dp);
       if (l.shard_group < 0) continue;
+      const size_t first = out->size();
       AddKnobVariants(l, opt, model.software(), out);
+      if (vpp == 1) AddZeroBubbleVariants(model.spec(), model.software(), first, out);
     }
   }
 }
