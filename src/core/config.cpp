@@ -411,12 +411,14 @@ Status ValidateParallelLayout(const ParallelConfig& p) {
   ST_RETURN_IF_ERROR(RequirePositive("parallel.pp", p.pp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.vpp", p.vpp));
   if (p.zero < 0 || p.zero > 3) return InvalidArgument("parallel.zero must be 0, 1, 2 or 3");
-  if (p.zero == 3 && p.vpp > 1) {
+  // zb-v's two chunks each run whole passes over their layers (forward, B),
+  // so ZeRO-3's gathers stay in pass order; interleaved's are Megatron's.
+  if (p.zero == 3 && p.vpp > 1 && !p.chunks_in_v()) {
     return InvalidArgument(
         "parallel.zero = 3 (parameters sharded) does not run with several chunks per stage "
         "(parallel.vpp = " +
         std::to_string(p.vpp) + ", schedule \"" + p.schedule +
-        "\"); use parallel.zero = 2 with it, or parallel.vpp = 1 (zb-h1 for zero bubble)");
+        "\"); use parallel.zero = 2 with it, parallel.vpp = 1, or schedule \"zb-v\"");
   }
   if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"})) {
     return InvalidArgument("parallel.schedule = '" + p.schedule +

@@ -406,8 +406,10 @@ Status CheckStackRuns(const Software& sw, const Layout& l) {
                            "1f1b or --stack cpu");
   }
   if (l.chunks_in_v() && sw.trainer_activation_buffer && l.zero >= 3) {
-    return InvalidArgument("the trainer's zb-v runs two chunks per stage, which ZeRO-3 does not; "
-                           "use --zero 2 or --schedule zb-h1");
+    // The trainer runs it, gathering per chunk pass (and the embedding's
+    // unit again for the head); dp_layout.h's gather count is per stage.
+    return InvalidArgument("the planner does not count the trainer's ZeRO-3 gathers under zb-v "
+                           "(two chunks per stage) yet; use --zero 2 or --schedule zb-h1");
   }
   if (l.zero_bubble && sw.trainer_activation_buffer && l.recompute == Recompute::kFull) {
     return InvalidArgument("the trainer's zero-bubble schedules keep each block's inputs for the deferred "
