@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Pipeline schedules side by side (issue 34): 1f1b, interleaved (vpp 2), zb-h1
-# and zb-v at 4 stages, each measured (median step time and stage 0's
+# and zb-v at 4 stages (--pp 2: two), each measured (median step time and stage 0's
 # pipeline wait over the steps after the first two) and predicted by
 # `scaletrain plan` from a `scaletrain bench` profile taken under the same
-# launch. On the emulated cluster (scripts/cluster.sh: 4 hosts, one rank
-# each, a fixed CPU quota per host) when no other emulated hosts are up and
-# we are root; otherwise 4 local mpirun ranks (said in the output). Rounds
-# alternate the schedules so that each sees the same load; prints one line
-# per run, then per schedule the medians and the ratios to 1f1b.
-#   bench/pp_schedules.sh [--build DIR] [--rounds N] [--steps N] [--cpus C] [--local]
+# launch. With --cluster on the emulated cluster (scripts/cluster.sh: 4
+# hosts, one rank each, a fixed CPU quota per host; root, and refused while
+# other emulated hosts are up: the cluster is one per machine, and its
+# `down` removes every st-h* host); otherwise 4 local mpirun ranks (said in
+# the output). Rounds alternate the schedules so that each sees the same
+# load; prints one line per run, then per schedule the medians and the
+# ratios to 1f1b.
+#   bench/pp_schedules.sh [--build DIR] [--rounds N] [--steps N] [--pp 2|4] [--cluster [--cpus C]]
 # Results: docs/benchmarks.md, "Pipeline schedules".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,15 +19,17 @@ build=build-bench
 rounds=3
 steps=8
 cpus=""
-local_only=0
+use_cluster=0
+pp=4
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;
-    --local) local_only=1; shift ;;
-    *) echo "error: unknown argument '$1'; usage: bench/pp_schedules.sh [--build DIR] [--rounds N] [--steps N] [--cpus C] [--local]" >&2; exit 2 ;;
+    --cluster) use_cluster=1; shift ;;
+    --pp) pp=$2; shift 2 ;;
+    *) echo "error: unknown argument '$1'; usage: bench/pp_schedules.sh [--build DIR] [--rounds N] [--steps N] [--cluster [--cpus C]]" >&2; exit 2 ;;
   esac
 done
 st_require_steps "$steps"
@@ -36,18 +40,22 @@ work=$(mktemp -d)
 cluster_dir=$work/cluster
 trap 'if [ -f "$cluster_dir/hostfile" ]; then ST_CLUSTER_DIR="$cluster_dir" scripts/cluster.sh down >/dev/null 2>&1 || true; fi; rm -rf "$work"' EXIT
 
-launcher=(mpirun -np 4)
-where="4 local mpirun ranks on $(nproc) cores (no CPU quota)"
+case $pp in 2|4) ;; *) echo "error: --pp must be 2 or 4 (8 blocks: 2 pp chunks for zb-v)" >&2; exit 2 ;; esac
+launcher=(mpirun -np "$pp")
+where="$pp local mpirun ranks on $(nproc) cores (no CPU quota)"
 others=$(ip netns list 2>/dev/null | grep -c '^st-h' || true)
-if [ "$local_only" -eq 0 ] && [ "$(id -u)" -eq 0 ] && [ "$others" -eq 0 ] && command -v ip >/dev/null; then
-  cpus=${cpus:-$(python3 -c "print(round($(nproc) / 4, 2))")}
-  ST_CLUSTER_DIR=$cluster_dir scripts/cluster.sh up 4 --cpus "$cpus" >"$work/cluster.log" 2>&1 \
+if [ "$use_cluster" -eq 1 ] && [ "$others" -gt 0 ]; then
+  echo "error: $others emulated hosts (st-h*) are up already (another run's cluster); try later or drop --cluster" >&2
+  exit 1
+fi
+if [ "$use_cluster" -eq 1 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "error: --cluster needs root (network namespaces)" >&2; exit 1; }
+  cpus=${cpus:-$(python3 -c "print(round($(nproc) / $pp, 2))")}
+  ST_CLUSTER_DIR=$cluster_dir scripts/cluster.sh up "$pp" --cpus "$cpus" >"$work/cluster.log" 2>&1 \
     || { echo "error: cluster.sh up failed:"; cat "$work/cluster.log"; exit 1; }
   mapfile -t mpi_args < <(tr -s ' \n' '\n\n' <"$cluster_dir/mpirun.args" | sed '/^$/d')
-  launcher=(mpirun "${mpi_args[@]}" -np 4)
-  where="the emulated cluster: 4 hosts, 1 rank each, $cpus cores per host (scripts/cluster.sh)"
-elif [ "$others" -gt 0 ]; then
-  echo "note: $others emulated hosts (st-h*) are up already: measuring with local ranks instead" >&2
+  launcher=(mpirun "${mpi_args[@]}" -np "$pp")
+  where="the emulated cluster: $pp hosts, 1 rank each, $cpus cores per host (scripts/cluster.sh)"
 fi
 echo "measured on $where"
 
@@ -58,7 +66,7 @@ sets=(--set "data.train=\"$data_dir/train.bin\"" --set "data.val=\"$data_dir/val
 # 4 x 64 x 128 floats.
 model=(--set model.n_layer=8 --set model.n_head=4 --set model.n_embd=128 --set model.block_size=64
   --set training.micro_batch_size=4 --set training.global_batch_size=32 --set training.threads=1
-  --set parallel.pp=4)
+  --set parallel.pp="$pp")
 "${launcher[@]}" "$bin" bench --output "$work/prof.toml" --name emu --threads 1 --config "$config" \
   "${sets[@]}" --min-seconds 0.2 --max-allreduce-mb 4 >"$work/bench.log" 2>&1 \
   || { echo "error: bench failed:"; tail -20 "$work/bench.log"; exit 1; }

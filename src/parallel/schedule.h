@@ -104,6 +104,11 @@ struct PipelineSchedule {
 // oldest W. Each micro-batch holds two chunk slots on a stage from its
 // chunk-0 forward (one for each chunk) until their W's; a stage holds at
 // most 2 pp, the activations of pp micro-batches, as 1f1b's first stage.
+// The lists assume messages arrive at once: with each transfer 0.3 of a
+// stage's forward (sends sharing the link) the simulated bubble at pp 4,
+// m 8 grows from 1.5 to 12.3 stage forwards (zb-h1's from 3 to 6.6); a
+// build in which a message takes one step idles 6.5 there, but 3.5 with
+// free transfers (docs/training.md).
 Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
                                                int32_t micro_batches);
 // The schedule a training config asks for (parallel.schedule, .pp, .vpp);
