@@ -99,6 +99,7 @@ Result<double> ParallelModel::ForwardBackward(const StepBatchSource& batches) {
   times_.backward_s = pt.backward_s;
   times_.grad_sync_wait_s = pt.grad_sync_wait_s + Seconds(t2, reduced_at_);
   if (opt_.parallel.pp > 1) times_.pipeline_wait_s = pt.wait_s + Seconds(t1, t2);
+  if (SplitsBackward(pipeline_->schedule().kind)) times_.weight_grad_s = pt.weight_s;
   if (observer_) {
     observer_->OnGradReductions(*dp_);
     observer_->OnGradWait(t2, reduced_at_);

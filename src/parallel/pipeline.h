@@ -83,6 +83,7 @@ class PipelineExecutor {
   // embedding's gradients. Nothing elsewhere.
   Status SumTiedEmbeddingGrads();
   const PipelineStepTimes& last_times() const { return times_; }
+  const PipelineSchedule& schedule() const { return schedule_; }
   // Runs the next steps by `schedule` (rebalancing changes a rank's
   // micro-batches): the same stages and chunks, and no more activation
   // slots per chunk than the model holds.

@@ -51,6 +51,17 @@ for layout in "zb-h1 1 2 0" "zb-h1 2 2 1" "zb-h1 2 2 3" "zb-h1 1 4 0" "zb-h1 2 4
   fi
 done
 
+# The step's time split names the W passes (part of backward_s) under
+# zero-bubble schedules only.
+if $py - "$work/zb-v_2_4_1/metrics.jsonl" "$work/ref_dp2/metrics.jsonl" <<'PY'
+import json, sys
+zb = [json.loads(l) for l in open(sys.argv[1])]
+ref = [json.loads(l) for l in open(sys.argv[2])]
+assert all(0 < r["weight_grad_s"] < r["backward_s"] for r in zb), zb[0]
+assert not any("weight_grad_s" in r for r in ref)
+PY
+then pass=$((pass + 1)); else echo "FAIL: weight_grad_s in metrics.jsonl"; fails=$((fails + 1)); fi
+
 # The same layout under 1f1b: identical losses, not merely close.
 if train_layout "$work/one_2_2_1" 2 2 1f1b 1 && out=$(compare "$work/one_2_2_1" "$work/zb-h1_2_2_1" 1 0); then
   echo "ok zb-h1 = 1f1b bitwise at dp=2 pp=2 zero=1: $out"; pass=$((pass + 1))
