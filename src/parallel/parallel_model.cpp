@@ -24,6 +24,14 @@ DataParallelOptions DataParallelOptionsFor(const ParallelConfig& par, const Mode
                              spec.n_layer};
 }
 
+// The layers of each of the rank's model chunks: ZeRO-3 gathers per chunk
+// pass (zb-v's two chunks each run their own forwards and backwards).
+std::vector<LayerRange> ChunkRanges(const GPT& model) {
+  std::vector<LayerRange> out;
+  for (int64_t c = 0; c < model.num_chunks(); ++c) out.push_back(model.ChunkLayers(c));
+  return out;
+}
+
 }  // namespace
 
 ParallelModel::ParallelModel(const ParallelModelOptions& opt, ProcessGroups* groups)
@@ -51,8 +59,10 @@ Status ParallelModel::Build() {
                                                SplitsBackward(schedule.kind)));
   dp_ = std::make_unique<DataParallel>(model_->layout(), g.dp.get(),
                                        DataParallelOptionsFor(par, opt_.spec, g));
-  if (par.zero >= 3)
-    zero3_ = std::make_unique<Zero3Params>(model_->layout(), opt_.spec.n_layer, g.dp.get());
+  if (par.zero >= 3) {
+    zero3_ = std::make_unique<Zero3Params>(model_->layout(), opt_.spec.n_layer, g.dp.get(),
+                                           ChunkRanges(*model_));
+  }
   optimizer_ = std::make_unique<AdamW>(&model_->layout(), opt_.adamw, dp_->OwnedRanges());
   pipeline_ = std::make_unique<PipelineExecutor>(model_.get(), g.pp.get(), dp_.get(), schedule,
                                                  opt_.micro_batch_size, opt_.spec.block_size);

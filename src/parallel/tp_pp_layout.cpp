@@ -63,6 +63,7 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
   r.run_numels = runs.numels;
   r.run_outer = runs.outer;
   r.run_acquired = runs.acquired;
+  r.run_layers = runs.layers;
   return r;
 }
 

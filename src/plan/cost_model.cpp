@@ -405,12 +405,6 @@ Status CheckStackRuns(const Software& sw, const Layout& l) {
                            " stack has no zero-bubble schedule (zb-h1, zb-v); use --schedule "
                            "1f1b or --stack cpu");
   }
-  if (l.chunks_in_v() && sw.trainer_activation_buffer && l.zero >= 3) {
-    // The trainer runs it, gathering per chunk pass (and the embedding's
-    // unit again for the head); dp_layout.h's gather count is per stage.
-    return InvalidArgument("the planner does not count the trainer's ZeRO-3 gathers under zb-v "
-                           "(two chunks per stage) yet; use --zero 2 or --schedule zb-h1");
-  }
   if (l.zero_bubble && sw.trainer_activation_buffer && l.recompute == Recompute::kFull) {
     return InvalidArgument("the trainer's zero-bubble schedules keep each block's inputs for the deferred "
                            "weight gradients; full recomputation does not: use --recompute "

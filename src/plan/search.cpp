@@ -147,8 +147,7 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
 
 // The zero-bubble schedules beside each 1F1B layout out[first..] where the
 // stack has them: zb-h1, and zb-v where 2 pp chunks divide the layers. The
-// trainer's keep block inputs that full recomputation drops, and its zb-v
-// runs no ZeRO-3 (two chunks per stage).
+// trainer's keep block inputs that full recomputation drops.
 void AddZeroBubbleVariants(const ModelSpec& m, const Software& sw, size_t first,
                            std::vector<Layout>* out) {
   if (!sw.zero_bubble_schedule) return;
@@ -159,7 +158,7 @@ void AddZeroBubbleVariants(const ModelSpec& m, const Software& sw, size_t first,
     if (sw.trainer_activation_buffer && z.recompute == Recompute::kFull) continue;
     z.zero_bubble = true;
     out->push_back(z);
-    if (m.n_layer % (2 * z.pp) != 0 || (sw.trainer_activation_buffer && z.zero >= 3)) continue;
+    if (m.n_layer % (2 * z.pp) != 0) continue;
     z.vpp = 2;
     out->push_back(z);
   }

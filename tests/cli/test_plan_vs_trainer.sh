@@ -7,8 +7,8 @@
 # gradient reductions bf16 and sign (parallel.dp_compress); activation
 # recomputation (training.recompute selective and full over dp, tp, tp + sp,
 # pp 1f1b, gpipe and interleaved, 2 x 2 x 2); zb-h1 and zb-v (pp 2 and 4,
-# with tp + sp, ZeRO-1, -2 (zb-v) and -3 (zb-h1), selective recomputation,
-# Llama); Llama blocks (grouped-query
+# with tp + sp, ZeRO-1, -2 and -3 (zb-v's chunks gathering per pass),
+# selective recomputation, Llama); Llama blocks (grouped-query
 # attention with the key/value heads split over tp or replicated on each TP
 # rank, tied and untied heads, over dp, tp, tp + sp, pp interleaved and
 # 2 x 2 x 2); a tiny GPT-2, fp32, small
@@ -81,7 +81,8 @@ cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "
   "1 1 2 0 4 ${zb[*]}" "2 2 2 1 2 ${sp[*]} ${zb[*]}" "2 1 4 3 4 ${l4[*]} ${zb[*]} ${sel[*]}"
   "1 1 2 0 4 ${llama[*]} ${kv1[*]} ${untied[*]} ${l4[*]} ${zb[*]}"
   "1 1 2 0 4 ${l4[*]} ${zbv[*]}" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${zbv[*]}" "2 1 4 2 4 ${l8[*]} ${zbv[*]} ${sel[*]}"
-  "1 1 2 0 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]} ${zbv[*]}")
+  "1 1 2 0 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]} ${zbv[*]}" "2 1 4 3 4 ${l8[*]} ${zbv[*]}"
+  "2 2 2 3 2 ${sp[*]} ${l4[*]} ${zbv[*]} ${sel[*]}")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"
