@@ -31,7 +31,7 @@ ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
 # multi-process tests run in the main pass only, to keep CI time down), and
 # the replay of every fuzz seed and regression input (tests/fuzz): ctest
 # registers fuzz.replay_* in this build too, so they must be built here.
-asan_targets=(test_config test_kernels test_kernels_llama test_model test_recompute test_data test_bpe test_checkpoint_io test_trainer
+asan_targets=(test_config test_kernels test_kernels_llama test_model test_recompute test_split_backward test_data test_bpe test_checkpoint_io test_trainer
               test_mesh test_comm_self test_report test_report_flight test_rebalance test_prometheus
               test_hf_interop
               fuzz_replay_run_config fuzz_replay_vocab fuzz_replay_token_shard

@@ -77,7 +77,7 @@ class PlanFlags(TypedDict, total=False):
     sp: bool
     precision: str  # bf16, fp16, fp8, tf32, fp32
     grad_reduce: str  # auto, fp32, compute
-    schedule: str  # gpipe, 1f1b, interleaved
+    schedule: str  # gpipe, 1f1b, interleaved, zb-h1, zb-v
     bucket_mb: float
     dp_reduce: str  # flat, hierarchical
     dp_compress: str  # none, bf16, fp16, sign

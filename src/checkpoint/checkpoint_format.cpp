@@ -19,7 +19,7 @@ namespace scaletrain {
 namespace {
 
 ModelShard ShardOf(const ParallelConfig& par, const MeshCoord& c) {
-  return ModelShard{par.tp, c.tp, par.pp, c.pp, par.vpp, par.sp && par.tp > 1};
+  return ModelShard{par.tp, c.tp, par.pp, c.pp, par.vpp, par.sp && par.tp > 1, par.chunks_in_v()};
 }
 
 int64_t BucketBytes(const ParallelConfig& par) {

@@ -392,11 +392,15 @@ Result<Layout> SingleLayout(const LayoutFlags& f, const SearchOptions& search) {
     if (k == ScheduleKind::kInterleaved && l.vpp == 1) {
       return InvalidArgument("--schedule interleaved needs --vpp > 1");
     }
-    if (k != ScheduleKind::kInterleaved && l.vpp > 1) {
+    if (k == ScheduleKind::kZbV && l.vpp != 2) {
+      return InvalidArgument("--schedule zb-v runs two chunks per stage in a V: give --vpp 2");
+    }
+    if (k != ScheduleKind::kInterleaved && k != ScheduleKind::kZbV && l.vpp > 1) {
       return InvalidArgument("--schedule " + f.schedule +
                              " runs one chunk per stage; drop --vpp or use interleaved");
     }
     l.gpipe = k == ScheduleKind::kGPipe;
+    l.zero_bubble = SplitsBackward(k);
   }
   return l;
 }
@@ -711,7 +715,9 @@ CLI::App* AddPlanCommand(CLI::App& app, const PlanDone& done) {
       "--grad-reduce", o->grad_reduce,
       "dtype of the data-parallel gradient reduction and buffer: fp32, compute (the 16-bit compute "
       "precision) or auto (default: the stack's; fp32 except Megatron-LM's fp16)");
-  plan->add_option("--schedule", o->schedule, "pipeline schedule: gpipe, 1f1b, interleaved");
+  plan->add_option("--schedule", o->schedule,
+                   "pipeline schedule: gpipe, 1f1b, interleaved, zb-h1, zb-v (with --vpp 2; "
+                   "zb-*: cpu stack)");
   AddModeOptions(plan, o.get());
   AddCommunicationAndVariantOptions(plan, o.get());
   AddUncertaintyOptions(plan, o.get());

@@ -414,18 +414,33 @@ Status ValidateParallelLayout(const ParallelConfig& p) {
   ST_RETURN_IF_ERROR(RequirePositive("parallel.cp", p.cp));
   ST_RETURN_IF_ERROR(RequirePositive("parallel.vpp", p.vpp));
   if (p.zero < 0 || p.zero > 3) return InvalidArgument("parallel.zero must be 0, 1, 2 or 3");
-  if (p.zero == 3 && p.vpp > 1) {
+  // zb-v's two chunks each run whole passes over their layers (forward, B),
+  // so ZeRO-3's gathers stay in pass order; interleaved's are Megatron's.
+  if (p.zero == 3 && p.vpp > 1 && !p.chunks_in_v()) {
     return InvalidArgument(
-        "parallel.zero = 3 (parameters sharded) does not run with the "
-        "interleaved schedule (parallel.vpp = " +
-        std::to_string(p.vpp) + "); use parallel.zero = 2 with it, or parallel.vpp = 1");
+        "parallel.zero = 3 (parameters sharded) does not run with several chunks per stage "
+        "(parallel.vpp = " +
+        std::to_string(p.vpp) + ", schedule \"" + p.schedule +
+        "\"); use parallel.zero = 2 with it, parallel.vpp = 1, or schedule \"zb-v\"");
   }
   if (!IsOneOf(p.cp_impl, {"ring", "ulysses"})) {
     return InvalidArgument("parallel.cp_impl = '" + p.cp_impl + "' is unknown; use \"ring\" or \"ulysses\"");
   }
-  if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved"})) {
+  if (!IsOneOf(p.schedule, {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"})) {
     return InvalidArgument("parallel.schedule = '" + p.schedule +
-                           "' is unknown; use \"gpipe\", \"1f1b\" or \"interleaved\"");
+                           "' is unknown; use \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\" or \"zb-v\"");
+  }
+  return Status::Ok();
+}
+
+// The zero-bubble schedules' split backward keeps each block's inputs until
+// its weight-gradient pass; full recompute keeps only the block's input.
+Status ValidateScheduleWithRecompute(const TrainingConfig& t, const ParallelConfig& p) {
+  if (p.schedule.rfind("zb-", 0) == 0 && t.recompute == "full") {
+    return InvalidArgument("parallel.schedule = \"" + p.schedule +
+                           "\" with training.recompute = \"full\": the zero-bubble schedules "
+                           "keep each block's inputs for the deferred weight gradients; use "
+                           "training.recompute = \"selective\" or \"none\", or schedule \"1f1b\"");
   }
   return Status::Ok();
 }
@@ -461,6 +476,12 @@ Status ValidateParallelSection(const ParallelConfig& p) {
     return InvalidArgument("parallel.comm_timeout_s must be positive (seconds)");
   }
   ST_RETURN_IF_ERROR(ValidateDpReduction(p));
+  if (p.cp > 1 && (p.schedule == "zb-h1" || p.schedule == "zb-v") && p.pp > 1) {
+    // Each was checked against one rank on its own; together they are not yet.
+    return InvalidArgument("parallel.schedule = \"" + p.schedule +
+                           "\" with parallel.cp > 1 is not supported yet; use \"1f1b\" or "
+                           "\"interleaved\" with context parallelism, or parallel.cp = 1");
+  }
   if (p.rebalance && (p.pp > 1 || p.zero > 1 || p.cp > 1)) {
     return InvalidArgument("parallel.rebalance needs parallel.pp = 1, parallel.cp = 1 and parallel.zero <= 1 (a "
                            "pipeline's activation slots, a context-parallel group's ring and ZeRO-2's "
@@ -545,6 +566,7 @@ Status ValidateRunConfig(const RunConfig& c) {
   ST_RETURN_IF_ERROR(ValidateDeviceAndPrecision(c.training));
   ST_RETURN_IF_ERROR(ValidateParallelSection(c.parallel));
   ST_RETURN_IF_ERROR(ValidateBatchDivision(c.training, c.parallel));
+  ST_RETURN_IF_ERROR(ValidateScheduleWithRecompute(c.training, c.parallel));
   ST_RETURN_IF_ERROR(ValidateCheckpointSection(c.checkpoint));
   ST_RETURN_IF_ERROR(ValidateTelemetrySection(c.telemetry));
   return ValidateFaultsSection(c.faults, c.parallel);

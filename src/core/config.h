@@ -84,6 +84,8 @@ struct ParallelConfig {
   int64_t zero = 0;
   bool sp = false;
   std::string schedule = "1f1b";
+  // zb-v places a stage's two chunks in a V (model/param_layout.h ModelShard).
+  bool chunks_in_v() const { return schedule == "zb-v"; }
   double bucket_mb = 25.0;        // gradient bucket size (MiB) for DP reduction
   double comm_timeout_s = 300.0;  // watchdog: a collective taking longer ends the job
   // Each DP rank's share of a step's micro-batches follows its measured

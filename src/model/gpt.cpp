@@ -28,6 +28,33 @@ struct GPT::SlotActs {
   float *logits = nullptr, *probs = nullptr, *losses = nullptr, *ce_stats = nullptr;
   std::vector<int32_t> tokens, targets;
   int64_t B = 0, T = 0;
+  // split_backward: the weight-gradient ops B left for W, and the output
+  // gradients they read (copies in `stash`, stash_floats in all).
+  std::vector<WeightOp> weight_ops;
+  float* stash = nullptr;
+  size_t stash_floats = 0, stash_used = 0;
+  bool weights_pending = false;
+};
+
+// One weight-gradient op of the backward (the half of a layer's backward no
+// earlier layer waits for): what RunWeightOp needs to add it to grads().
+struct GPT::WeightOp {
+  enum Kind : uint8_t {
+    kColumn,         // column-parallel linear: dw, db from dy and x
+    kQkvReplicated,  // the q,k,v matmul with key/value weights summed over TP
+    kRow,            // row-parallel linear: dw, db (a replicated target under sp)
+    kNorm,           // norm weight and bias (replicated targets under sp)
+    kEmbedding,      // the token (and position) embedding, from the residual gradient
+    kReduceReplicated,  // the layer's replicated partial sums over TP (sp)
+    kLayerDone,         // every gradient of `layer` is complete
+  };
+  Kind kind = kColumn;
+  int64_t layer = 0;
+  float *dw = nullptr, *db = nullptr;
+  const float* dy = nullptr;  // the op's output gradient (a stash copy when deferred)
+  const float *x = nullptr, *mean = nullptr, *rstd = nullptr;
+  const int32_t* tokens = nullptr;
+  int64_t rows = 0, in = 0, out = 0;  // kEmbedding: rows = B, in = T
 };
 
 struct GPT::Chunk {
@@ -154,14 +181,20 @@ void Notify(const std::function<void(int64_t)>& hook, int64_t layer) {
 Result<std::unique_ptr<GPT>> GPT::CreateShard(const ModelSpec& spec, const ModelShard& shard_in,
                                               Communicator* tp_comm, int64_t max_batch,
                                               int64_t flat_multiple, std::vector<int64_t> slots,
-                                              ActivationRecompute recompute, Communicator* cp_comm) {
+                                              ActivationRecompute recompute, Communicator* cp_comm,
+                                              bool split_backward) {
   ST_RETURN_IF_ERROR(ValidateModelSpec(spec));
   ST_RETURN_IF_ERROR(CheckTrainable(spec));
   if (max_batch <= 0) return InvalidArgument("micro-batch size must be positive");
   ModelShard shard = shard_in;
   shard.sp = shard.sp && shard.tp > 1;  // one rank holds every row anyway
   ST_RETURN_IF_ERROR(CheckShardLayout(spec, shard, tp_comm, cp_comm, max_batch));
+  if (split_backward && recompute == ActivationRecompute::kFull) {
+    return InvalidArgument("a split backward (zero-bubble schedules) keeps each block's inputs "
+                           "for the weight gradients; full recompute does not keep them");
+  }
   std::unique_ptr<GPT> m(new GPT(spec, shard, tp_comm, cp_comm, max_batch, recompute));
+  m->split_backward_ = split_backward;
   m->LocateEmbeddingAndHead();
   m->SetTensorParallelWidths();
   m->AssignChunks(slots);
@@ -195,7 +228,7 @@ void GPT::AssignChunks(const std::vector<int64_t>& slots) {
   chunks_.resize(shard_.vpp);
   const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec_, shard_.pp, shard_.vpp);
   for (int64_t c = 0; c < shard_.vpp; ++c) {
-    const int64_t v = c * shard_.pp + shard_.stage;
+    const int64_t v = ChunkVirtualStage(shard_.pp, shard_.v_shape, shard_.stage, c);
     Chunk& ch = chunks_[c];
     ch.embedding = v == 0;
     ch.head = v == virtual_stages - 1;
@@ -361,9 +394,28 @@ size_t GPT::LayOutActivations(float* base) {
         s.logits = arena.Take(N * Vl); s.probs = arena.Take(N * Vl); s.losses = arena.Take(N);
         s.ce_stats = arena.Take(3 * N);
       }
+      s.stash_floats = split_backward_ ? WeightStashFloats(ch) : 0;
+      s.stash = s.stash_floats > 0 ? arena.Take(s.stash_floats) : nullptr;
+      if (split_backward_) s.weight_ops.reserve(ch.layers.size() * 16 + 8);
     }
   }
   return arena.used_floats();
+}
+
+namespace {
+size_t Rounded(int64_t floats) { return static_cast<size_t>((floats + 15) / 16 * 16); }
+}  // namespace
+
+size_t GPT::WeightStashFloats(const Chunk& ch) const {
+  const int64_t N = max_batch_ * spec_.block_size, Nr = tp_.ResidualRows(N), C = spec_.n_embd;
+  // Per block: both projections' output gradients (all N rows), the fc and
+  // q,k,v matmuls', and both norms' (this rank's rows). The head's matmul
+  // reads the slot's own probabilities; its norm's and the embedding's are
+  // residual rows.
+  const size_t block = 2 * Rounded(N * C) + Rounded(N * fc_width_) + Rounded(N * qkv_width_) +
+                       2 * Rounded(Nr * C);
+  return ch.layers.size() * block + (ch.head ? Rounded(Nr * C) : 0) +
+         (ch.embedding ? Rounded(Nr * C) : 0);
 }
 
 void GPT::InitWeights(uint64_t seed) {
@@ -519,65 +571,128 @@ Status GPT::LayerForward(int64_t l, LayerActs& L, const float* x, int64_t B, int
                                       partial, N, Fl, C);
 }
 
-Status GPT::QkvBackward(const LayerOffsets& o, const LayerActs& L, int64_t N) {
-  Scratch& S = *scratch_;
-  const int64_t C = spec_.n_embd;
-  if (!kv_replicated_) {
-    return tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.qkvw), G(o.qkvb), S.dqkv, L.ln1_full,
-                                    P(o.qkvw), N, C, qkv_width_);
-  }
-  // wk, wv follow wq's rows: keep their gradient aside, let the matmul
-  // write this rank's part alone, sum that over TP and add it back.
-  const int64_t q_rows = C / shard_.tp, kv_numel = (qkv_width_ - q_rows) * C;
-  float* g_kv = G(o.qkvw) + q_rows * C;
-  std::memcpy(S.kv_saved, g_kv, static_cast<size_t>(kv_numel) * sizeof(float));
-  Zero(g_kv, kv_numel);
-  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.qkvw), nullptr, S.dqkv,
-                                              L.ln1_full, P(o.qkvw), N, C, qkv_width_));
-  ST_RETURN_IF_ERROR(tp_.comm()->Allreduce(g_kv, kv_numel));
-  for (int64_t i = 0; i < kv_numel; ++i) g_kv[i] += S.kv_saved[i];
-  return Status::Ok();
-}
-
 Status GPT::LayerBackward(int64_t l, LayerActs& L, const float* x, int64_t B, int64_t T) {
   const int64_t tp = shard_.tp, N = B * T, Nr = LocalResidualRows(B, T);
   const int64_t C = spec_.n_embd, Cl = C / tp, Fl = fc_out_width_;
   const cpu::AttentionHeads heads = HeadsOf(spec_, tp, kv_heads_local_, q_head0_);
   Scratch& S = *scratch_;
-  ReplicatedGrads& rg = *replicated_grads_;
   const LayerOffsets& o = layer_off_[l];
+  const float* dy = nullptr;
   // S.dres is the gradient of the residual stream; each residual add passes
-  // it through unchanged, so one buffer serves all layers.
+  // it through unchanged, so one buffer serves all layers. Each op's input
+  // gradient first, then its weight gradient (Weight: now, or kept for W).
   // MLP half.
-  ST_RETURN_IF_ERROR(tp_.RowLinearBackward(S.dfch_gelu, G(o.fcprojw), rg.Target(G(o.fcprojb)),
-                                           S.dres, S.dres_full, L.fch_gelu, P(o.fcprojw), N, Fl,
-                                           C));
+  ST_RETURN_IF_ERROR(
+      tp_.RowLinearBackwardInput(S.dfch_gelu, S.dres, S.dres_full, P(o.fcprojw), N, Fl, C, &dy));
+  ST_RETURN_IF_ERROR(Weight({WeightOp::kRow, l, G(o.fcprojw), G(o.fcprojb), dy, L.fch_gelu,
+                             nullptr, nullptr, nullptr, N, Fl, C},
+                            N * C));
   Zero(S.dfch, N * fc_width_);
   if (llama()) {
     cpu::SwiGLUBackward(S.dfch, L.fch, S.dfch_gelu, N, Fl);
   } else {
     cpu::GeluBackward(S.dfch, L.fch, S.dfch_gelu, N * Fl);
   }
-  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(o.fcw), G(o.fcb), S.dfch,
-                                              L.ln2_full, P(o.fcw), N, C, fc_width_));
-  NormBackward(S.dres, rg.Target(G(o.ln2w)), rg.Target(G(o.ln2b)), S.dln_shard, L.res2, P(o.ln2w),
-               L.ln2_mean, L.ln2_rstd, Nr);
+  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackwardInput(S.dln_shard, S.dln, S.dfch, P(o.fcw), N, C,
+                                                   fc_width_));
+  ST_RETURN_IF_ERROR(Weight({WeightOp::kColumn, l, G(o.fcw), G(o.fcb), S.dfch, L.ln2_full, nullptr,
+                             nullptr, nullptr, N, C, fc_width_},
+                            N * fc_width_));
+  NormBackward(S.dres, nullptr, nullptr, S.dln_shard, L.res2, P(o.ln2w), L.ln2_mean, L.ln2_rstd, Nr);
+  ST_RETURN_IF_ERROR(Weight({WeightOp::kNorm, l, G(o.ln2w), G(o.ln2b), S.dln_shard, L.res2,
+                             L.ln2_mean, L.ln2_rstd, nullptr, Nr, C, C},
+                            Nr * C));
   // Attention half. Under selective recompute the probabilities are not
   // kept: rebuild them from the kept q, k, v (the output goes to S.datty,
   // which the next call overwrites). The ring never keeps them.
   if (recompute_ == ActivationRecompute::kSelective && !context_parallel()) {
     cpu::GqaAttentionForward(S.datty, L.att, L.qkv, B, T, heads);
   }
-  ST_RETURN_IF_ERROR(tp_.RowLinearBackward(S.datty, G(o.attprojw), rg.Target(G(o.attprojb)), S.dres,
-                                           S.dres_full, L.atty, P(o.attprojw), N, Cl, C));
+  ST_RETURN_IF_ERROR(
+      tp_.RowLinearBackwardInput(S.datty, S.dres, S.dres_full, P(o.attprojw), N, Cl, C, &dy));
+  ST_RETURN_IF_ERROR(Weight({WeightOp::kRow, l, G(o.attprojw), G(o.attprojb), dy, L.atty, nullptr,
+                             nullptr, nullptr, N, Cl, C},
+                            N * C));
   Zero(S.dqkv, N * qkv_width_);
   ST_RETURN_IF_ERROR(AttentionBackward(L, B, T, heads));
   // The gradients of the turned q, k turned back: those of the matmul's output.
   if (llama()) Rope(S.dqkv, N, T, heads, true);
-  ST_RETURN_IF_ERROR(QkvBackward(o, L, N));
-  NormBackward(S.dres, rg.Target(G(o.ln1w)), rg.Target(G(o.ln1b)), S.dln_shard, x, P(o.ln1w),
-               L.ln1_mean, L.ln1_rstd, Nr);
-  return rg.Reduce();
+  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackwardInput(S.dln_shard, S.dln, S.dqkv, P(o.qkvw), N, C,
+                                                   qkv_width_));
+  ST_RETURN_IF_ERROR(Weight({kv_replicated_ ? WeightOp::kQkvReplicated : WeightOp::kColumn, l,
+                             G(o.qkvw), kv_replicated_ ? nullptr : G(o.qkvb), S.dqkv, L.ln1_full,
+                             nullptr, nullptr, nullptr, N, C, qkv_width_},
+                            N * qkv_width_));
+  NormBackward(S.dres, nullptr, nullptr, S.dln_shard, x, P(o.ln1w), L.ln1_mean, L.ln1_rstd, Nr);
+  ST_RETURN_IF_ERROR(Weight({WeightOp::kNorm, l, G(o.ln1w), G(o.ln1b), S.dln_shard, x, L.ln1_mean,
+                             L.ln1_rstd, nullptr, Nr, C, C},
+                            Nr * C));
+  return Weight({WeightOp::kReduceReplicated, l}, 0);
+}
+
+Status GPT::Weight(WeightOp op, int64_t dy_floats) {
+  SlotActs* s = deferring_;
+  if (s == nullptr) return RunWeightOp(op);
+  if (dy_floats > 0) {
+    const size_t n = Rounded(dy_floats);
+    if (s->stash_used + n > s->stash_floats) {
+      return Internal("split backward: the weight-gradient stash is too small");
+    }
+    float* copy = s->stash + s->stash_used;
+    std::memcpy(copy, op.dy, static_cast<size_t>(dy_floats) * sizeof(float));
+    s->stash_used += n;
+    op.dy = copy;
+  }
+  s->weight_ops.push_back(op);
+  return Status::Ok();
+}
+
+Status GPT::RunWeightOp(const WeightOp& op) {
+  ReplicatedGrads& rg = *replicated_grads_;
+  switch (op.kind) {
+    case WeightOp::kColumn:
+      tp_.ColumnLinearBackwardWeights(op.dw, op.db, op.dy, op.x, op.rows, op.in, op.out);
+      return Status::Ok();
+    case WeightOp::kQkvReplicated: {
+      // wk, wv follow wq's rows: keep their gradient aside, let the matmul
+      // write this rank's part alone, sum that over TP and add it back.
+      const int64_t q_rows = spec_.n_embd / shard_.tp, kv_numel = (op.out - q_rows) * op.in;
+      float* g_kv = op.dw + q_rows * op.in;
+      float* saved = scratch_->kv_saved;
+      std::memcpy(saved, g_kv, static_cast<size_t>(kv_numel) * sizeof(float));
+      Zero(g_kv, kv_numel);
+      tp_.ColumnLinearBackwardWeights(op.dw, nullptr, op.dy, op.x, op.rows, op.in, op.out);
+      ST_RETURN_IF_ERROR(tp_.comm()->Allreduce(g_kv, kv_numel));
+      for (int64_t i = 0; i < kv_numel; ++i) g_kv[i] += saved[i];
+      return Status::Ok();
+    }
+    case WeightOp::kRow:
+      tp_.RowLinearBackwardWeights(op.dw, rg.Target(op.db), op.dy, op.x, op.rows, op.in, op.out);
+      return Status::Ok();
+    case WeightOp::kNorm:
+      NormBackward(nullptr, rg.Target(op.dw), rg.Target(op.db), op.dy, op.x, nullptr, op.mean,
+                   op.rstd, op.rows);
+      return Status::Ok();
+    case WeightOp::kEmbedding: {
+      // With context parallelism the position table's gradient goes to
+      // this rank's positions (op.in is its T_local).
+      const bool at = context_parallel() && wpe_ >= 0;
+      ST_RETURN_IF_ERROR(tp_.VocabEmbeddingBackward(G(wte_), at ? nullptr : G(wpe_), op.dy,
+                                                    scratch_->dres_full, op.tokens, vocab_, op.rows,
+                                                    op.in, spec_.n_embd));
+      if (at) {
+        // Under sp the call above gathered every row into dres_full.
+        cpu::PositionBackwardAt(G(wpe_), tp_.sp() ? scratch_->dres_full : op.dy,
+                                PositionsOf(op.in).data(), 0, op.rows * op.in, op.in, spec_.n_embd);
+      }
+      return Status::Ok();
+    }
+    case WeightOp::kReduceReplicated:
+      return rg.Reduce();
+    case WeightOp::kLayerDone:
+      break;
+  }
+  return Status::Ok();
 }
 
 // With context parallelism the position table is read at this rank's
@@ -595,17 +710,10 @@ Status GPT::EmbeddingForward(SlotActs& s, int64_t B, int64_t T) {
 }
 
 Status GPT::EmbeddingBackward(SlotActs& s, int64_t B, int64_t T) {
-  const bool at = context_parallel() && wpe_ >= 0;
-  Scratch& S = *scratch_;
-  ST_RETURN_IF_ERROR(tp_.VocabEmbeddingBackward(G(wte_), at ? nullptr : G(wpe_), S.dres,
-                                                S.dres_full, s.tokens.data(), vocab_, B, T,
-                                                spec_.n_embd));
-  if (at) {
-    // Under sp the call above gathered every row into dres_full.
-    cpu::PositionBackwardAt(G(wpe_), tp_.sp() ? S.dres_full : S.dres, PositionsOf(T).data(), 0,
-                            B * T, T, spec_.n_embd);
-  }
-  return Status::Ok();
+  // All of it is a weight gradient (the embedding has no input to pass one to).
+  return Weight({WeightOp::kEmbedding, kEmbeddingLayer, nullptr, nullptr, scratch_->dres, nullptr,
+                 nullptr, nullptr, s.tokens.data(), B, T, 0},
+                LocalResidualRows(B, T) * spec_.n_embd);
 }
 
 Result<float> GPT::HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T) {
@@ -626,16 +734,21 @@ Result<float> GPT::HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T
 Status GPT::HeadBackward(SlotActs& s, const float* x, float loss_scale, int64_t B, int64_t T) {
   const int64_t C = spec_.n_embd, N = B * T, Nr = LocalResidualRows(B, T);
   Scratch& S = *scratch_;
-  ReplicatedGrads& rg = *replicated_grads_;
   float* dlogits = s.probs;  // in place
   tp_.VocabCrossEntropyBackward(dlogits, s.probs, s.targets.data(),
                                 loss_scale / static_cast<float>(N), N, spec_.vocab_size, vocab_);
-  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackward(S.dln_shard, S.dln, G(head_w_), nullptr, dlogits,
-                                              s.lnf_full, P(head_w_), N, C, vocab_.rows));
+  ST_RETURN_IF_ERROR(tp_.ColumnLinearBackwardInput(S.dln_shard, S.dln, dlogits, P(head_w_), N, C,
+                                                   vocab_.rows));
+  // dlogits stays in the slot until its W: no copy.
+  ST_RETURN_IF_ERROR(Weight({WeightOp::kColumn, HeadLayer(spec_.n_layer), G(head_w_), nullptr,
+                             dlogits, s.lnf_full, nullptr, nullptr, nullptr, N, C, vocab_.rows},
+                            0));
   Zero(S.dres, Nr * C);
-  NormBackward(S.dres, rg.Target(G(lnfw_)), rg.Target(G(lnfb_)), S.dln_shard, x, P(lnfw_),
-               s.lnf_mean, s.lnf_rstd, Nr);
-  return rg.Reduce();
+  NormBackward(S.dres, nullptr, nullptr, S.dln_shard, x, P(lnfw_), s.lnf_mean, s.lnf_rstd, Nr);
+  ST_RETURN_IF_ERROR(Weight({WeightOp::kNorm, HeadLayer(spec_.n_layer), G(lnfw_), G(lnfb_),
+                             S.dln_shard, x, s.lnf_mean, s.lnf_rstd, nullptr, Nr, C, C},
+                            Nr * C));
+  return Weight({WeightOp::kReduceReplicated, HeadLayer(spec_.n_layer)}, 0);
 }
 
 Status GPT::CheckChunkCall(int64_t chunk, int64_t slot, int64_t B, int64_t T) const {
@@ -731,19 +844,70 @@ const float* GPT::ChunkOutput(int64_t chunk, int64_t slot) const {
 
 Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float loss_scale,
                           const std::function<void(int64_t)>& on_grads_ready) {
+  return ChunkBackward(chunk, slot, dout, loss_scale, on_grads_ready, false);
+}
+
+Status GPT::BackwardChunkInput(int64_t chunk, int64_t slot, const float* dout, float loss_scale) {
+  if (!split_backward_) {
+    return FailedPrecondition("a split backward needs a model created with split_backward");
+  }
+  return ChunkBackward(chunk, slot, dout, loss_scale, nullptr, true);
+}
+
+Status GPT::BackwardChunkWeights(int64_t chunk, int64_t slot,
+                                 const std::function<void(int64_t)>& on_grads_ready) {
+  if (chunk < 0 || chunk >= num_chunks() || slot < 0 || slot >= num_slots(chunk)) {
+    return InvalidArgument("no chunk " + std::to_string(chunk) + " slot " + std::to_string(slot) +
+                           " on this rank");
+  }
+  SlotActs& s = chunks_[chunk].slots[slot];
+  if (!s.weights_pending) {
+    return FailedPrecondition("a weight-gradient pass needs its input-gradient pass first");
+  }
+  for (const WeightOp& op : s.weight_ops) {
+    if (op.kind == WeightOp::kLayerDone) {
+      Notify(on_grads_ready, op.layer);
+    } else {
+      ST_RETURN_IF_ERROR(RunWeightOp(op));
+    }
+  }
+  s.weight_ops.clear();
+  s.stash_used = 0;
+  s.weights_pending = false;
+  return Status::Ok();
+}
+
+Status GPT::LayerDone(int64_t layer, const std::function<void(int64_t)>& on_grads_ready) {
+  if (deferring_ != nullptr) return Weight({WeightOp::kLayerDone, layer}, 0);
+  Notify(on_grads_ready, layer);
+  return Status::Ok();
+}
+
+Status GPT::ChunkBackward(int64_t chunk, int64_t slot, const float* dout, float loss_scale,
+                          const std::function<void(int64_t)>& on_grads_ready, bool defer) {
   Chunk& ch = chunks_[chunk];
   SlotActs& s = ch.slots[slot];
   const int64_t B = s.B, T = s.T;
-  Scratch& S = *scratch_;
+  if (s.weights_pending) {
+    return FailedPrecondition("a backward of a slot whose weight-gradient pass has not run");
+  }
+  // The deferring slot is cleared however this returns.
+  struct Deferring {
+    SlotActs*& target;
+    ~Deferring() { target = nullptr; }
+  } deferring{deferring_};
+  if (defer) deferring_ = &s;
+  s.weights_pending = defer;
   if (ch.head) {
     if (s.targets.empty()) {
       return FailedPrecondition("backward needs a forward with targets first");
     }
     ST_RETURN_IF_ERROR(Use(HeadLayer(spec_.n_layer), true));
     ST_RETURN_IF_ERROR(HeadBackward(s, ChunkOutput(chunk, slot), loss_scale, B, T));
-    Notify(on_grads_ready, HeadLayer(spec_.n_layer));
+    ST_RETURN_IF_ERROR(LayerDone(HeadLayer(spec_.n_layer), on_grads_ready));
   } else {
-    std::memcpy(S.dres, dout, static_cast<size_t>(LocalResidualRows(B, T) * spec_.n_embd) * sizeof(float));
+    std::memcpy(scratch_->dres, dout,
+                static_cast<size_t>(LocalResidualRows(B, T) * spec_.n_embd) * sizeof(float));
   }
   for (size_t i = ch.layers.size(); i-- > 0;) {
     const float* x = i == 0 ? s.input : s.layers[i - 1].res3;
@@ -757,11 +921,11 @@ Status GPT::BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float 
       ST_RETURN_IF_ERROR(LayerForward(ch.layers[i], *L, x, B, T));
     }
     ST_RETURN_IF_ERROR(LayerBackward(ch.layers[i], *L, x, B, T));
-    Notify(on_grads_ready, ch.layers[i]);
+    ST_RETURN_IF_ERROR(LayerDone(ch.layers[i], on_grads_ready));
   }
   if (ch.embedding) {  // (reads no parameters: nothing to acquire)
     ST_RETURN_IF_ERROR(EmbeddingBackward(s, B, T));
-    Notify(on_grads_ready, kEmbeddingLayer);
+    ST_RETURN_IF_ERROR(LayerDone(kEmbeddingLayer, on_grads_ready));
   }
   return Unuse();
 }

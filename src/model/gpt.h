@@ -99,17 +99,22 @@ class GPT {
   // With shard.cp > 1 the callers still pass whole sequences of T tokens
   // (ForwardChunk); the rank keeps its T / cp positions (ContextParallel),
   // and the activations between chunks are its rows only (residual_rows).
+  // `split_backward`: each slot also keeps what a deferred weight-gradient
+  // pass reads (BackwardChunkInput / BackwardChunkWeights; not with full
+  // recompute, whose block inputs live in a shared working set).
   static Result<std::unique_ptr<GPT>> CreateShard(const ModelSpec& spec, const ModelShard& shard,
                                                   Communicator* tp_comm, int64_t max_batch,
                                                   int64_t flat_multiple,
                                                   std::vector<int64_t> slots = {},
                                                   ActivationRecompute recompute =
                                                       ActivationRecompute::kNone,
-                                                  Communicator* cp_comm = nullptr);
+                                                  Communicator* cp_comm = nullptr,
+                                                  bool split_backward = false);
   ~GPT();
 
   const ModelSpec& spec() const { return spec_; }
   const ModelShard& shard() const { return shard_; }
+  int64_t shard_head_stage() const { return HeadStage(shard_); }
   // This rank's parameters (BuildRankLayout).
   const ParamLayout& layout() const { return layout_; }
   int64_t num_params() const { return layout_.total_numel; }
@@ -163,6 +168,19 @@ class GPT {
   Status BackwardChunk(int64_t chunk, int64_t slot, const float* dout, float loss_scale,
                        const std::function<void(int64_t)>& on_grads_ready = nullptr);
   const float* InputGrad() const;
+  // The same backward in two passes (zero-bubble pipelines, Qi et al. 2024;
+  // a model created with split_backward). B: the gradient of the chunk's
+  // input (InputGrad(), what the previous stage waits for); it writes no
+  // parameter gradient, but keeps in the slot the output gradient of every
+  // op with weights. W: from those, every weight and bias gradient of the
+  // chunk (and the embedding's), calling `on_grads_ready` per layer as
+  // BackwardChunk does; it reads no parameters (ZeRO-3 gathers nothing for
+  // it). The slot's activations stay until its W. B then W adds bitwise what
+  // BackwardChunk adds.
+  Status BackwardChunkInput(int64_t chunk, int64_t slot, const float* dout, float loss_scale);
+  Status BackwardChunkWeights(int64_t chunk, int64_t slot,
+                              const std::function<void(int64_t)>& on_grads_ready = nullptr);
+  bool split_backward() const { return split_backward_; }
 
   // ---- The whole model on this rank (pp = 1, one slot) --------------------
   // tokens, targets: [B, T] with B <= max_batch, T <= block_size. targets
@@ -196,6 +214,7 @@ class GPT {
  private:
   struct LayerActs;
   struct SlotActs;
+  struct WeightOp;
   struct Chunk;
   struct Scratch;
   struct LayerOffsets {
@@ -209,9 +228,6 @@ class GPT {
                    const float* b, int64_t rows) const;
   void NormBackward(float* dx, float* dw, float* db, const float* dy, const float* x,
                     const float* w, const float* mean, const float* rstd, int64_t rows) const;
-  // The q,k,v matmul's backward; with replicated key/value weights their
-  // gradient is this rank's part, summed over TP into the kept one.
-  Status QkvBackward(const LayerOffsets& o, const LayerActs& L, int64_t N);
   GPT(const ModelSpec& spec, const ModelShard& shard, Communicator* tp_comm, Communicator* cp_comm,
       int64_t max_batch, ActivationRecompute recompute);
   // Rows of the residual stream for B x T_local of this rank's positions.
@@ -259,6 +275,17 @@ class GPT {
                            const std::function<void(int64_t)>& on_layer_done);
   Status LayerForward(int64_t layer, LayerActs& L, const float* x, int64_t B, int64_t T);
   Status LayerBackward(int64_t layer, LayerActs& L, const float* x, int64_t B, int64_t T);
+  // The backward of a chunk; with `defer` its weight-gradient ops go to the
+  // slot's list (Weight) instead of running.
+  Status ChunkBackward(int64_t chunk, int64_t slot, const float* dout, float loss_scale,
+                       const std::function<void(int64_t)>& on_grads_ready, bool defer);
+  // A weight-gradient op: run now, or (during a deferred backward) kept
+  // with a copy of its `dy_floats` output-gradient floats in the slot.
+  Status Weight(WeightOp op, int64_t dy_floats);
+  Status RunWeightOp(const WeightOp& op);
+  Status LayerDone(int64_t layer, const std::function<void(int64_t)>& on_grads_ready);
+  // Floats a slot of chunk c keeps for its deferred weight gradients.
+  size_t WeightStashFloats(const Chunk& ch) const;
   Status EmbeddingForward(SlotActs& s, int64_t B, int64_t T);
   Status EmbeddingBackward(SlotActs& s, int64_t B, int64_t T);
   Result<float> HeadForward(SlotActs& s, const float* x, int64_t B, int64_t T);
@@ -294,6 +321,8 @@ class GPT {
   std::vector<Chunk> chunks_;
   std::unique_ptr<Scratch> scratch_;
   ActivationRecompute recompute_ = ActivationRecompute::kNone;
+  bool split_backward_ = false;
+  SlotActs* deferring_ = nullptr;  // the slot whose B is recording weight ops
   // Full recompute: the one block's working set (forward and recomputation).
   std::unique_ptr<LayerActs> work_;
   std::unique_ptr<ReplicatedGrads> replicated_grads_;

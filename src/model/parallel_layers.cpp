@@ -72,10 +72,24 @@ Status TensorParallel::ColumnLinearForward(float* y, float* x_full, const float*
 Status TensorParallel::ColumnLinearBackward(float* dx, float* dx_full, float* dw, float* db,
                                             const float* dy, const float* x_full, const float* w,
                                             int64_t N, int64_t in, int64_t out_local) {
+  ST_RETURN_IF_ERROR(ColumnLinearBackwardInput(dx, dx_full, dy, w, N, in, out_local));
+  ColumnLinearBackwardWeights(dw, db, dy, x_full, N, in, out_local);
+  return Status::Ok();
+}
+
+Status TensorParallel::ColumnLinearBackwardInput(float* dx, float* dx_full, const float* dy,
+                                                 const float* w, int64_t N, int64_t in,
+                                                 int64_t out_local) {
   Zero(dx_full, N * in);
-  cpu::MatmulBackward(dx_full, dw, db, dy, x_full, w, N, in, out_local);
+  cpu::MatmulBackward(dx_full, nullptr, nullptr, dy, nullptr, w, N, in, out_local);
   if (tp_ == 1) return Status::Ok();
   return ReduceRows(dx_full, dx, N, in);
+}
+
+void TensorParallel::ColumnLinearBackwardWeights(float* dw, float* db, const float* dy,
+                                                 const float* x_full, int64_t N, int64_t in,
+                                                 int64_t out_local) const {
+  cpu::MatmulBackward(nullptr, dw, db, dy, x_full, nullptr, N, in, out_local);
 }
 
 Status TensorParallel::RowLinearResidualForward(float* out, const float* residual, const float* x,
@@ -97,15 +111,33 @@ Status TensorParallel::RowLinearResidualForward(float* out, const float* residua
 Status TensorParallel::RowLinearBackward(float* dx, float* dw, float* db, const float* dres,
                                          float* dres_full, const float* x, const float* w,
                                          int64_t N, int64_t in_local, int64_t C) {
+  const float* dy = nullptr;
+  ST_RETURN_IF_ERROR(RowLinearBackwardInput(dx, dres, dres_full, w, N, in_local, C, &dy));
+  RowLinearBackwardWeights(dw, db, dy, x, N, in_local, C);
+  return Status::Ok();
+}
+
+Status TensorParallel::RowLinearBackwardInput(float* dx, const float* dres, float* dres_full,
+                                              const float* w, int64_t N, int64_t in_local,
+                                              int64_t C, const float** dy_out) {
   const float* dy = dres;
   if (sp_) {
     ST_RETURN_IF_ERROR(GatherRows(dres, dres_full, N, C));
-    if (db != nullptr) AddColumnSums(db, dres, ResidualRows(N), C);
     dy = dres_full;
   }
   Zero(dx, N * in_local);
-  cpu::MatmulBackward(dx, dw, sp_ ? nullptr : db, dy, x, w, N, in_local, C);
+  cpu::MatmulBackward(dx, nullptr, nullptr, dy, nullptr, w, N, in_local, C);
+  *dy_out = dy;
   return Status::Ok();
+}
+
+void TensorParallel::RowLinearBackwardWeights(float* dw, float* db, const float* dy,
+                                              const float* x, int64_t N, int64_t in_local,
+                                              int64_t C) const {
+  // Under sp the bias gradient is this rank's rows' partial sum (dy holds
+  // all rows, gathered in rank order): the caller sums it over TP.
+  if (sp_ && db != nullptr) AddColumnSums(db, dy + FirstResidualRow(N) * C, ResidualRows(N), C);
+  cpu::MatmulBackward(nullptr, dw, sp_ ? nullptr : db, dy, x, nullptr, N, in_local, C);
 }
 
 Status TensorParallel::VocabEmbeddingForward(float* out, float* partial, const int32_t* tokens,

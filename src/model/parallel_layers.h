@@ -68,6 +68,13 @@ class TensorParallel {
   Status ColumnLinearBackward(float* dx, float* dx_full, float* dw, float* db, const float* dy,
                               const float* x_full, const float* w, int64_t N, int64_t in,
                               int64_t out_local);
+  // Its two halves, for zero-bubble schedules (the input gradient now, the
+  // weight gradient later from a kept dy): ColumnLinearBackward is the one
+  // then the other, bit for bit.
+  Status ColumnLinearBackwardInput(float* dx, float* dx_full, const float* dy, const float* w,
+                                   int64_t N, int64_t in, int64_t out_local);
+  void ColumnLinearBackwardWeights(float* dw, float* db, const float* dy, const float* x_full,
+                                   int64_t N, int64_t in, int64_t out_local) const;
 
   // Row-parallel linear into the residual stream: out = residual + (the TP
   // sum of x[N, in_local] @ w[out, in_local]^T) + b, on this rank's residual
@@ -82,6 +89,13 @@ class TensorParallel {
   Status RowLinearBackward(float* dx, float* dw, float* db, const float* dres, float* dres_full,
                            const float* x, const float* w, int64_t N, int64_t in_local,
                            int64_t out_dim);
+  // Its two halves. The input half leaves the output gradient in `dy_out`
+  // (dres_full under sp, else dres): the weight half reads it (or a copy).
+  Status RowLinearBackwardInput(float* dx, const float* dres, float* dres_full, const float* w,
+                                int64_t N, int64_t in_local, int64_t out_dim,
+                                const float** dy_out);
+  void RowLinearBackwardWeights(float* dw, float* db, const float* dy, const float* x, int64_t N,
+                                int64_t in_local, int64_t out_dim) const;
 
   // Vocab-parallel token embedding plus positions: out (this rank's residual
   // rows) = wte[token] + wpe[position] (wpe null: no position table, as

@@ -186,6 +186,25 @@ std::vector<int64_t> PipelineStageStarts(const ModelSpec& spec, int64_t stages) 
   return starts;
 }
 
+int64_t ChunkVirtualStage(int64_t pp, bool v_shape, int64_t stage, int64_t chunk) {
+  if (!v_shape) return chunk * pp + stage;
+  return chunk == 0 ? stage : 2 * pp - 1 - stage;
+}
+
+int64_t StageOfVirtualStage(int64_t pp, bool v_shape, int64_t v) {
+  if (!v_shape) return v % pp;
+  return v < pp ? v : 2 * pp - 1 - v;
+}
+
+int64_t ChunkOfVirtualStage(int64_t pp, bool v_shape, int64_t v) {
+  if (!v_shape) return v / pp;
+  return v < pp ? 0 : 1;
+}
+
+int64_t HeadStage(const ModelShard& sh) {
+  return StageOfVirtualStage(sh.pp, sh.v_shape, sh.pp * sh.vpp - 1);
+}
+
 std::vector<int64_t> VirtualStageOfLayers(const ModelSpec& spec, int64_t pp, int64_t vpp) {
   pp = std::max<int64_t>(pp, 1);
   vpp = std::max<int64_t>(vpp, 1);
@@ -245,6 +264,12 @@ Status CheckModelShard(const ModelSpec& spec, const ModelShard& sh) {
                            " = " + std::to_string(v) + " pipeline stages for model.n_layer = " +
                            std::to_string(spec.n_layer) + " layers: every stage needs a layer; use pp x vpp <= " +
                            std::to_string(spec.n_layer));
+  }
+  if (sh.v_shape && spec.n_layer % v != 0) {
+    return InvalidArgument("parallel.schedule = \"zb-v\" cuts model.n_layer (" +
+                           std::to_string(spec.n_layer) + ") into 2 x pp = " + std::to_string(v) +
+                           " equal chunks, and it does not divide; change parallel.pp or use "
+                           "\"zb-h1\" (stages then split by cost)");
   }
   if (sh.vpp > 1 && spec.n_layer % v != 0) {
     return InvalidArgument("the interleaved schedule needs model.n_layer (" + std::to_string(spec.n_layer) +
@@ -321,8 +346,8 @@ void AddRankEntry(ParamLayout& out, const ParamEntry& g, int64_t layer, bool tie
 bool StageRuns(const ParamEntry& g, const std::vector<int64_t>& stage_of, const ModelShard& sh,
                int64_t n_layer) {
   if (g.layer == kEmbeddingLayer) return sh.stage == 0;
-  if (g.layer == HeadLayer(n_layer)) return sh.stage == sh.pp - 1;
-  return stage_of[g.layer] % sh.pp == sh.stage;
+  if (g.layer == HeadLayer(n_layer)) return sh.stage == HeadStage(sh);
+  return StageOfVirtualStage(sh.pp, sh.v_shape, stage_of[g.layer]) == sh.stage;
 }
 
 }  // namespace
@@ -333,15 +358,16 @@ ParamLayout BuildRankLayout(const ModelSpec& spec, const ModelShard& sh) {
   ParamLayout out;
   // The last stage's copy of a tied embedding (its head's weight) leads its
   // buffer, as the embedding leads the first stage's (DpTiedFrontNumel).
-  const bool last = sh.stage == sh.pp - 1;
-  if (sh.pp > 1 && last && spec.tied_embeddings()) {
+  const bool head_apart = sh.stage == HeadStage(sh) && sh.stage != 0;
+  if (head_apart && spec.tied_embeddings()) {
     AddRankEntry(out, global.entries[0], kEmbeddingLayer, true, spec, sh);
   }
   for (const ParamEntry& g : global.entries) {
     if (StageRuns(g, stage_of, sh, spec.n_layer)) AddRankEntry(out, g, g.layer, false, spec, sh);
   }
-  // Chunk order: a stage's chunks run layers c*pp+stage; entries above are in
-  // layer order, which is chunk order as virtual stages ascend with layers.
+  // Chunk order: a stage's chunk c runs virtual stage ChunkVirtualStage(c),
+  // which ascends with c (in a V too); entries above are in layer order,
+  // which is chunk order as virtual stages ascend with layers.
   return out;
 }
 

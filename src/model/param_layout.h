@@ -96,7 +96,20 @@ struct ModelShard {
   // (model/context_parallel.h); the parameters are those of cp = 1.
   int64_t cp = 1, cp_rank = 0;
   bool ulysses = false;  // parallel.cp_impl = "ulysses" (else the ring)
+  // The zb-v schedule's V placement of the two chunks (chunk 0 of stage s
+  // is virtual stage s, chunk 1 is 2 pp - 1 - s): the first stage runs the
+  // embedding and the head, and no stage holds a tied embedding's copy.
+  bool v_shape = false;
 };
+
+// The virtual stage of `stage`'s chunk: Megatron's interleaving, chunk x pp
+// + stage, or the V above; and the stage and chunk of a virtual stage. The
+// pipeline schedules (parallel/schedule.h) place chunks by the same rule.
+int64_t ChunkVirtualStage(int64_t pp, bool v_shape, int64_t stage, int64_t chunk);
+int64_t StageOfVirtualStage(int64_t pp, bool v_shape, int64_t virtual_stage);
+int64_t ChunkOfVirtualStage(int64_t pp, bool v_shape, int64_t virtual_stage);
+// The stage that runs the head (the last virtual stage).
+int64_t HeadStage(const ModelShard& shard);
 
 // The first block of each of `stages` pipeline stages (contiguous runs of at
 // least one block), balanced by cost: blocks cost alike, and the last stage
@@ -118,7 +131,7 @@ std::vector<int64_t> VirtualStageOfLayers(const ModelSpec& spec, int64_t pp, int
 
 // Checks that a layout can split the model: tp divides the heads and the
 // padded vocabulary, pp*vpp <= n_layer, and with vpp > 1 that pp*vpp divides
-// n_layer. Errors name the setting and valid values.
+// n_layer (zb-v: 2 pp). Errors name the setting and valid values.
 Status CheckModelShard(const ModelSpec& spec, const ModelShard& shard);
 
 // Llama's key/value heads under tensor parallelism: split over the TP ranks

@@ -239,9 +239,11 @@ Zero3Layout PlanZero3(const std::vector<int64_t>& run_numels, const std::vector<
   return z;
 }
 
-std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward) {
+std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward,
+                                    const std::vector<int64_t>& run_chunk, int64_t chunk) {
   std::vector<int64_t> seq;
   for (size_t r = 0; r < z.unit_of_run.size(); ++r) {
+    if (!run_chunk.empty() && run_chunk[r] != chunk) continue;
     // The embedding's backward reads no parameters (only its gradients):
     // the first run, outer and acquired, is it.
     const bool embedding = r == 0 && z.run_outer[0] && z.run_acquired[0];
@@ -275,17 +277,33 @@ std::vector<int64_t> Zero3GatheredUnits(const std::vector<int64_t>& sequence) {
   return gathered;
 }
 
-Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z, bool backward) {
+Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z, bool backward,
+                                     const std::vector<int64_t>& run_chunk) {
   Zero3PassGathers g;
-  for (int64_t u : Zero3GatheredUnits(Zero3PassUnits(z, backward))) {
-    for (size_t r : z.units[static_cast<size_t>(u)]) {
-      for (size_t b : z.window_buckets[r]) {
-        g.calls += 1;
-        g.numel += z.buckets[b].size();
+  const int64_t chunks =
+      run_chunk.empty() ? 1 : *std::max_element(run_chunk.begin(), run_chunk.end()) + 1;
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t u : Zero3GatheredUnits(Zero3PassUnits(z, backward, run_chunk, c))) {
+      for (size_t r : z.units[static_cast<size_t>(u)]) {
+        for (size_t b : z.window_buckets[r]) {
+          g.calls += 1;
+          g.numel += z.buckets[b].size();
+        }
       }
     }
   }
   return g;
+}
+
+std::vector<int64_t> Zero3RunChunks(const std::vector<int64_t>& run_layers,
+                                    const std::vector<LayerRange>& chunks) {
+  std::vector<int64_t> out(run_layers.size(), 0);
+  for (size_t r = 0; r < run_layers.size(); ++r) {
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunks[c].Contains(run_layers[r])) out[r] = static_cast<int64_t>(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace scaletrain

@@ -183,8 +183,17 @@ struct LayerRuns {
 LayerRuns DpLayerRuns(const ParamLayout& layout, int64_t n_layer);
 // The units one pass (a forward or a backward of a micro-batch) acquires,
 // in order: the units of the layers as the model runs them. A backward
-// skips the embedding (its backward reads only gradients).
-std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward);
+// skips the embedding (its backward reads only gradients). With several
+// model chunks on the rank (zb-v) each chunk's forward and backward is a
+// pass of its own: `run_chunk` gives each run's chunk (empty: one chunk)
+// and the pass is chunk `chunk`'s.
+std::vector<int64_t> Zero3PassUnits(const Zero3Layout& z, bool backward,
+                                    const std::vector<int64_t>& run_chunk = {},
+                                    int64_t chunk = 0);
+// Each run's chunk: the chunk whose layers (LayerRange, embedding and head
+// ids included) hold the run's layer.
+std::vector<int64_t> Zero3RunChunks(const std::vector<int64_t>& run_layers,
+                                    const std::vector<LayerRange>& chunks);
 // Which of `sequence`'s units are gathered, in order, by the trainer's
 // policy: two gather buffers; a unit not held is gathered into the buffer
 // the current unit is not in, then the next unit of the sequence (if not
@@ -194,7 +203,10 @@ std::vector<int64_t> Zero3GatheredUnits(const std::vector<int64_t>& sequence);
 struct Zero3PassGathers {
   int64_t calls = 0, numel = 0;
 };
-Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z, bool backward);
+// With `run_chunk` (chunks 0 .. its largest): the passes of all chunks, one
+// micro-batch's forwards (backwards).
+Zero3PassGathers Zero3GathersPerPass(const Zero3Layout& z, bool backward,
+                                     const std::vector<int64_t>& run_chunk = {});
 
 // `compression` changes ZeRO-0's all-reduce: 2-byte elements for kBf16 and
 // kFp16, for kSign an all-gather of every rank's SignMessageBytes per bucket.

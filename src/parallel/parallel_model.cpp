@@ -17,11 +17,19 @@ DataParallelOptions DataParallelOptionsFor(const ParallelConfig& par, const Mode
   DpCompressionFromName(par.dp_compress, &compression);  // the config check took only known names
   return DataParallelOptions{par.zero,
                              static_cast<int64_t>(par.bucket_mb * 1048576.0),
-                             par.pp > 1 && spec.tied_embeddings(),
+                             par.pp > 1 && spec.tied_embeddings() && !par.chunks_in_v(),
                              g.dp_host.get(),
                              g.dp_cross.get(),
                              compression,
                              spec.n_layer};
+}
+
+// The layers of each of the rank's model chunks: ZeRO-3 gathers per chunk
+// pass (zb-v's two chunks each run their own forwards and backwards).
+std::vector<LayerRange> ChunkRanges(const GPT& model) {
+  std::vector<LayerRange> out;
+  for (int64_t c = 0; c < model.num_chunks(); ++c) out.push_back(model.ChunkLayers(c));
+  return out;
 }
 
 }  // namespace
@@ -46,17 +54,21 @@ Status ParallelModel::Build() {
   ProcessGroups& g = *groups_;
   ST_ASSIGN_OR_RETURN(const PipelineSchedule schedule,
                       PipelineScheduleFromConfig(par, opt_.micro_batches));
-  const ModelShard shard{par.tp,     g.coord.tp, par.pp, g.coord.pp,
-                         par.vpp,    par.sp,     par.cp, g.coord.cp,
-                         par.cp_impl == "ulysses"};
+  ModelShard shard{par.tp,     g.coord.tp, par.pp, g.coord.pp,
+                   par.vpp,    par.sp,     par.cp, g.coord.cp,
+                   par.cp_impl == "ulysses"};
+  shard.v_shape = par.chunks_in_v();
   const std::vector<int64_t> slots = PipelineExecutor::SlotsPerChunk(schedule, g.coord.pp);
   // The flat buffers split evenly over the gradient group (dp x cp ranks).
   ST_ASSIGN_OR_RETURN(model_, GPT::CreateShard(opt_.spec, shard, g.tp.get(), opt_.micro_batch_size,
-                                               par.dp * par.cp, slots, opt_.recompute, g.cp.get()));
+                                               par.dp * par.cp, slots, opt_.recompute, g.cp.get(),
+                                               SplitsBackward(schedule.kind)));
   dp_ = std::make_unique<DataParallel>(model_->layout(), g.dp.get(),
                                        DataParallelOptionsFor(par, opt_.spec, g));
-  if (par.zero >= 3)
-    zero3_ = std::make_unique<Zero3Params>(model_->layout(), opt_.spec.n_layer, g.dp.get());
+  if (par.zero >= 3) {
+    zero3_ = std::make_unique<Zero3Params>(model_->layout(), opt_.spec.n_layer, g.dp.get(),
+                                           ChunkRanges(*model_));
+  }
   optimizer_ = std::make_unique<AdamW>(&model_->layout(), opt_.adamw, dp_->OwnedRanges());
   pipeline_ = std::make_unique<PipelineExecutor>(model_.get(), g.pp.get(), dp_.get(), schedule,
                                                  opt_.micro_batch_size, opt_.spec.block_size);
@@ -103,6 +115,7 @@ Result<double> ParallelModel::ForwardBackward(const StepBatchSource& batches) {
   times_.backward_s = pt.backward_s;
   times_.grad_sync_wait_s = pt.grad_sync_wait_s + Seconds(t2, reduced_at_);
   if (opt_.parallel.pp > 1) times_.pipeline_wait_s = pt.wait_s + Seconds(t1, t2);
+  if (SplitsBackward(pipeline_->schedule().kind)) times_.weight_grad_s = pt.weight_s;
   if (observer_) {
     observer_->OnGradReductions(*dp_);
     observer_->OnGradWait(t2, reduced_at_);
@@ -118,8 +131,8 @@ Result<double> ParallelModel::MeanLoss(double loss_sum) {
                                     static_cast<double>(shares_.total())
                               : loss_sum / static_cast<double>(opt_.micro_batches);
   if (par.pp > 1) {
-    // Only the last stage computed the loss.
-    if (groups_->coord.pp != par.pp - 1) loss = 0.0;
+    // Only the stage with the head (the last; the first under zb-v) computed the loss.
+    if (groups_->coord.pp != model_->shard_head_stage()) loss = 0.0;
     ST_RETURN_IF_ERROR(groups_->pp->Allreduce(&loss, 1, ReduceOp::kSum));
   }
   // Over dp x cp: a context-parallel rank's loss is its positions' mean.

@@ -66,6 +66,8 @@ struct StepPhaseTimes {
   // Pipeline receives and sends (bubble and transfer) and the tied
   // embedding's sum; none without pipeline parallelism.
   std::optional<double> pipeline_wait_s;
+  // Of backward_s, the W passes (zero-bubble schedules only).
+  std::optional<double> weight_grad_s;
   double grad_sync_wait_s = 0;  // exposed gradient reduction
   // From the end of the gradient reduction: the loss and norm sums, the
   // update and ZeRO's parameter all-gather.

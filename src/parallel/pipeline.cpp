@@ -41,7 +41,7 @@ std::vector<int64_t> PipelineExecutor::SlotsPerChunk(const PipelineSchedule& s, 
   std::vector<int64_t> live(s.vpp, 0), peak(s.vpp, 1);
   for (const PipeAction& a : s.stages[stage]) {
     if (a.op == PipeOp::kForward) peak[a.chunk] = std::max(peak[a.chunk], ++live[a.chunk]);
-    if (a.op == PipeOp::kBackward) --live[a.chunk];
+    if (a.op == PipeOp::kBackward || a.op == PipeOp::kBackwardWeight) --live[a.chunk];
   }
   return peak;
 }
@@ -85,6 +85,8 @@ Result<double> PipelineExecutor::RunMicroBatches(const MicroBatchSource& data, f
     switch (a.op) {
       case PipeOp::kRecvActivation:
       case PipeOp::kRecvGradient:
+        // From this stage's other chunk (zb-v): Send put it in the inbox.
+        if (a.peer_stage == stage_) break;
         ST_RETURN_IF_ERROR(inbox_.posted.at({IsActivation(a.op), a.micro_batch, a.chunk}).Wait());
         times_.wait_s += Seconds(t0, Clock::now());
         break;
@@ -95,6 +97,12 @@ Result<double> PipelineExecutor::RunMicroBatches(const MicroBatchSource& data, f
       }
       case PipeOp::kBackward:
         ST_RETURN_IF_ERROR(Backward(a, loss_scale, observer));
+        break;
+      case PipeOp::kBackwardInput:
+        ST_RETURN_IF_ERROR(BackwardInput(a, loss_scale));
+        break;
+      case PipeOp::kBackwardWeight:
+        ST_RETURN_IF_ERROR(BackwardWeight(a, observer));
         break;
       case PipeOp::kSendActivation:
         Send(model_->ChunkOutput(a.chunk, slot_of_[a.chunk][a.micro_batch]), a);
@@ -116,6 +124,7 @@ Result<double> PipelineExecutor::RunMicroBatches(const MicroBatchSource& data, f
 void PipelineExecutor::PostReceives() {
   for (const PipeAction& a : schedule_.stages[stage_]) {
     if (a.op != PipeOp::kRecvActivation && a.op != PipeOp::kRecvGradient) continue;
+    if (a.peer_stage == stage_) continue;  // delivered by Send
     const bool act = IsActivation(a.op);
     const int64_t v = schedule_.VirtualStage(static_cast<int32_t>(stage_), a.chunk);
     std::vector<float>& buf =
@@ -185,15 +194,8 @@ Status PipelineExecutor::Backward(const PipeAction& a, float loss_scale,
   }
   dp_->BeginBackward(a.micro_batch, schedule_.micro_batches, model_->ChunkLayers(a.chunk));
   Clock::time_point layer_start = t0;
-  auto on_grads_ready = [&](int64_t layer) {
-    if (observer != nullptr) {
-      const auto now = Clock::now();
-      observer->OnLayer(a, layer, layer_start, now);
-      layer_start = now;
-    }
-    dp_->OnGradsReady(layer);
-  };
-  ST_RETURN_IF_ERROR(model_->BackwardChunk(a.chunk, slot, dout, loss_scale, on_grads_ready));
+  ST_RETURN_IF_ERROR(model_->BackwardChunk(a.chunk, slot, dout, loss_scale,
+                                           GradsReadyHook(a, observer, &layer_start)));
   inbox_.gradients.erase({a.micro_batch, a.chunk});
   slot_busy_[a.chunk][slot] = false;
   const auto t1 = Clock::now();
@@ -203,7 +205,58 @@ Status PipelineExecutor::Backward(const PipeAction& a, float loss_scale,
   return Status::Ok();
 }
 
+std::function<void(int64_t)> PipelineExecutor::GradsReadyHook(const PipeAction& a,
+                                                              PipelineObserver* observer,
+                                                              Clock::time_point* layer_start) {
+  return [this, a, observer, layer_start](int64_t layer) {
+    if (observer != nullptr) {
+      const auto now = Clock::now();
+      observer->OnLayer(a, layer, *layer_start, now);
+      *layer_start = now;
+    }
+    dp_->OnGradsReady(layer);
+  };
+}
+
+Status PipelineExecutor::BackwardInput(const PipeAction& a, float loss_scale) {
+  const auto t0 = Clock::now();
+  const int64_t slot = slot_of_[a.chunk][a.micro_batch];
+  const float* dout = nullptr;
+  if (!model_->chunk_has_head(a.chunk)) {
+    ST_ASSIGN_OR_RETURN(dout, Received(false, a));
+  }
+  ST_RETURN_IF_ERROR(model_->BackwardChunkInput(a.chunk, slot, dout, loss_scale));
+  inbox_.gradients.erase({a.micro_batch, a.chunk});
+  times_.backward_s += Seconds(t0, Clock::now());
+  return Status::Ok();
+}
+
+Status PipelineExecutor::BackwardWeight(const PipeAction& a, PipelineObserver* observer) {
+  // The gradients are complete layer by layer here, not in B: data
+  // parallelism hears about this pass (a layer's buckets go when its last
+  // micro-batch's W has finished them).
+  const auto t0 = Clock::now();
+  const int64_t slot = slot_of_[a.chunk][a.micro_batch];
+  dp_->BeginBackward(a.micro_batch, schedule_.micro_batches, model_->ChunkLayers(a.chunk));
+  Clock::time_point layer_start = t0;
+  ST_RETURN_IF_ERROR(
+      model_->BackwardChunkWeights(a.chunk, slot, GradsReadyHook(a, observer, &layer_start)));
+  slot_busy_[a.chunk][slot] = false;
+  const auto t1 = Clock::now();
+  ST_RETURN_IF_ERROR(dp_->EndBackward());
+  times_.backward_s += Seconds(t0, t1);
+  times_.weight_s += Seconds(t0, t1);
+  times_.grad_sync_wait_s += Seconds(t1, Clock::now());
+  return Status::Ok();
+}
+
 void PipelineExecutor::Send(const float* src, const PipeAction& a) {
+  if (a.peer_stage == stage_) {  // to this stage's other chunk (zb-v)
+    std::vector<float>& box = (IsActivation(a.op) ? inbox_.activations
+                                                  : inbox_.gradients)[{a.micro_batch, a.peer_chunk}];
+    box.assign(src, src + act_numel_);
+    return;
+  }
   const int64_t v = schedule_.VirtualStage(static_cast<int32_t>(stage_), a.chunk);
   sends_.push_back({std::vector<float>(src, src + act_numel_), CommHandle()});
   sends_.back().handle = comm_->ISend(sends_.back().buf.data(), act_numel_, a.peer_stage,
@@ -213,7 +266,11 @@ void PipelineExecutor::Send(const float* src, const PipeAction& a) {
 Status PipelineExecutor::SumTiedEmbeddingGrads() {
   const int64_t pp = schedule_.pp;
   const ModelSpec& spec = model_->spec();
-  if (pp == 1 || (stage_ != 0 && stage_ != pp - 1) || !spec.tied_embeddings()) return Status::Ok();
+  // Under zb-v the first stage runs the head too: one copy, nothing to sum.
+  if (pp == 1 || model_->shard().v_shape || (stage_ != 0 && stage_ != pp - 1) ||
+      !spec.tied_embeddings()) {
+    return Status::Ok();
+  }
   const ParamEntry* e = model_->layout().Find(spec.arch == Arch::kLlama ? "tok_embeddings.weight"
                                                                          : "transformer.wte.weight");
   if (e == nullptr) return Internal("pipeline: the first or last stage has no embedding");
@@ -232,22 +289,25 @@ Status PipelineExecutor::SumTiedEmbeddingGrads() {
 }
 
 Result<double> PipelineExecutor::Evaluate(const int32_t* tokens, const int32_t* targets) {
-  const int64_t V = schedule_.num_virtual_stages(), pp = schedule_.pp;
+  const int32_t V = schedule_.num_virtual_stages();
+  const auto stage = static_cast<int32_t>(stage_);
   std::vector<float> input(static_cast<size_t>(act_numel_));
   double loss = 0.0;
-  for (int64_t v = 0; v < V; ++v) {
-    if (v % pp != stage_) continue;
-    const int64_t chunk = v / pp;
-    if (v > 0) {
-      ST_RETURN_IF_ERROR(comm_->Recv(input.data(), act_numel_, static_cast<int>((v - 1) % pp),
+  for (int32_t v = 0; v < V; ++v) {
+    if (schedule_.StageOf(v) != stage) continue;
+    const int64_t chunk = schedule_.ChunkOf(v);
+    if (v > 0 && schedule_.StageOf(v - 1) == stage) {  // this stage's other chunk (zb-v)
+      const float* out = model_->ChunkOutput(schedule_.ChunkOf(v - 1), 0);
+      std::copy(out, out + act_numel_, input.begin());
+    } else if (v > 0) {
+      ST_RETURN_IF_ERROR(comm_->Recv(input.data(), act_numel_, schedule_.StageOf(v - 1),
                                      static_cast<int>((v - 1) * kKinds + 2)));
     }
     ST_ASSIGN_OR_RETURN(float l, model_->ForwardChunk(chunk, 0, tokens, targets,
                                                       v > 0 ? input.data() : nullptr, mb_, T_));
-    if (v < V - 1) {
+    if (v < V - 1 && schedule_.StageOf(v + 1) != stage) {
       ST_RETURN_IF_ERROR(comm_->Send(model_->ChunkOutput(chunk, 0), act_numel_,
-                                     static_cast<int>((v + 1) % pp),
-                                     static_cast<int>(v * kKinds + 2)));
+                                     schedule_.StageOf(v + 1), static_cast<int>(v * kKinds + 2)));
     }
     if (model_->chunk_has_head(chunk)) loss = l;
   }

@@ -43,6 +43,7 @@ using MicroBatchSource =
 struct PipelineStepTimes {
   double data_s = 0;                     // reading micro-batches
   double forward_s = 0, backward_s = 0;  // compute (TP collectives inside it)
+  double weight_s = 0;  // of backward_s, the W passes (zero-bubble schedules)
   double wait_s = 0;                     // pipeline receives and sends: bubble and transfer
   double grad_sync_wait_s = 0;  // waiting for gradient reductions between backwards (ZeRO-2)
 };
@@ -82,6 +83,7 @@ class PipelineExecutor {
   // embedding's gradients. Nothing elsewhere.
   Status SumTiedEmbeddingGrads();
   const PipelineStepTimes& last_times() const { return times_; }
+  const PipelineSchedule& schedule() const { return schedule_; }
   // Runs the next steps by `schedule` (rebalancing changes a rank's
   // micro-batches): the same stages and chunks, and no more activation
   // slots per chunk than the model holds.
@@ -115,6 +117,13 @@ class PipelineExecutor {
   Result<float> Forward(const PipeAction& a, const MicroBatchSource& data,
                         PipelineObserver* observer);
   Status Backward(const PipeAction& a, float loss_scale, PipelineObserver* observer);
+  // A split backward (zero-bubble schedules): B keeps the slot, W frees it.
+  Status BackwardInput(const PipeAction& a, float loss_scale);
+  Status BackwardWeight(const PipeAction& a, PipelineObserver* observer);
+  // The model's on_grads_ready for action `a`: the observer's layer times
+  // (from *layer_start on) and data parallelism's buckets.
+  std::function<void(int64_t)> GradsReadyHook(const PipeAction& a, PipelineObserver* observer,
+                                              Clock::time_point* layer_start);
   // Copies `src` (an activation, or a gradient in scratch the next backward
   // overwrites) and sends the copy without waiting.
   void Send(const float* src, const PipeAction& a);

@@ -1,8 +1,11 @@
 #include "parallel/schedule.h"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <utility>
+
+#include "model/param_layout.h"
 
 namespace scaletrain {
 
@@ -25,16 +28,20 @@ class StageListBuilder {
     if (v < s_.num_virtual_stages() - 1) Comm(PipeOp::kSendActivation, mb, chunk, v + 1);
   }
 
-  void Backward(int32_t mb, int32_t chunk) {
+  // The fused backward, or a split backward's B (op kBackwardInput).
+  void Backward(int32_t mb, int32_t chunk, PipeOp op = PipeOp::kBackward) {
     const int32_t v = s_.VirtualStage(stage_, chunk);
     if (v < s_.num_virtual_stages() - 1) Comm(PipeOp::kRecvGradient, mb, chunk, v + 1);
-    out_->push_back({PipeOp::kBackward, mb, chunk});
+    out_->push_back({op, mb, chunk});
     if (v > 0) Comm(PipeOp::kSendGradient, mb, chunk, v - 1);
   }
 
+  // A split backward's W: local, no message.
+  void Weight(int32_t mb, int32_t chunk) { out_->push_back({PipeOp::kBackwardWeight, mb, chunk}); }
+
  private:
   void Comm(PipeOp op, int32_t mb, int32_t chunk, int32_t peer_virtual) {
-    out_->push_back({op, mb, chunk, peer_virtual % s_.pp, peer_virtual / s_.pp});
+    out_->push_back({op, mb, chunk, s_.StageOf(peer_virtual), s_.ChunkOf(peer_virtual)});
   }
 
   const PipelineSchedule& s_;
@@ -63,16 +70,21 @@ const char* ScheduleKindName(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
+    case ScheduleKind::kZbV:
+      return "zb-v";
   }
   return "?";
 }
 
 Result<ScheduleKind> ScheduleKindFromName(const std::string& name) {
-  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved}) {
+  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved,
+                         ScheduleKind::kZbH1, ScheduleKind::kZbV}) {
     if (name == ScheduleKindName(k)) return k;
   }
   return InvalidArgument("unknown pipeline schedule '" + name +
-                         "'; use gpipe, 1f1b or interleaved");
+                         "'; use gpipe, 1f1b, interleaved, zb-h1 or zb-v");
 }
 
 const char* PipeOpName(PipeOp op) {
@@ -89,11 +101,36 @@ const char* PipeOpName(PipeOp op) {
       return "send-grad";
     case PipeOp::kRecvGradient:
       return "recv-grad";
+    case PipeOp::kBackwardInput:
+      return "Bin";
+    case PipeOp::kBackwardWeight:
+      return "W";
   }
   return "?";
 }
 
-bool IsCompute(PipeOp op) { return op == PipeOp::kForward || op == PipeOp::kBackward; }
+bool IsCompute(PipeOp op) {
+  return op == PipeOp::kForward || op == PipeOp::kBackward || op == PipeOp::kBackwardInput ||
+         op == PipeOp::kBackwardWeight;
+}
+
+bool SplitsBackward(ScheduleKind kind) {
+  return kind == ScheduleKind::kZbH1 || kind == ScheduleKind::kZbV;
+}
+
+bool PlacesChunksInV(ScheduleKind kind) { return kind == ScheduleKind::kZbV; }
+
+int32_t VirtualStageOf(int32_t pp, bool v_shape, int32_t stage, int32_t chunk) {
+  return static_cast<int32_t>(ChunkVirtualStage(pp, v_shape, stage, chunk));
+}
+
+int32_t StageOfVirtual(int32_t pp, bool v_shape, int32_t v) {
+  return static_cast<int32_t>(StageOfVirtualStage(pp, v_shape, v));
+}
+
+int32_t ChunkOfVirtual(int32_t pp, bool v_shape, int32_t v) {
+  return static_cast<int32_t>(ChunkOfVirtualStage(pp, v_shape, v));
+}
 
 std::string PipeActionToString(const PipeAction& a) {
   std::string s = std::string(PipeOpName(a.op)) + " mb" + Str(a.micro_batch) + " c" + Str(a.chunk);
@@ -134,6 +171,18 @@ Status CheckScheduleShape(ScheduleKind kind, int32_t pp, int32_t vpp, int32_t m)
                            Str(pp) + ", vpp=" + Str(vpp) + ", micro-batches=" + Str(m) + ")");
   }
   if (kind == ScheduleKind::kInterleaved) return CheckInterleavedShape(pp, vpp, m);
+  if (kind == ScheduleKind::kZbV) {
+    if (vpp != 2) {
+      return InvalidArgument("the zb-v schedule runs two model chunks per stage in a V (vpp = 2, got " +
+                             Str(vpp) + ")");
+    }
+    if (pp < 2) return InvalidArgument("the zb-v schedule needs pp >= 2; use zb-h1 or 1f1b");
+    if (static_cast<int64_t>(m) * pp > std::numeric_limits<int32_t>::max() / 16) {
+      return InvalidArgument("pipeline schedule too large: pp x micro-batches = " +
+                             Str(static_cast<int64_t>(m) * pp));
+    }
+    return Status::Ok();
+  }
   if (vpp != 1) {
     return InvalidArgument("the " + std::string(ScheduleKindName(kind)) +
                            " schedule runs one model chunk per stage (vpp = 1, got " + Str(vpp) +
@@ -147,7 +196,9 @@ int32_t WarmUpForwards(ScheduleKind kind, int32_t pp, int32_t vpp, int32_t m, in
   switch (kind) {
     case ScheduleKind::kGPipe:
       return m;
+    case ScheduleKind::kZbV:  // (built by ZbVBuilder, which needs no count)
     case ScheduleKind::k1F1B:
+    case ScheduleKind::kZbH1:
       // Enough forwards in flight that the first backward, coming back
       // from the last stage, arrives just as the warm-up ends.
       return std::min(pp - stage - 1, m);
@@ -183,6 +234,124 @@ void AppendStageActions(StageListBuilder& b, int32_t warm, int32_t total, Step s
   for (; bw < total; ++bw) backward(bw);
 }
 
+// ZB-H1 on one stage: 1f1b's order of forwards and B's, each B followed by
+// the oldest W beyond `kept_back` (the W's a stage defers: its activations
+// stay until then), the rest after the last B.
+void AppendZbH1Actions(StageListBuilder& b, int32_t warm, int32_t m, int32_t kept_back) {
+  int32_t f = 0, bi = 0, w = 0;
+  const auto input = [&] {
+    b.Backward(bi++, 0, PipeOp::kBackwardInput);
+    if (bi - w > kept_back) b.Weight(w++, 0);
+  };
+  for (; f < warm; ++f) b.Forward(f, 0);
+  for (; f < m; ++f) {
+    b.Forward(f, 0);
+    input();
+  }
+  while (bi < m) input();
+  while (w < m) b.Weight(w++, 0);
+}
+
+// ZB-V's lists by list scheduling (see schedule.h), in unit steps: every F,
+// B and W takes one, a message is there when its sender's action ends.
+class ZbVBuilder {
+ public:
+  explicit ZbVBuilder(PipelineSchedule* s)
+      : s_(*s), pp_(s->pp), m_(s->micro_batches), stages_(static_cast<size_t>(pp_)) {
+    const size_t n = static_cast<size_t>(2) * static_cast<size_t>(pp_) * static_cast<size_t>(m_);
+    f_end_.assign(n, kNever);
+    b_end_.assign(n, kNever);
+  }
+
+  Status Build() {
+    std::vector<StageListBuilder> out;
+    for (int32_t st = 0; st < pp_; ++st) out.emplace_back(s_, st, &s_.stages[st]);
+    int64_t done = 0;
+    const int64_t total = static_cast<int64_t>(3) * 2 * pp_ * m_;  // F, B, W per chunk
+    // A bound far past any list's length stops a bug from looping.
+    for (int64_t t = 0; done < total; ++t) {
+      if (t > 4 * total + 4 * pp_) return Internal("zb-v builder made no progress");
+      for (int32_t st = 0; st < pp_; ++st) done += Step(st, t, out[static_cast<size_t>(st)]);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  struct Stage {
+    int64_t busy_until = 0;
+    int32_t occupied = 0;  // chunk slots held or promised (see schedule.h)
+    int32_t next_f[2] = {0, 0}, next_b[2] = {0, 0};  // per chunk: its next micro-batch
+    std::deque<std::pair<int32_t, int32_t>> pending_w;  // (mb, chunk), oldest first
+  };
+  size_t Key(int32_t v, int32_t mb) const { return static_cast<size_t>(v) * m_ + mb; }
+  // When the input of (virtual stage v, micro-batch mb) is there: the
+  // previous virtual stage's output for a forward; for a B, the next one's
+  // input gradient (the last virtual stage: its own forward's end).
+  int64_t InputAt(int32_t v, int32_t mb, bool backward) const {
+    if (!backward) return v == 0 ? 0 : f_end_[Key(v - 1, mb)];
+    if (f_end_[Key(v, mb)] == kNever) return kNever;
+    return v == 2 * pp_ - 1 ? f_end_[Key(v, mb)] : b_end_[Key(v + 1, mb)];
+  }
+
+  // One step of stage st at time t: 1 if it started an action.
+  int64_t Step(int32_t st, int64_t t, StageListBuilder& out) {
+    Stage& g = stages_[static_cast<size_t>(st)];
+    if (g.busy_until > t) return 0;
+    g.busy_until = t + 1;
+    if (RunBackward(st, t, g, out) || RunForward(st, t, g, out)) return 1;
+    if (g.pending_w.empty()) {
+      g.busy_until = t;
+      return 0;
+    }
+    const auto [mb, c] = g.pending_w.front();
+    g.pending_w.pop_front();
+    --g.occupied;
+    out.Weight(mb, c);
+    return 1;
+  }
+
+  // A B whose gradient is there, the older micro-batch first (of one
+  // micro-batch, chunk 1's comes back first). Each chunk runs its F's and
+  // B's (so its W's too) in micro-batch order, as 1f1b does.
+  bool RunBackward(int32_t st, int64_t t, Stage& g, StageListBuilder& out) {
+    int32_t best = -1;
+    for (int32_t c : {1, 0}) {
+      const int32_t mb = g.next_b[c];
+      if (mb >= m_ || InputAt(s_.VirtualStage(st, c), mb, true) > t) continue;
+      if (best < 0 || mb < g.next_b[best]) best = c;
+    }
+    if (best < 0) return false;
+    const int32_t mb = g.next_b[best]++;
+    b_end_[Key(s_.VirtualStage(st, best), mb)] = t + 1;
+    g.pending_w.emplace_back(mb, best);
+    out.Backward(mb, best, PipeOp::kBackwardInput);
+    return true;
+  }
+
+  // A forward whose input is there: chunk 1's (into a promised slot) before
+  // chunk 0's (which promises two).
+  bool RunForward(int32_t st, int64_t t, Stage& g, StageListBuilder& out) {
+    for (int32_t c : {1, 0}) {
+      const int32_t mb = g.next_f[c];
+      if (mb >= m_ || (c == 0 && g.occupied + 2 > 2 * pp_)) continue;
+      const int32_t v = s_.VirtualStage(st, c);
+      if (InputAt(v, mb, false) > t) continue;
+      ++g.next_f[c];
+      f_end_[Key(v, mb)] = t + 1;
+      if (c == 0) g.occupied += 2;
+      out.Forward(mb, c);
+      return true;
+    }
+    return false;
+  }
+
+  PipelineSchedule& s_;
+  const int32_t pp_, m_;
+  std::vector<int64_t> f_end_, b_end_;  // [v][mb]: when the F (B) ends, kNever before
+  std::vector<Stage> stages_;
+};
+
 }  // namespace
 
 Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, int32_t vpp,
@@ -193,7 +362,12 @@ Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, in
   s.pp = pp;
   s.vpp = vpp;
   s.micro_batches = m;
+  s.v_shape = PlacesChunksInV(kind);
   s.stages.resize(pp);
+  if (kind == ScheduleKind::kZbV) {
+    ST_RETURN_IF_ERROR(ZbVBuilder(&s).Build());
+    return s;
+  }
   for (int32_t st = 0; st < pp; ++st) {
     // A forward and a backward per (micro-batch, chunk), each with at most
     // one receive and one send.
@@ -204,6 +378,11 @@ Result<PipelineSchedule> BuildPipelineSchedule(ScheduleKind kind, int32_t pp, in
       AppendStageActions(b, warm, m * vpp, [&](int32_t k, bool forward) {
         return InterleavedStep(k, pp, vpp, forward);
       });
+    } else if (kind == ScheduleKind::kZbH1) {
+      // Stage s holds 1f1b's pp - s micro-batches plus s kept-back W's:
+      // pp, as 1f1b's first stage. The later stages, which 1f1b leaves
+      // idle longest at the end, defer the most.
+      AppendZbH1Actions(b, warm, m, st);
     } else {
       AppendStageActions(b, warm, m, [](int32_t k, bool) {
         return std::pair<int32_t, int32_t>{k, 0};
@@ -220,7 +399,12 @@ Result<PipelineSchedule> PipelineScheduleFromConfig(const ParallelConfig& parall
     return InvalidArgument("parallel.schedule = \"interleaved\" needs parallel.vpp >= 2 (got " +
                            Str(parallel.vpp) + "); raise vpp or use schedule \"1f1b\"");
   }
-  if (kind != ScheduleKind::kInterleaved && parallel.vpp != 1) {
+  if (kind == ScheduleKind::kZbV && (parallel.vpp != 2 || parallel.pp < 2)) {
+    return InvalidArgument("parallel.schedule = \"zb-v\" runs two chunks per stage in a V: it "
+                           "needs parallel.vpp = 2 and parallel.pp >= 2 (got vpp " +
+                           Str(parallel.vpp) + ", pp " + Str(parallel.pp) + ")");
+  }
+  if (kind != ScheduleKind::kInterleaved && kind != ScheduleKind::kZbV && parallel.vpp != 1) {
     return InvalidArgument("parallel.vpp = " + Str(parallel.vpp) + " needs parallel.schedule = " +
                            "\"interleaved\" (got \"" + parallel.schedule + "\"); or set vpp = 1");
   }
@@ -245,7 +429,7 @@ std::vector<int32_t> PeakActivations(const PipelineSchedule& s, int32_t chunk) {
     for (const PipeAction& a : s.stages[st]) {
       if (chunk >= 0 && a.chunk != chunk) continue;
       if (a.op == PipeOp::kForward) peak[st] = std::max(peak[st], ++live);
-      if (a.op == PipeOp::kBackward) --live;
+      if (a.op == PipeOp::kBackward || a.op == PipeOp::kBackwardWeight) --live;
     }
   }
   return peak;
@@ -299,7 +483,8 @@ class Simulator {
     kForwardDone = 1,
     kBackwardDone = 2,
     kHaveActivation = 4,
-    kHaveGradient = 8
+    kHaveGradient = 8,
+    kWeightDone = 16  // split backward: W has run (kBackwardDone: B has)
   };
 
   size_t MsgKey(bool gradient, int32_t from_virtual, int32_t mb) const {
@@ -358,11 +543,19 @@ class Simulator {
                         std::vector<int32_t>* runnable, bool* blocked) {
     const int32_t v = s_.VirtualStage(st, a.chunk);
     uint8_t& flags = FlagsOf(v, a.micro_batch);
+    if (IsCompute(a.op) && a.op != PipeOp::kForward && (a.op == PipeOp::kBackward) == split_) {
+      return split_ ? "is a fused backward in a schedule that splits it into B and W"
+                    : "is a split backward in a schedule that runs it whole";
+    }
     switch (a.op) {
       case PipeOp::kForward:
         return RunForward(v, &flags, p);
       case PipeOp::kBackward:
-        return RunBackward(v, &flags, p);
+        return RunBackward(v, &flags, p, t_.backward_s, true);
+      case PipeOp::kBackwardInput:
+        return RunBackward(v, &flags, p, t_.backward_s - t_.weight_s, false);
+      case PipeOp::kBackwardWeight:
+        return RunWeight(&flags, p);
       case PipeOp::kSendActivation:
       case PipeOp::kSendGradient:
         return PostSend(a, st, v, flags, p->clock_s, runnable);
@@ -385,15 +578,27 @@ class Simulator {
     return nullptr;
   }
 
-  const char* RunBackward(int32_t v, uint8_t* flags, StageProgress* p) const {
+  // A fused backward, or a split one's B (which keeps the activations).
+  const char* RunBackward(int32_t v, uint8_t* flags, StageProgress* p, double seconds,
+                          bool frees) const {
     if (*flags & kBackwardDone) return "runs a backward twice";
     if (!(*flags & kForwardDone)) return "runs before its forward";
     if (v < nv_ - 1 && !(*flags & kHaveGradient)) {
       return "runs before its output gradient was received";
     }
     *flags |= kBackwardDone;
-    p->clock_s += t_.backward_s;
-    p->busy_s += t_.backward_s;
+    p->clock_s += seconds;
+    p->busy_s += seconds;
+    if (frees) --p->live;
+    return nullptr;
+  }
+
+  const char* RunWeight(uint8_t* flags, StageProgress* p) const {
+    if (*flags & kWeightDone) return "runs a W twice";
+    if (!(*flags & kBackwardDone)) return "runs a W before its B";
+    *flags |= kWeightDone;
+    p->clock_s += t_.weight_s;
+    p->busy_s += t_.weight_s;
     --p->live;
     return nullptr;
   }
@@ -409,7 +614,9 @@ class Simulator {
     const size_t key = MsgKey(grad, v, a.micro_batch);
     if (msg_state_[key] != kNotSent) return "sends a message twice";
     msg_state_[key] = kSent;
-    if (t_.sends_share_link) {
+    if (a.peer_stage == st) {
+      msg_time_[key] = clock_s;  // to its own other chunk (zb-v): no link
+    } else if (t_.sends_share_link) {
       // Leaves when the stage's link is free; msg_time_ is then the arrival.
       double& free = link_free_[st];
       free = std::max(free, clock_s) + t_.p2p_s;
@@ -449,6 +656,7 @@ class Simulator {
   // action's own; spelled out without division, which the search's many
   // simulations would feel.
   bool PeerIs(const PipeAction& a, int32_t st, int32_t to, int32_t v) const {
+    if (s_.v_shape) return a.peer_stage == s_.StageOf(to) && a.peer_chunk == s_.ChunkOf(to);
     if (to == v + 1) {
       return st + 1 < s_.pp ? a.peer_stage == st + 1 && a.peer_chunk == a.chunk
                             : a.peer_stage == 0 && a.peer_chunk == a.chunk + 1;
@@ -478,16 +686,18 @@ class Simulator {
         const int64_t from = (key / m_) % nv_, mb = key % m_;
         return InvalidArgument(std::string(grad ? "the gradient" : "the activation") +
                                " of micro-batch " + Str(mb) + " sent by stage " +
-                               Str(from % s_.pp) + " chunk " + Str(from / s_.pp) +
+                               Str(s_.StageOf(static_cast<int32_t>(from))) + " chunk " +
+                               Str(s_.ChunkOf(static_cast<int32_t>(from))) +
                                " is never received");
       }
     }
     for (int32_t v = 0; v < nv_; ++v) {
       for (int32_t mb = 0; mb < m_; ++mb) {
-        if (!(flags_[static_cast<size_t>(v) * m_ + mb] & kBackwardDone)) {
-          return InvalidArgument("stage " + Str(v % s_.pp) +
-                                 " never runs the backward of micro-batch " + Str(mb) +
-                                 " on chunk " + Str(v / s_.pp));
+        const uint8_t f = flags_[static_cast<size_t>(v) * m_ + mb];
+        if (!(f & kBackwardDone) || (split_ && !(f & kWeightDone))) {
+          return InvalidArgument("stage " + Str(s_.StageOf(v)) + " never runs the " +
+                                 (f & kBackwardDone ? "W" : "backward") + " of micro-batch " +
+                                 Str(mb) + " on chunk " + Str(s_.ChunkOf(v)));
         }
       }
     }
@@ -497,6 +707,7 @@ class Simulator {
   const PipelineSchedule& s_;
   const PipeTimes t_;
   const int32_t m_, nv_;
+  const bool split_ = SplitsBackward(s_.kind);
   std::vector<size_t> next_;   // per stage: index of its next action
   std::vector<double> clock_;  // per stage: when its next action may start
   std::vector<double> busy_;

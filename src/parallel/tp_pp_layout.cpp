@@ -63,6 +63,7 @@ RankParams SummarizeRankLayout(const ModelSpec& spec, const ParamLayout& rank_la
   r.run_numels = runs.numels;
   r.run_outer = runs.outer;
   r.run_acquired = runs.acquired;
+  r.run_layers = runs.layers;
   return r;
 }
 
@@ -165,9 +166,11 @@ std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const
                                                     const PipelineSchedule& schedule,
                                                     const TpPpStepOptions& o) {
   if (shard.pp <= 1) return {};
-  // The stage's actions counted by kind (kRecvGradient is the last PipeOp).
-  std::array<int64_t, static_cast<size_t>(PipeOp::kRecvGradient) + 1> ops{};
+  // The stage's actions counted by kind (kBackwardWeight is the last PipeOp).
+  std::array<int64_t, static_cast<size_t>(PipeOp::kBackwardWeight) + 1> ops{};
   for (const PipeAction& a : schedule.stages.at(static_cast<size_t>(shard.stage))) {
+    // A message to the stage's own other chunk (zb-v) is a copy, not a send.
+    if (!IsCompute(a.op) && a.peer_stage == shard.stage) continue;
     ++ops.at(static_cast<size_t>(a.op));
   }
   const auto count = [&](PipeOp op) { return ops.at(static_cast<size_t>(op)); };
@@ -181,7 +184,7 @@ std::vector<StepCollective> PipelineStepCollectives(const ModelSpec& spec, const
   list.Add("gradient send", K::kSend, send_grad, msg, StepPhase::kBackward);
   list.Add("gradient receive", K::kRecv, recv_grad, msg, StepPhase::kBackward);
   const bool ends = shard.stage == 0 || shard.stage == shard.pp - 1;
-  if (ends && spec.tied_embeddings()) {
+  if (ends && spec.tied_embeddings() && !shard.v_shape) {
     list.Add("tied embedding gradient send", K::kSend, 1, rank.vocab_numel * o.elem_bytes,
              StepPhase::kStep);
     list.Add("tied embedding gradient receive", K::kRecv, 1, rank.vocab_numel * o.elem_bytes,

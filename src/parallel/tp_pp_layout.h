@@ -48,6 +48,7 @@ struct RankParams {
   std::vector<int64_t> run_numels{};
   std::vector<bool> run_outer{};
   std::vector<bool> run_acquired{};
+  std::vector<int64_t> run_layers{};  // each run's layer id
 };
 
 // Summarises BuildRankLayout(spec, shard). `numel` leaves out a tied_copy

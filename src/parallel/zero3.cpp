@@ -7,13 +7,17 @@
 
 namespace scaletrain {
 
-Zero3Params::Zero3Params(const ParamLayout& layout, int64_t n_layer, Communicator* comm)
+Zero3Params::Zero3Params(const ParamLayout& layout, int64_t n_layer, Communicator* comm,
+                         const std::vector<LayerRange>& chunks)
     : comm_(comm), dp_(comm->size()), rank_(comm->rank()) {
   const LayerRuns runs = DpLayerRuns(layout, n_layer);
   plan_ = PlanZero3(runs.numels, runs.outer, dp_, runs.acquired);
   run_layers_ = runs.layers;
-  forward_ = Zero3PassUnits(plan_, false);
-  backward_ = Zero3PassUnits(plan_, true);
+  run_chunk_ = Zero3RunChunks(run_layers_, chunks);
+  for (size_t c = 0; c < std::max<size_t>(1, chunks.size()); ++c) {
+    forward_.push_back(Zero3PassUnits(plan_, false, run_chunk_, static_cast<int64_t>(c)));
+    backward_.push_back(Zero3PassUnits(plan_, true, run_chunk_, static_cast<int64_t>(c)));
+  }
   shard_ =
       Buffer(static_cast<size_t>(DpPaddedNumel(layout.total_numel, dp_) / dp_) * sizeof(float));
   int64_t most = 0;
@@ -40,8 +44,12 @@ int64_t Zero3Params::UnitOfLayer(int64_t layer) const {
   return -1;
 }
 
-int64_t Zero3Params::NextUnit(int64_t unit, bool backward) {
-  const std::vector<int64_t>& seq = backward ? backward_ : forward_;
+int64_t Zero3Params::NextUnit(int64_t unit, int64_t layer, bool backward) {
+  size_t chunk = 0;
+  for (size_t r = 0; r < run_layers_.size(); ++r) {
+    if (run_layers_[r] == layer) chunk = static_cast<size_t>(run_chunk_[r]);
+  }
+  const std::vector<int64_t>& seq = (backward ? backward_ : forward_)[chunk];
   size_t i = pos_;
   while (i < seq.size() && seq[i] != unit) ++i;
   if (i == seq.size()) return -1;  // not in this pass's order (cannot happen)
@@ -88,7 +96,7 @@ Status Zero3Params::Acquire(int64_t layer, bool backward) {
     ST_RETURN_IF_ERROR(Wait(slots_[cur_]));
     Gather(unit, cur_);
   }
-  const int64_t next = NextUnit(unit, backward);
+  const int64_t next = NextUnit(unit, layer, backward);
   if (next >= 0 && slots_[0].unit != next && slots_[1].unit != next) {
     ST_RETURN_IF_ERROR(Wait(slots_[1 - cur_]));
     Gather(next, 1 - cur_);  // the prefetch: runs while this unit computes

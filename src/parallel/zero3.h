@@ -30,8 +30,11 @@ namespace scaletrain {
 
 class Zero3Params : public ParamSource {
  public:
-  // `comm` is the DP group; `n_layer` names the head layer.
-  Zero3Params(const ParamLayout& layout, int64_t n_layer, Communicator* comm);
+  // `comm` is the DP group; `n_layer` names the head layer. `chunks`: the
+  // layers of each of the rank's model chunks (GPT::ChunkLayers; empty: one
+  // chunk), each chunk's forward and backward a pass of its own.
+  Zero3Params(const ParamLayout& layout, int64_t n_layer, Communicator* comm,
+              const std::vector<LayerRange>& chunks = {});
 
   // Copies this rank's blocks out of a whole flat buffer (after
   // initialisation or a checkpoint's restore).
@@ -60,16 +63,18 @@ class Zero3Params : public ParamSource {
   void Gather(int64_t unit, int s);
   Status Wait(Slot& s);
   int64_t UnitOfLayer(int64_t layer) const;
-  // The unit the pass acquires after `unit` (-1: none); moves the pass on.
-  int64_t NextUnit(int64_t unit, bool backward);
+  // The unit the pass (of `layer`'s chunk) acquires after `unit` (-1:
+  // none); moves the pass on.
+  int64_t NextUnit(int64_t unit, int64_t layer, bool backward);
 
   Communicator* comm_;
   int64_t dp_, rank_;
   Zero3Layout plan_;
   std::vector<int64_t> run_layers_;  // layer id of each run
+  std::vector<int64_t> run_chunk_;   // model chunk of each run (Zero3RunChunks)
   Buffer shard_;
   Slot slots_[2];
-  std::vector<int64_t> forward_, backward_;  // Zero3PassUnits
+  std::vector<std::vector<int64_t>> forward_, backward_;  // per chunk: Zero3PassUnits
   size_t pos_ = 0;                           // in the pass's order
   int cur_ = 1;
 };

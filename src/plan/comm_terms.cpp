@@ -62,7 +62,7 @@ double OverlapCostSeconds(double hidden_s, double sm_share) {
 }
 
 double PpMessageBytes(const ModelSpec& m, const Layout& l, const Software& sw) {
-  const ModelShard first_stage{l.tp, 0, l.pp, 0, l.vpp, l.sp && l.tp > 1};
+  const ModelShard first_stage{l.tp, 0, l.pp, 0, l.vpp, l.sp && l.tp > 1, l.chunks_in_v()};
   return static_cast<double>(PipelineMessageNumel(TpPaddedSpec(m, l.tp), first_stage, l.micro_batch,
                                                   sw.pp_scatter_gather)) *
          ActivationElemBytes(l.precision);
@@ -123,6 +123,29 @@ int64_t DpGradReductions(const Layout& l, int64_t micro_batches) {
   return l.zero == 2 ? micro_batches : 1;
 }
 
+namespace {
+
+// A zb-v rank's two chunks as layer ranges (GPT::ChunkLayers): chunk 0 from
+// the embedding (stage 0) to its last block, chunk 1 from its first block
+// to the head (stage 0). `stage` holds some blocks of each.
+std::vector<LayerRange> VChunkLayers(const ModelSpec& model, const Layout& l,
+                                     const RankParams& stage) {
+  const std::vector<int64_t> virtual_stage = VirtualStageOfLayers(model, l.pp, l.vpp);
+  std::vector<LayerRange> chunks(2, LayerRange{kEmbeddingLayer - 1, kEmbeddingLayer - 2});
+  for (int64_t layer : stage.run_layers) {
+    if (layer == kEmbeddingLayer || layer == HeadLayer(model.n_layer)) continue;
+    const int64_t c = ChunkOfVirtualStage(l.pp, true, virtual_stage[static_cast<size_t>(layer)]);
+    LayerRange& r = chunks[static_cast<size_t>(c)];
+    if (r.first > r.last) r.first = r.last = layer;
+    r.first = std::min(r.first, layer), r.last = std::max(r.last, layer);
+  }
+  chunks[0].first = std::min(chunks[0].first, kEmbeddingLayer);  // the embedding, where held
+  chunks[1].last = std::max(chunks[1].last, HeadLayer(model.n_layer));
+  return chunks;
+}
+
+}  // namespace
+
 std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const ModelSpec& model,
                                                  const Layout& l, int64_t grad_elem_bytes,
                                                  int64_t* num_buckets) {
@@ -143,11 +166,18 @@ std::vector<StepCollective> DpStepCollectivesFor(const RankParams& stage, const 
       zero3 ? z3.buckets : CutGradBuckets(padded, l.dp, l.bucket_bytes);
   *num_buckets = static_cast<int64_t>(buckets.size());
   if (l.dp <= 1) return {};
-  const int64_t tied = l.pp > 1 && model.tied_embeddings() ? stage.embedding_front_numel : 0;
+  // (zb-v's first stage runs the head too: one copy, no sum to wait for.)
+  // zb-v: each chunk's passes gather on their own, as the trainer's.
+  const std::vector<int64_t> run_chunk =
+      zero3 && runs && l.chunks_in_v() ? Zero3RunChunks(stage.run_layers, VChunkLayers(model, l, stage))
+                                       : std::vector<int64_t>{};
+  const int64_t tied = l.pp > 1 && model.tied_embeddings() && !l.chunks_in_v()
+                           ? stage.embedding_front_numel
+                           : 0;
   return DataParallelStepCollectives(buckets, l.dp, l.zero, m, tied, grad_elem_bytes,
                                      param_elem_bytes, l.dp_compress,
-                                     zero3 ? Zero3GathersPerPass(z3, false) : Zero3PassGathers{},
-                                     zero3 ? Zero3GathersPerPass(z3, true) : Zero3PassGathers{});
+                                     zero3 ? Zero3GathersPerPass(z3, false, run_chunk) : Zero3PassGathers{},
+                                     zero3 ? Zero3GathersPerPass(z3, true, run_chunk) : Zero3PassGathers{});
 }
 
 DpRingBytes DpRingBytesByKind(const std::vector<StepCollective>& cs, int64_t dp) {

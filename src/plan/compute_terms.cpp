@@ -453,6 +453,11 @@ StageSeconds StageMicroBatchSeconds(const PassSeconds& compute, double layers,
   return s;
 }
 
+double WeightGradShare(const MicroBatchSeconds& mb) {
+  if (!(mb.layer.bwd > 0)) return 0.0;
+  return std::clamp(0.5 * mb.layer_gemm.bwd / mb.layer.bwd, 0.0, 1.0);
+}
+
 double PipelineBubbleSeconds(double makespan_s, double micro_batches, double chunks,
                              double chunk_fwd_s, double chunk_bwd_s) {
   return std::max(0.0, makespan_s - micro_batches * chunks * (chunk_fwd_s + chunk_bwd_s));

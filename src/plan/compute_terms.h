@@ -232,6 +232,13 @@ StageSeconds StageMicroBatchSeconds(const PassSeconds& compute, double layers,
                                     double layer_recompute, const PassSeconds& tp_comm,
                                     const PassSeconds& cp_comm = {});
 
+// Of a layer's backward, the share a zero-bubble schedule's W pass runs:
+// the weight-gradient GEMMs, half of the weight GEMMs' backward (each dW
+// GEMM has the shape of its dX GEMM; Qi et al. 2024 take T_W = T_B = T_F
+// for the GEMMs alone). Attention, element-wise ops and recomputation stay
+// in B.
+double WeightGradShare(const MicroBatchSeconds& mb);
+
 // Pipeline idle time: the schedule's makespan (simulated with each chunk's
 // forward and backward time, transfers included) less the work each stage
 // does in it: micro_batches x chunks x (forward + backward). Never negative.

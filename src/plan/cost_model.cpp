@@ -34,6 +34,7 @@ std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
     ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
     shard.cp = l.cp;
     shard.ulysses = l.cp_ulysses;
+    shard.v_shape = l.chunks_in_v();
     collectives[i].tp = TensorParallelStepCollectives(rank_spec, shard, stages[i], o);
     if (l.pp > 1) {
       collectives[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], schedule, o);
@@ -158,16 +159,17 @@ CostModel::CostModel(ModelSpec spec, ClusterSpec cluster, Software sw)
     : spec_(std::move(spec)), cluster_(std::move(cluster)), sw_(std::move(sw)) {}
 
 const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t tp, int64_t pp,
-                                                                int64_t vpp) {
-  const auto key = std::make_tuple(tp, pp, vpp);
+                                                                int64_t vpp, bool v_shape) {
+  const auto key = std::make_tuple(tp, pp, vpp, v_shape);
   auto it = stages_.find(key);
   if (it != stages_.end()) return it->second;
   // What a rank holds comes from the table the trainer allocates from
   // (BuildRankLayout): its blocks, the embedding on the first stage, the
   // final norm (and head) on the last, each TP-split entry's 1/tp share, and
   // a tied head's copy of the word embedding on a separate last stage
-  // (Megatron-LM and the trainer sum the two copies' gradients). The
-  // vocabulary is padded to a multiple of tp, as Megatron-LM does.
+  // (Megatron-LM and the trainer sum the two copies' gradients; zb-v's V
+  // puts the head on the first stage, and no copy). The vocabulary is padded
+  // to a multiple of tp, as Megatron-LM does.
   const ModelSpec spec = TpPaddedSpec(spec_, tp);
   // Blocks are alike, so stages that run as many blocks in each chunk and
   // are equally first / last hold the same; one BuildRankLayout each (a
@@ -178,16 +180,16 @@ const std::vector<CostModel::StageParams>& CostModel::StagesFor(int64_t tp, int6
   const std::vector<int64_t> stage_of = VirtualStageOfLayers(spec, pp, vpp);
   for (int64_t s = 0; s < pp; ++s) {
     std::vector<int64_t> kind(static_cast<size_t>(vpp) + 2, 0);
-    kind[0] = s == 0, kind[1] = s == pp - 1;
+    const ModelShard shard{tp, 0, pp, s, vpp, false, v_shape};
+    kind[0] = s == 0, kind[1] = s == HeadStage(shard);
     for (int64_t l = 0; l < spec.n_layer; ++l) {
       const int64_t v = stage_of[l];
-      if (v % pp == s) ++kind[static_cast<size_t>(2 + v / pp)];
+      if (StageOfVirtualStage(pp, v_shape, v) == s) {
+        ++kind[static_cast<size_t>(2 + ChunkOfVirtualStage(pp, v_shape, v))];
+      }
     }
     auto [it, added] = kinds.try_emplace(std::move(kind));
-    if (added) {
-      it->second =
-          SummarizeRankLayout(spec, BuildRankLayout(spec, ModelShard{tp, 0, pp, s, vpp, false}));
-    }
+    if (added) it->second = SummarizeRankLayout(spec, BuildRankLayout(spec, shard));
     st.push_back(it->second);
   }
   return stages_.emplace(key, std::move(st)).first->second;
@@ -209,19 +211,23 @@ Result<const CostModel::ScheduleInfo*> CostModel::ScheduleFor(ScheduleKind kind,
   return p;
 }
 
-Result<double> CostModel::Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s) {
+Result<double> CostModel::Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s,
+                                   double weight_share) {
   // With the same durations on every stage the makespan scales with them, so
-  // one simulation per backward/forward (and p2p/forward) ratio, to 0.1%,
-  // serves every layout.
+  // one simulation per backward/forward (and p2p/forward, W/backward) ratio,
+  // to 0.1%, serves every layout.
   const int64_t ratio = std::llround(1000.0 * t_bwd / t_fwd),
-                p2p_ratio = std::llround(1000.0 * p2p_s / t_fwd);
+                p2p_ratio = std::llround(1000.0 * p2p_s / t_fwd),
+                w_ratio = SplitsBackward(s.schedule.kind) ? std::llround(1000.0 * weight_share) : 0;
   auto key = std::make_tuple(static_cast<int>(s.schedule.kind), static_cast<int64_t>(s.schedule.pp),
                              static_cast<int64_t>(s.schedule.vpp),
-                             static_cast<int64_t>(s.schedule.micro_batches), ratio, p2p_ratio);
+                             static_cast<int64_t>(s.schedule.micro_batches), ratio, p2p_ratio,
+                             w_ratio);
   auto it = makespans_.find(key);
   if (it != makespans_.end()) return it->second * t_fwd;
-  ST_ASSIGN_OR_RETURN(ScheduleSimulation sim,
-                      SimulatePipelineSchedule(s.schedule, {1.0, ratio / 1000.0, p2p_ratio / 1000.0, true}));
+  PipeTimes times{1.0, ratio / 1000.0, p2p_ratio / 1000.0, true};
+  times.weight_s = times.backward_s * static_cast<double>(w_ratio) / 1000.0;
+  ST_ASSIGN_OR_RETURN(ScheduleSimulation sim, SimulatePipelineSchedule(s.schedule, times));
   makespans_[key] = sim.makespan_s;
   return sim.makespan_s * t_fwd;
 }
@@ -393,10 +399,20 @@ namespace {
 
 // A layout the stack cannot run: an error naming the stack and the fix.
 Status CheckStackRuns(const Software& sw, const Layout& l) {
-  if (l.vpp > 1 && !sw.interleaved_schedule) {
+  if (l.vpp > 1 && !l.zero_bubble && !sw.interleaved_schedule) {
     return InvalidArgument("the " + sw.name +
                            " stack has no interleaved pipeline schedule (DeepSpeed's pipeline engine runs "
                            "1F1B); use --vpp 1");
+  }
+  if (l.zero_bubble && !sw.zero_bubble_schedule) {
+    return InvalidArgument("the " + sw.name +
+                           " stack has no zero-bubble schedule (zb-h1, zb-v); use --schedule "
+                           "1f1b or --stack cpu");
+  }
+  if (l.zero_bubble && sw.trainer_activation_buffer && l.recompute == Recompute::kFull) {
+    return InvalidArgument("the trainer's zero-bubble schedules keep each block's inputs for the deferred "
+                           "weight gradients; full recomputation does not: use --recompute "
+                           "selective or none, or --schedule 1f1b");
   }
   if (l.recompute_layers > 0 && sw.trainer_activation_buffer) {
     return InvalidArgument(
@@ -427,19 +443,20 @@ void SetTpPpBytes(const Layout& l, size_t slowest, Prediction* p) {
 }  // namespace
 
 Status CostModel::SetPipelineTimes(const ScheduleInfo& sched, const Layout& l, const StageSeconds& stage,
-                                   double p2p, TimeBreakdown* t) {
+                                   double p2p, double weight_share, TimeBreakdown* t) {
   const double v = static_cast<double>(l.vpp), mv = static_cast<double>(l.micro_batches());
   if (sw_.pp_async_sends) {
     // The messages travel while stages compute: what they add is the
     // makespan with them less the makespan without.
     const double chunk_f = stage.fwd / v, chunk_b = stage.bwd / v;
-    ST_ASSIGN_OR_RETURN(const double bare, Makespan(sched, chunk_f, chunk_b));
-    ST_ASSIGN_OR_RETURN(const double with_p2p, Makespan(sched, chunk_f, chunk_b, p2p));
+    ST_ASSIGN_OR_RETURN(const double bare, Makespan(sched, chunk_f, chunk_b, 0, weight_share));
+    ST_ASSIGN_OR_RETURN(const double with_p2p,
+                        Makespan(sched, chunk_f, chunk_b, p2p, weight_share));
     t->pp_comm = with_p2p - bare;
     t->bubble = PipelineBubbleSeconds(bare, mv, v, chunk_f, chunk_b);
   } else {
     const double chunk_f = stage.fwd / v + p2p, chunk_b = stage.bwd / v + p2p;
-    ST_ASSIGN_OR_RETURN(const double makespan, Makespan(sched, chunk_f, chunk_b));
+    ST_ASSIGN_OR_RETURN(const double makespan, Makespan(sched, chunk_f, chunk_b, 0, weight_share));
     t->pp_comm = PpCommSeconds(p2p, l.micro_batches(), l.vpp);
     t->bubble = PipelineBubbleSeconds(makespan, mv, v, chunk_f, chunk_b);
   }
@@ -462,7 +479,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   const LayerShape shape = LayerShapeOf(tokens, l);
   const MicroBatchSeconds mb = ScaledToMeasuredStep(
       MicroBatchComputeSeconds(shape, gpu, sw_, rates, l.recompute), l.precision, rates);
-  const std::vector<StageParams>& stages = StagesFor(l.tp, l.pp, l.vpp);
+  const std::vector<StageParams>& stages = StagesFor(l.tp, l.pp, l.vpp, l.chunks_in_v());
   const int64_t m = l.micro_batches();
   const double mv = static_cast<double>(m);
   ST_ASSIGN_OR_RETURN(const ScheduleInfo* sched, ScheduleFor(l.schedule(), l.pp, l.vpp, m));
@@ -483,7 +500,7 @@ Result<Prediction> CostModel::Evaluate(const Layout& stated) {
   p.time_s.recompute = mv * stage.recompute;
   p.time_s.tp_comm = mv * stage.tp_comm;
   p.time_s.cp_comm = mv * stage.cp_comm;
-  ST_RETURN_IF_ERROR(SetPipelineTimes(*sched, l, stage, p2p, &p.time_s));
+  ST_RETURN_IF_ERROR(SetPipelineTimes(*sched, l, stage, p2p, WeightGradShare(mb), &p.time_s));
 
   const double dp_comm_s =
       SetDataParallel(stages, slowest, grad_elem_bytes, rates.hbm_bytes_per_s, &p);

@@ -147,17 +147,21 @@ class CostModel {
     std::vector<int32_t> in_flight;
     std::vector<int32_t> first_chunk_in_flight;  // chunk 0's only (the embedding's)
   };
-  const std::vector<StageParams>& StagesFor(int64_t tp, int64_t pp, int64_t vpp);
+  const std::vector<StageParams>& StagesFor(int64_t tp, int64_t pp, int64_t vpp,
+                                            bool v_shape = false);
   Result<const ScheduleInfo*> ScheduleFor(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m);
   // The schedule's makespan with these action times; p2p_s > 0: each message
   // takes that long on its sender's link, queueing (PipeTimes::sends_share_link).
-  Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s = 0);
+  // A schedule that splits the backward (zero-bubble) runs weight_share of
+  // t_bwd in W and the rest in B.
+  Result<double> Makespan(const ScheduleInfo& s, double t_fwd, double t_bwd, double p2p_s = 0,
+                          double weight_share = 0);
 
   // The pipeline's transfers and bubble (t->pp_comm, t->bubble): the
   // schedule simulated with the slowest stage's chunk times, the p2p
   // messages (p2p_s each) in them or, with async sends, beside them.
   Status SetPipelineTimes(const ScheduleInfo& sched, const Layout& l, const StageSeconds& stage, double p2p_s,
-                          TimeBreakdown* t);
+                          double weight_share, TimeBreakdown* t);
   // The stage whose micro-batch takes longest (forward + backward, with its
   // TP collectives and CP transfers; `cp_layer` is one layer's): it sets the
   // pipeline's pace.
@@ -202,9 +206,9 @@ class CostModel {
   ModelSpec spec_;
   ClusterSpec cluster_;
   Software sw_;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<StageParams>> stages_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, std::vector<StageParams>> stages_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<ScheduleInfo>> schedules_;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t>, double> makespans_;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, double> makespans_;
 };
 
 }  // namespace scaletrain::plan

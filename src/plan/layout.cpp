@@ -84,6 +84,7 @@ std::string LayoutToString(const Layout& l) {
        " zero=" + std::to_string(l.zero) + " rc=" + RecomputeName(l.recompute) +
        (l.sp ? " sp" : "");
   if (l.gpipe) s += " gpipe";
+  if (l.zero_bubble) s += l.vpp == 2 ? " zb-v" : " zb-h1";
   if (l.dp_compress != DpCompression::kNone) s += std::string(" dp_compress=") + DpCompressionName(l.dp_compress);
   if (l.dp_hierarchical) s += " dp_reduce=hierarchical";
   if (l.shard_group > 0 && l.shard_group < l.dp * l.cp) {
@@ -319,6 +320,10 @@ Status CheckInterleaving(const ModelSpec& m, const Layout& l) {
   if (l.vpp == 1) return Status::Ok();
   if (l.pp == 1) return InvalidArgument("vpp=" + Str(l.vpp) + " needs pp > 1; use vpp=1");
   if (l.gpipe) return InvalidArgument("gpipe runs one chunk per stage; use vpp=1 or drop gpipe");
+  if (l.zero_bubble && l.vpp != 2) {
+    return InvalidArgument("the zero-bubble schedules run one chunk per stage (zb-h1) or two in a V "
+                           "(zb-v, vpp=2); got vpp=" + Str(l.vpp));
+  }
   const int64_t chunks = l.pp * l.vpp;
   if (m.n_layer % chunks == 0) return Status::Ok();
   const std::vector<int64_t> ok = EvenInterleavings(m.n_layer, l.pp);
@@ -412,7 +417,7 @@ Status ValidateLayout(const ModelSpec& m, int64_t n, const Layout& l) {
   ST_RETURN_IF_ERROR(CheckShardGroup(l));
   ST_RETURN_IF_ERROR(CheckRecomputeLayers(m, l));
   ST_RETURN_IF_ERROR(CheckBatchDivides(l));
-  if (l.vpp > 1 && l.micro_batches() % l.pp != 0) {
+  if (l.vpp > 1 && !l.zero_bubble && l.micro_batches() % l.pp != 0) {
     return InvalidArgument(
         "the interleaved schedule needs micro-batches per step (" + Str(l.micro_batches()) +
         " = global batch / (dp x micro-batch)) to be a multiple of pp=" + Str(l.pp) +

@@ -88,10 +88,17 @@ struct Layout {
   // sequence to heads before attention, the output back after it; each rank
   // attends the whole sequence with n_head / tp / cp heads. false: the ring.
   bool cp_ulysses = false;
+  // A zero-bubble schedule (Qi et al., ICLR 2024) instead of 1F1B: each
+  // backward split into B and W. vpp = 1: ZB-H1 (W's deferred into the
+  // cool-down); vpp = 2: ZB-V (two chunks per stage in a V, the first stage
+  // running the embedding and the head).
+  bool zero_bubble = false;
+  bool chunks_in_v() const { return zero_bubble && vpp == 2; }
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   int64_t micro_batches() const { return global_batch / (dp * micro_batch); }
   ScheduleKind schedule() const {
+    if (zero_bubble) return vpp == 2 ? ScheduleKind::kZbV : ScheduleKind::kZbH1;
     if (vpp > 1) return ScheduleKind::kInterleaved;
     return gpipe ? ScheduleKind::kGPipe : ScheduleKind::k1F1B;
   }
@@ -177,6 +184,9 @@ struct Software {
   // The interleaved pipeline schedule exists (Megatron-LM's); DeepSpeed's
   // pipeline engine runs plain 1F1B.
   bool interleaved_schedule = true;
+  // The zero-bubble schedule ZB-H1 (Layout::zero_bubble) exists: the CPU
+  // trainer's parallel.schedule = "zb-h1".
+  bool zero_bubble_schedule = false;
   // Validation reads a run the way Megatron-LM 2021-22 papers report theirs:
   // TFLOP/s counting the recomputed forward, full recomputation and no SP
   // unless the row says so (the legacy stacks). An unstated ZeRO stage is

@@ -125,7 +125,7 @@ std::vector<TrainerChunk> TrainerChunksOf(const ModelSpec& m, const Layout& l,
   std::vector<TrainerChunk> chunks(static_cast<size_t>(l.vpp));
   for (int64_t c = 0; c < l.vpp; ++c) {
     TrainerChunk& ch = chunks[static_cast<size_t>(c)];
-    const int64_t v = c * l.pp + stage;
+    const int64_t v = ChunkVirtualStage(l.pp, l.chunks_in_v(), stage, c);
     ch.embedding = v == 0;
     ch.head = v == l.pp * l.vpp - 1;
     ch.layers = std::count(virtual_stage.begin(), virtual_stage.end(), v);
@@ -160,6 +160,13 @@ struct TrainerSlices {
   int64_t Scratch(bool shared_att) const {  // TakeScratch
     return R(N * C) + R(Nr * C) + (sp ? R(N * C) + R(Nr * C) : 0) + R(N * C) + R(N * qkv) +
            R(N * Cl) + R(att_grad) + R(N * fc) + R(N * Fl) + (shared_att ? R(att_grad) : 0) + ring;
+  }
+  // A zero-bubble slot's copies of the output gradients its W reads
+  // (GPT::WeightStashFloats): per block both projections', the fc and q,k,v
+  // matmuls' and both norms'; the head's norm's, the embedding's.
+  int64_t WeightStash(int64_t layers, bool head, bool embedding) const {
+    const int64_t block = 2 * R(N * C) + R(N * fc) + R(N * qkv) + 2 * R(Nr * C);
+    return layers * block + (head ? R(Nr * C) : 0) + (embedding ? R(Nr * C) : 0);
   }
   int64_t Head() const {
     return R(Nr * C) + (mean ? 2 : 1) * R(Nr) + (sp ? R(N * C) : 0) + 2 * R(N * Vl) + R(N) + R(3 * N);
@@ -215,8 +222,9 @@ int64_t TrainerActivationBytes(const ModelSpec& m, const Layout& l,
                    (full ? z.Layer(true) : 0);
   const int64_t per_layer = full ? TrainerSlices::R(z.Nr * z.C) : z.Layer(own_att);
   for (const TrainerChunk& ch : chunks) {
-    const int64_t per_slot =
-        TrainerSlices::R(z.Nr * z.C) + ch.layers * per_layer + (ch.head ? z.Head() : 0);
+    const int64_t per_slot = TrainerSlices::R(z.Nr * z.C) + ch.layers * per_layer +
+                             (ch.head ? z.Head() : 0) +
+                             (l.zero_bubble ? z.WeightStash(ch.layers, ch.head, ch.embedding) : 0);
     floats += ch.slots * per_slot;
   }
   return floats * static_cast<int64_t>(sizeof(float));

@@ -146,6 +146,25 @@ void AddKnobVariants(const Layout& base, const SearchOptions& opt, const Softwar
   }
 }
 
+// The zero-bubble schedules beside each 1F1B layout out[first..] where the
+// stack has them: zb-h1, and zb-v where 2 pp chunks divide the layers. The
+// trainer's keep block inputs that full recomputation drops.
+void AddZeroBubbleVariants(const ModelSpec& m, const Software& sw, size_t first,
+                           std::vector<Layout>* out) {
+  if (!sw.zero_bubble_schedule) return;
+  const size_t end = out->size();
+  for (size_t i = first; i < end; ++i) {
+    Layout z = (*out)[i];
+    if (z.pp == 1 || z.vpp != 1 || z.gpipe) continue;
+    if (sw.trainer_activation_buffer && z.recompute == Recompute::kFull) continue;
+    z.zero_bubble = true;
+    out->push_back(z);
+    if (m.n_layer % (2 * z.pp) != 0) continue;
+    z.vpp = 2;
+    out->push_back(z);
+  }
+}
+
 // The layouts of the (tp, pp) family: dp = N / (tp cp pp) if it divides the
 // global batch, with every micro-batch size and interleaving searched.
 void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t tp, int64_t pp,
@@ -166,7 +185,9 @@ void AddFamilyLayouts(const CostModel& model, const SearchOptions& opt, int64_t 
       l.dp_hierarchical = opt.dp_hierarchical;
       l.shard_group = ShardGroupFor(opt, dp);
       if (l.shard_group < 0) continue;
+      const size_t first = out->size();
       AddKnobVariants(l, opt, model.software(), out);
+      if (vpp == 1) AddZeroBubbleVariants(model.spec(), model.software(), first, out);
     }
   }
 }

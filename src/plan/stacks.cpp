@@ -64,6 +64,7 @@ void AddSoftwareKeys(TableReader& r, Software* sw, std::string* buckets, int64_t
            {"separate_optimizer_passes", &sw->separate_optimizer_passes},
            {"pp_scatter_gather", &sw->pp_scatter_gather},
            {"interleaved_schedule", &sw->interleaved_schedule},
+           {"zero_bubble_schedule", &sw->zero_bubble_schedule},
            {"legacy_conventions", &sw->legacy_conventions},
            {"pp_async_sends", &sw->pp_async_sends},
            {"unfused_elementwise", &sw->unfused_elementwise},

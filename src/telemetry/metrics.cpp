@@ -84,6 +84,7 @@ std::string StepRecordJson(const StepRecord& r) {
   if (r.tp_comm_wait_s) line["tp_comm_wait_s"] = *r.tp_comm_wait_s;
   if (r.cp_comm_wait_s) line["cp_comm_wait_s"] = *r.cp_comm_wait_s;
   if (r.pipeline_wait_s) line["pipeline_wait_s"] = *r.pipeline_wait_s;
+  if (r.weight_grad_s) line["weight_grad_s"] = *r.weight_grad_s;
   if (r.val_loss) line["val_loss"] = *r.val_loss;
   AddTraffic(r, line);
   if (!r.stragglers.empty()) {

@@ -47,6 +47,7 @@ struct StepRecord {
   std::optional<double> tp_comm_wait_s;   // TP collectives (inside forward/backward)
   std::optional<double> cp_comm_wait_s;   // the context-parallel ring or all-to-alls (inside them too)
   std::optional<double> pipeline_wait_s;  // pipeline receives, sends, tied-embedding sum
+  std::optional<double> weight_grad_s;    // of backward_s, the W passes (zero-bubble schedules)
   std::optional<double> val_loss;
   // Traffic per group; `groups_used[g]` says whether group g has more than
   // one rank (only those appear in comm_bytes / comm_calls).
@@ -76,7 +77,7 @@ class StepClock {
 // metrics.jsonl's line for a record: step, loss, lr, grad_norm,
 // step_time_s, tokens_per_s, data_s, forward_s, backward_s,
 // grad_sync_wait_s, exposed_comm_s, optimizer_s; tp_comm_wait_s,
-// pipeline_wait_s and val_loss where set; comm_bytes / comm_calls (objects
+// pipeline_wait_s, weight_grad_s and val_loss where set; comm_bytes / comm_calls (objects
 // by group name) when any group has more than one rank; comm_bytes_by_stage
 // / comm_calls_by_stage (arrays per group) with pipeline parallelism;
 // stragglers ([{rank, host, phase, seconds, median_s, compute_ratio,

@@ -87,7 +87,7 @@ Result<ModelSpec> ModelSpecFor(const RunConfig& cfg, const TrainingData& data) {
                       ModelSpecFromConfig(cfg.model, data_vocab, cfg.model.vocab_multiple));
   const ParallelConfig& par = cfg.parallel;
   ST_RETURN_IF_ERROR(CheckModelShard(RankModelSpec(spec, cfg),
-                                     ModelShard{par.tp, 0, par.pp, 0, par.vpp, par.sp}));
+                                     ModelShard{par.tp, 0, par.pp, 0, par.vpp, par.sp, par.chunks_in_v()}));
   if (max_token >= spec.vocab_size) {
     return InvalidArgument(
         "the data holds token id " + std::to_string(max_token) + " but the vocabulary has " +

@@ -114,6 +114,7 @@ class Trainer {
     rec.grad_sync_wait_s = t.grad_sync_wait_s;
     rec.optimizer_s = t.optimizer_s;
     rec.pipeline_wait_s = t.pipeline_wait_s;
+    rec.weight_grad_s = t.weight_grad_s;
     return rec;
   }
 

@@ -6,7 +6,9 @@
 # interleaved; dp x tp x pp = 2 x 2 x 2 with ZeRO 0, 1, 2; the compressed
 # gradient reductions bf16 and sign (parallel.dp_compress); activation
 # recomputation (training.recompute selective and full over dp, tp, tp + sp,
-# pp 1f1b, gpipe and interleaved, 2 x 2 x 2); Llama blocks (grouped-query
+# pp 1f1b, gpipe and interleaved, 2 x 2 x 2); zb-h1 and zb-v (pp 2 and 4,
+# with tp + sp, ZeRO-1, -2 and -3 (zb-v's chunks gathering per pass),
+# selective recomputation, Llama); Llama blocks (grouped-query
 # attention with the key/value heads split over tp or replicated on each TP
 # rank, tied and untied heads, over dp, tp, tp + sp, pp interleaved and
 # 2 x 2 x 2); a tiny GPT-2, fp32, small
@@ -40,6 +42,8 @@ gpipe=(--set 'parallel.schedule="gpipe"')
 inter=(--set 'parallel.schedule="interleaved"' --set parallel.vpp=2)
 sel=(--set 'training.recompute="selective"')
 full=(--set 'training.recompute="full"')
+zb=(--set 'parallel.schedule="zb-h1"')
+zbv=(--set 'parallel.schedule="zb-v"' --set parallel.vpp=2)
 # Llama blocks (4 heads of 8: RoPE needs an even head size; SwiGLU 88 wide),
 # with key/value heads split over tp (n_kv_head 2 at tp 2) or replicated on
 # every TP rank (n_kv_head 2 at tp 4, 1 at tp 2), tied and untied heads.
@@ -84,7 +88,12 @@ cases=("1 1 1 0 2" "2 1 1 0 2" "2 1 1 1 2" "2 1 1 2 2" "4 1 1 0 2" "4 1 1 1 2" "
   "1 2 1 0 2 ${cp2[*]} ${sp[*]}" "1 1 2 0 4 ${cp2[*]} ${full[*]}" "1 2 2 0 2 ${cp2[*]} ${llama[*]} ${kv1[*]}"
   "1 1 1 0 2 ${cp2[*]} ${llama[*]} ${kv2[*]} ${sel[*]}"
   "1 1 1 0 2 ${cp2[*]} ${ul[*]}" "2 1 1 3 2 ${cp2[*]} ${ul[*]} ${sel[*]}" "1 2 1 0 2 ${tp4[*]} ${cp2[*]} ${ul[*]} ${sp[*]} ${full[*]}"
-  "1 1 2 0 4 ${cp2[*]} ${ul[*]} ${llama[*]} ${kv2[*]}")
+  "1 1 2 0 4 ${cp2[*]} ${ul[*]} ${llama[*]} ${kv2[*]}"
+  "1 1 2 0 4 ${zb[*]}" "2 2 2 1 2 ${sp[*]} ${zb[*]}" "2 1 4 3 4 ${l4[*]} ${zb[*]} ${sel[*]}"
+  "1 1 2 0 4 ${llama[*]} ${kv1[*]} ${untied[*]} ${l4[*]} ${zb[*]}"
+  "1 1 2 0 4 ${l4[*]} ${zbv[*]}" "2 2 2 1 2 ${sp[*]} ${l4[*]} ${zbv[*]}" "2 1 4 2 4 ${l8[*]} ${zbv[*]} ${sel[*]}"
+  "1 1 2 0 4 ${llama[*]} ${kv2[*]} ${untied[*]} ${l4[*]} ${zbv[*]}" "2 1 4 3 4 ${l8[*]} ${zbv[*]}"
+  "2 2 2 3 2 ${sp[*]} ${l4[*]} ${zbv[*]} ${sel[*]}")
 i=0
 for c in "${cases[@]}"; do
   read -r dp tp pp zero mbs extra <<<"$c"
@@ -165,6 +174,7 @@ if dp > 1 and want["dp"]["calls"] < 3:
 if tp > 1 and sp != any("norm/bias" in c["what"] for c in want["tp"]["collectives"]):
     bad.append("SP's norm/bias gradient all-reduce missing (or present without SP)")
 untied = "tied_embeddings=false" in sys.argv[6]
+untied = untied or 'schedule="zb-v"' in sys.argv[6]  # the first stage runs the head: one copy
 if pp > 1 and untied == any(c["op"] == "send" and "tied" in c["what"] for c in want["pp"]["collectives"]):
     bad.append("stage 0 does not exchange the tied embedding (or exchanges an untied one)")
 replicated_kv = "model.n_kv_head=1" in sys.argv[6] or ("model.n_kv_head=2" in sys.argv[6] and tp == 4)

@@ -113,10 +113,10 @@ fi
 
 # Bad input: one line naming parallel.zero and what to use instead.
 st_tiny_train_args
-expect_error "parallel.zero = 3 (parameters sharded) does not run with the interleaved schedule" \
+expect_error "parallel.zero = 3 (parameters sharded) does not run with several chunks per stage" \
   "${tiny[@]}" --set parallel.zero=3 --set parallel.pp=2 --set parallel.vpp=2 \
   --set 'parallel.schedule="interleaved"' --set model.n_layer=4 --run-dir "$work/bad1"
-expect_error "use parallel.zero = 2 with it, or parallel.vpp = 1" "${tiny[@]}" --set parallel.zero=3 \
+expect_error "use parallel.zero = 2 with it, parallel.vpp = 1, or schedule" "${tiny[@]}" --set parallel.zero=3 \
   --set parallel.pp=2 --set parallel.vpp=2 --set model.n_layer=4 --run-dir "$work/bad2"
 expect_error "parallel.zero must be 0, 1, 2 or 3" "${tiny[@]}" --set parallel.zero=4 --run-dir "$work/bad3"
 

@@ -285,7 +285,8 @@ TEST(TpPpLayout, UntiedModelsKeepNoEmbeddingCopy) {
 
 // The cpu stack's activation count against the trainer's own buffer
 // (GPT::activation_bytes), float for float: every recompute mode the trainer
-// runs, pp 1, 2 and 3 under 1f1b, gpipe and interleaved (each stage with
+// runs, pp 1, 2 and 3 under 1f1b, gpipe, interleaved, zb-h1 and zb-v (their W's
+// output-gradient copies too; each stage with
 // its schedule's slots per chunk), sizes that are not multiples of the
 // buffer's 16-float alignment. (TP ranks need a communicator: covered by
 // tests/cli/test_plan_vs_trainer.sh.)
@@ -298,20 +299,24 @@ int CheckActivationCounts(const ModelSpec& spec) {
   struct Case { ScheduleKind kind; int32_t pp, vpp, m; };
   const Case cases[] = {{ScheduleKind::k1F1B, 1, 1, 3}, {ScheduleKind::k1F1B, 2, 1, 4},
                         {ScheduleKind::kGPipe, 2, 1, 3}, {ScheduleKind::kInterleaved, 2, 3, 4},
-                        {ScheduleKind::k1F1B, 3, 1, 6}};
+                        {ScheduleKind::k1F1B, 3, 1, 6}, {ScheduleKind::kZbH1, 3, 1, 4},
+                        {ScheduleKind::kZbV, 3, 2, 4}};
   int checked = 0;
   for (const Case& c : cases) {
     auto sched = BuildPipelineSchedule(c.kind, c.pp, c.vpp, c.m);
     EXPECT_TRUE(sched.ok()) << sched.status().message();
     if (!sched.ok()) return checked;
     for (const auto& [rc, mode] : modes) {
+      const bool split = SplitsBackward(c.kind);
+      if (split && rc == Recompute::kFull) continue;  // the trainer refuses it
       Layout l;
+      l.zero_bubble = split;
       l.pp = c.pp, l.vpp = c.vpp, l.micro_batch = 3, l.global_batch = 3 * c.m, l.recompute = rc;
       for (int64_t stage = 0; stage < c.pp; ++stage) {
         const auto chunks = TrainerChunksOf(spec, l, *sched, stage);
-        const ModelShard shard{1, 0, c.pp, stage, c.vpp, false};
+        const ModelShard shard{1, 0, c.pp, stage, c.vpp, false, PlacesChunksInV(c.kind)};
         auto gpt = GPT::CreateShard(spec, shard, nullptr, l.micro_batch, 1,
-                                    PipelineExecutor::SlotsPerChunk(*sched, stage), mode);
+                                    PipelineExecutor::SlotsPerChunk(*sched, stage), mode, split);
         EXPECT_TRUE(gpt.ok()) << gpt.status().message();
         if (!gpt.ok()) continue;
         EXPECT_EQ(TrainerActivationBytes(spec, l, chunks),
@@ -330,12 +335,12 @@ TEST(TrainerActivations, CountEqualsTheTrainersBuffer) {
   ModelSpec gpt2;
   gpt2.n_layer = 6; gpt2.n_head = 3; gpt2.n_kv_head = 3; gpt2.n_embd = 30; gpt2.ffn_hidden = 120;
   gpt2.block_size = 13; gpt2.vocab_size = 37; gpt2.padded_vocab_size = 40;
-  EXPECT_EQ(CheckActivationCounts(gpt2), 3 * (1 + 2 + 2 + 2 + 3));
+  EXPECT_EQ(CheckActivationCounts(gpt2), 3 * (1 + 2 + 2 + 2 + 3) + 2 * 3 + 2 * 3);
   ModelSpec llama = gpt2;
   llama.arch = Arch::kLlama;
   llama.n_head = 6; llama.n_kv_head = 2; llama.n_embd = 36; llama.ffn_hidden = 50;
   llama.tied_given = false;
-  EXPECT_EQ(CheckActivationCounts(llama), 3 * (1 + 2 + 2 + 2 + 3));
+  EXPECT_EQ(CheckActivationCounts(llama), 3 * (1 + 2 + 2 + 2 + 3) + 2 * 3 + 2 * 3);
   Layout op;
   op.recompute = Recompute::kOp;  // not the trainer's
   EXPECT_EQ(TrainerActivationBytes(gpt2, op, {TrainerChunk{}}), 0);

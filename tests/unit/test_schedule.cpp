@@ -28,7 +28,8 @@ bool IsGradient(PipeOp op) { return op == PipeOp::kSendGradient || op == PipeOp:
 // micro-batch) was posted, and consumes it. Stages are advanced round-robin
 // until none can move. Alongside it checks data flow: computing only on
 // received inputs, sending only computed results, to the neighbouring
-// virtual stage (chunk c of stage s is virtual stage c * pp + s, Megatron).
+// virtual stage (chunk c of stage s is virtual stage c * pp + s, Megatron;
+// under zb-v chunk 0 is s and chunk 1 is 2 pp - 1 - s).
 ::testing::AssertionResult ExecutesCleanly(const PipelineSchedule& s) {
   using MsgId = std::tuple<bool, int, int, int, int, int>;  // grad, from s/c, to s/c, mb
   const int pp = s.pp, vpp = s.vpp, m = s.micro_batches, nv = pp * vpp;
@@ -55,14 +56,17 @@ bool IsGradient(PipeOp op) { return op == PipeOp::kSendGradient || op == PipeOp:
         if (a.micro_batch < 0 || a.micro_batch >= m || a.chunk < 0 || a.chunk >= vpp) {
           return fail(st, next[st], "out of range");
         }
-        const int v = a.chunk * pp + st;
+        const auto virtual_of = [&](int stage, int chunk) {
+          if (!s.v_shape) return chunk * pp + stage;
+          return chunk == 0 ? stage : 2 * pp - 1 - stage;
+        };
+        const int v = virtual_of(st, a.chunk);
         auto has = [&](PipeOp op) { return done[st].count({op, a.micro_batch, a.chunk}) > 0; };
         if (!IsCompute(a.op)) {
           const bool toward_later =
               (a.op == PipeOp::kSendActivation) || (a.op == PipeOp::kRecvGradient);
           const int peer_v = toward_later ? v + 1 : v - 1;
-          if (peer_v < 0 || peer_v >= nv || a.peer_stage != peer_v % pp ||
-              a.peer_chunk != peer_v / pp) {
+          if (peer_v < 0 || peer_v >= nv || virtual_of(a.peer_stage, a.peer_chunk) != peer_v) {
             return fail(st, next[st], "peer is not the neighbouring virtual stage");
           }
         }
@@ -70,15 +74,25 @@ bool IsGradient(PipeOp op) { return op == PipeOp::kSendGradient || op == PipeOp:
           if (has(PipeOp::kForward)) return fail(st, next[st], "second forward");
           if (v > 0 && !has(PipeOp::kRecvActivation))
             return fail(st, next[st], "input not received");
-        } else if (a.op == PipeOp::kBackward) {
-          if (has(PipeOp::kBackward)) return fail(st, next[st], "second backward");
+        } else if (a.op == PipeOp::kBackward || a.op == PipeOp::kBackwardInput) {
+          if (has(PipeOp::kBackward) || has(PipeOp::kBackwardInput)) {
+            return fail(st, next[st], "second backward");
+          }
+          if ((a.op == PipeOp::kBackward) == SplitsBackward(s.kind)) {
+            return fail(st, next[st], "fused/split backward in the wrong kind of schedule");
+          }
           if (!has(PipeOp::kForward)) return fail(st, next[st], "backward before forward");
           if (v < nv - 1 && !has(PipeOp::kRecvGradient)) {
             return fail(st, next[st], "output gradient not received");
           }
+        } else if (a.op == PipeOp::kBackwardWeight) {
+          if (has(PipeOp::kBackwardWeight)) return fail(st, next[st], "second W");
+          if (!has(PipeOp::kBackwardInput)) return fail(st, next[st], "W before its B");
         } else if (IsSend(a.op)) {
-          const PipeOp source = IsGradient(a.op) ? PipeOp::kBackward : PipeOp::kForward;
-          if (!has(source)) return fail(st, next[st], "sends what it has not computed");
+          const bool computed = IsGradient(a.op) ? has(PipeOp::kBackward) ||
+                                                       has(PipeOp::kBackwardInput)
+                                                 : has(PipeOp::kForward);
+          if (!computed) return fail(st, next[st], "sends what it has not computed");
           ++in_transit[{IsGradient(a.op), st, a.chunk, a.peer_stage, a.peer_chunk, a.micro_batch}];
           ++sends;
         } else {
@@ -109,7 +123,11 @@ bool IsGradient(PipeOp op) { return op == PipeOp::kSendGradient || op == PipeOp:
   for (int st = 0; st < pp; ++st) {
     for (int c = 0; c < vpp; ++c) {
       for (int mb = 0; mb < m; ++mb) {
-        if (!done[st].count({PipeOp::kBackward, mb, c})) {
+        const bool ran = SplitsBackward(s.kind)
+                             ? done[st].count({PipeOp::kBackwardInput, mb, c}) &&
+                                   done[st].count({PipeOp::kBackwardWeight, mb, c})
+                             : done[st].count({PipeOp::kBackward, mb, c}) > 0;
+        if (!ran) {
           return fail(st, s.stages[st].size(), "never runs backward of mb " + std::to_string(mb));
         }
       }
@@ -118,8 +136,8 @@ bool IsGradient(PipeOp op) { return op == PipeOp::kSendGradient || op == PipeOp:
   return ::testing::AssertionSuccess();
 }
 
-// Every (kind, pp, vpp, m) the tests cover: gpipe and 1f1b for pp 1..16 and
-// m 1..64; interleaved with vpp 2 and 4 wherever it is valid (pp >= 2, m a
+// Every (kind, pp, vpp, m) the tests cover: gpipe, 1f1b and zb-h1 for pp
+// 1..16 and m 1..64, zb-v (vpp 2) for pp 2..16; interleaved with vpp 2 and 4 wherever it is valid (pp >= 2, m a
 // multiple of pp).
 struct Case {
   ScheduleKind kind;
@@ -131,9 +149,11 @@ std::vector<Case> AllCases() {
     for (int m = 1; m <= kMaxMicroBatches; ++m) {
       cases.push_back({ScheduleKind::kGPipe, pp, 1, m});
       cases.push_back({ScheduleKind::k1F1B, pp, 1, m});
+      cases.push_back({ScheduleKind::kZbH1, pp, 1, m});
       for (int vpp : {2, 4}) {
         if (pp >= 2 && m % pp == 0) cases.push_back({ScheduleKind::kInterleaved, pp, vpp, m});
       }
+      if (pp >= 2) cases.push_back({ScheduleKind::kZbV, pp, 2, m});
     }
   }
   return cases;
@@ -237,6 +257,25 @@ TEST(Schedule, BrokenListsAreCaught) {
     std::iter_swap(find(l1, PipeOp::kForward, 0), find(l1, PipeOp::kBackward, 0));
     expect_rejected(s, "backward first");
   }
+  const PipelineSchedule zb = MustBuild(ScheduleKind::kZbH1, 2, 1, 3);
+  {  // A W before its B.
+    PipelineSchedule s = zb;
+    auto& l1 = s.stages[1];
+    std::iter_swap(find(l1, PipeOp::kBackwardInput, 0), find(l1, PipeOp::kBackwardWeight, 0));
+    expect_rejected(s, "W first");
+  }
+  {  // A W dropped: the weight gradients of micro-batch 2 never computed.
+    PipelineSchedule s = zb;
+    s.stages[0].erase(find(s.stages[0], PipeOp::kBackwardWeight, 2));
+    expect_rejected(s, "missing W");
+  }
+  {  // A fused backward inside a split schedule.
+    PipelineSchedule s = zb;
+    auto& l1 = s.stages[1];
+    l1.erase(find(l1, PipeOp::kBackwardWeight, 1));
+    find(l1, PipeOp::kBackwardInput, 1)->op = PipeOp::kBackward;
+    expect_rejected(s, "fused in split");
+  }
 }
 
 // The representation the trainer executes, spelled out for 1f1b, pp 2, m 2.
@@ -315,6 +354,7 @@ TEST(Schedule, InterleavedWrapsFromLastStageToFirst) {
 // that by vpp. Chunk times of 1 and 2 keep every sum exact.
 TEST(Schedule, IdleTimeMatchesTheLiterature) {
   for (const Case& c : AllCases()) {
+    if (SplitsBackward(c.kind)) continue;  // ZbH1BubbleIsAThirdOf1F1Bs
     const PipelineSchedule s = MustBuild(c.kind, c.pp, c.vpp, c.m);
     for (const PipeTimes& t : {PipeTimes{1.0, 2.0, 0.0}, PipeTimes{1.0, 1.0, 0.0}}) {
       Result<ScheduleSimulation> sim = SimulatePipelineSchedule(s, t);
@@ -331,6 +371,63 @@ TEST(Schedule, IdleTimeMatchesTheLiterature) {
       ASSERT_EQ(sim->makespan_s, c.m * (stage_f + stage_b) + expected);
     }
   }
+}
+
+// ZB-H1 (Qi et al., ICLR 2024, section 3.1): with m >= pp its bubble is
+// (pp - 1)(t_F + t_B - t_W) where t_W <= t_B, against 1F1B's
+// (pp - 1)(t_F + t_B + t_W): a third of it when the three are equal. Every
+// stage is busy m (t_F + t_B + t_W).
+TEST(Schedule, ZbH1BubbleIsAThirdOf1F1Bs) {
+  for (int pp = 2; pp <= kMaxPp; ++pp) {
+    for (int m = pp; m <= kMaxMicroBatches; m += 3) {
+      const PipelineSchedule zb = MustBuild(ScheduleKind::kZbH1, pp, 1, m);
+      const PipelineSchedule one = MustBuild(ScheduleKind::k1F1B, pp, 1, m);
+      // t_F, t_B, t_W in quarters (exact in binary).
+      for (const auto& [f, b, w] : {std::tuple{1.0, 1.0, 1.0}, std::tuple{1.0, 1.25, 0.75},
+                                    std::tuple{0.5, 1.0, 0.25}}) {
+        const PipeTimes t{f, b + w, 0.0, false, w};
+        Result<ScheduleSimulation> sim = SimulatePipelineSchedule(zb, t);
+        Result<ScheduleSimulation> ref = SimulatePipelineSchedule(one, t);
+        ASSERT_TRUE(sim.ok() && ref.ok());
+        const double work = m * (f + b + w);
+        ASSERT_EQ(sim->makespan_s, work + (pp - 1) * (f + b - w)) << "pp=" << pp << " m=" << m;
+        ASSERT_EQ(ref->makespan_s, work + (pp - 1) * (f + b + w));
+        for (int st = 0; st < pp; ++st) ASSERT_EQ(sim->busy_s[st], work);
+      }
+    }
+  }
+}
+
+// ZB-V (ibid., section 4): two chunks per stage in a V, the first stage
+// running the embedding and the head. With m >= 2 pp and equal F, B and W
+// the list-scheduled lists idle less than ZB-H1's (pp - 1) t_F from pp 3 on
+// (as much at pp 2), at the same busy time. (The paper's searched
+// schedules come nearer zero; see schedule.h.)
+TEST(Schedule, ZbVBubbleIsBelowZbH1s) {
+  for (int pp = 2; pp <= kMaxPp; ++pp) {
+    for (int m : {2 * pp, 2 * pp + 3, 4 * pp}) {
+      const PipelineSchedule v = MustBuild(ScheduleKind::kZbV, pp, 2, m);
+      ASSERT_TRUE(v.v_shape);
+      // Per chunk: half a stage's F, B and W.
+      Result<ScheduleSimulation> sim = SimulatePipelineSchedule(v, {0.5, 1.0, 0.0, false, 0.5});
+      ASSERT_TRUE(sim.ok()) << sim.status().message();
+      const double work = m * 3.0;
+      for (int st = 0; st < pp; ++st) ASSERT_EQ(sim->busy_s[st], work);
+      const double bubble = sim->makespan_s - work, zb_h1 = pp - 1.0;
+      if (pp == 2) {
+        EXPECT_EQ(bubble, zb_h1);
+      } else {
+        EXPECT_LT(bubble, zb_h1) << "pp=" << pp << " m=" << m;
+      }
+    }
+  }
+  // The V: stage 0 holds virtual stages 0 and 2 pp - 1, the last stage pp - 1 and pp.
+  const PipelineSchedule v = MustBuild(ScheduleKind::kZbV, 4, 2, 8);
+  EXPECT_EQ(v.VirtualStage(0, 1), 7);
+  EXPECT_EQ(v.VirtualStage(3, 0), 3);
+  EXPECT_EQ(v.VirtualStage(3, 1), 4);
+  EXPECT_EQ(v.StageOf(4), 3);
+  EXPECT_EQ(v.ChunkOf(4), 1);
 }
 
 // The point-to-point time lies on the critical path: GPipe's step is
@@ -374,6 +471,15 @@ TEST(Schedule, PeakActivationsPerStage) {
         case ScheduleKind::k1F1B:
           expected = std::min(c.pp - st, c.m);
           break;
+        case ScheduleKind::kZbH1:
+          // Every stage as 1F1B's first: its pp - s plus s W's kept back.
+          expected = std::min(c.pp, c.m);
+          break;
+        case ScheduleKind::kZbV:
+          // Two half-stage chunks per micro-batch, pp micro-batches at most:
+          // 1F1B's first stage's activations, on every stage.
+          expected = std::min(2 * c.pp, 2 * c.m);
+          break;
         case ScheduleKind::kInterleaved:
           expected = std::min(2 * (c.pp - st - 1) + (c.vpp - 1) * c.pp + 1, c.m * c.vpp);
           break;
@@ -403,6 +509,12 @@ TEST(Schedule, ClearErrors) {
             std::string::npos);
   EXPECT_NE(message(BuildPipelineSchedule(ScheduleKind::kInterleaved, 1, 2, 8)).find("pp >= 2"),
             std::string::npos);
+  EXPECT_NE(message(BuildPipelineSchedule(ScheduleKind::kZbH1, 4, 2, 8)).find("use vpp = 1"),
+            std::string::npos);
+  EXPECT_NE(message(BuildPipelineSchedule(ScheduleKind::kZbV, 4, 1, 8)).find("vpp = 2"),
+            std::string::npos);
+  EXPECT_NE(message(BuildPipelineSchedule(ScheduleKind::kZbV, 1, 2, 8)).find("pp >= 2"),
+            std::string::npos);
   EXPECT_FALSE(BuildPipelineSchedule(ScheduleKind::kGPipe, 0, 1, 8).ok());
   EXPECT_FALSE(BuildPipelineSchedule(ScheduleKind::kGPipe, 2, 1, 0).ok());
 
@@ -416,6 +528,12 @@ TEST(Schedule, ClearErrors) {
   EXPECT_EQ(ok->stages.size(), 4u);
   p.schedule = "1f1b";
   EXPECT_NE(message(PipelineScheduleFromConfig(p, 8)).find("parallel.schedule"), std::string::npos);
+  p.schedule = "zb-v";
+  p.vpp = 1;
+  EXPECT_NE(message(PipelineScheduleFromConfig(p, 8)).find("needs parallel.vpp = 2"),
+            std::string::npos);
+  p.vpp = 2;
+  ASSERT_TRUE(PipelineScheduleFromConfig(p, 8).ok());
   p.schedule = "zigzag";
   EXPECT_NE(message(PipelineScheduleFromConfig(p, 8)).find("unknown pipeline schedule 'zigzag'"),
             std::string::npos);

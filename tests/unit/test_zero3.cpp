@@ -73,6 +73,26 @@ TEST(Zero3Plan, ALastStagesTiedCopyIsGatheredWithItsHeadOnly) {
   EXPECT_EQ(Zero3GathersPerPass(z, true).numel, 8 + 8 + 12 + 4);
 }
 
+TEST(Zero3Plan, ZbVChunksEachPassOverTheirOwnLayers) {
+  // zb-v's first stage: embedding, block 0 (chunk 0), block 3 (chunk 1),
+  // head. Chunk 0's forward acquires the outer unit and block 0, chunk 1's
+  // block 3 and the outer unit again (for the head); nothing is prefetched
+  // across the chunks.
+  const Zero3Layout z = PlanZero3({12, 8, 8, 4}, {true, false, false, true}, 4);
+  const std::vector<int64_t> run_chunk =
+      Zero3RunChunks({kEmbeddingLayer, 0, 3, HeadLayer(4)}, {{kEmbeddingLayer, 0}, {3, 4}});
+  EXPECT_EQ(run_chunk, (std::vector<int64_t>{0, 0, 1, 1}));
+  EXPECT_EQ(Zero3PassUnits(z, false, run_chunk, 0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(Zero3PassUnits(z, false, run_chunk, 1), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(Zero3PassUnits(z, true, run_chunk, 1), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(Zero3PassUnits(z, true, run_chunk, 0), (std::vector<int64_t>{1}));
+  // Forward: the outer unit (12 + 4) in each chunk's pass, each block once.
+  EXPECT_EQ(Zero3GathersPerPass(z, false, run_chunk).numel, 2 * (12 + 4) + 8 + 8);
+  EXPECT_EQ(Zero3GathersPerPass(z, true, run_chunk).numel, (12 + 4) + 8 + 8);
+  // One chunk: the plain pass.
+  EXPECT_EQ(Zero3GathersPerPass(z, false, {}).numel, Zero3GathersPerPass(z, false).numel);
+}
+
 ModelSpec TinySpec() {
   ModelSpec s;
   s.n_layer = 3;

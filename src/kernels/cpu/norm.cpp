@@ -61,19 +61,21 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
       const float* dy = dout + i * C;
       const float m = mean[i];
       const float s = rstd[i];
-      // dx = s * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), where
-      // dnorm = dy * weight and norm = (x - m) * s.
-      float sum_dnorm = 0.0f, sum_dnorm_norm = 0.0f;
-#pragma omp simd reduction(+ : sum_dnorm, sum_dnorm_norm)
-      for (int64_t c = 0; c < C; ++c) {
-        const float norm = (x[c] - m) * s;
-        const float dnorm = dy[c] * weight[c];
-        sum_dnorm += dnorm;
-        sum_dnorm_norm += dnorm * norm;
-      }
-      const float mean_dnorm = sum_dnorm / static_cast<float>(C);
-      const float mean_dnorm_norm = sum_dnorm_norm / static_cast<float>(C);
+      // The weight-gradient half alone (a zero-bubble W pass) neither reads
+      // the weight nor needs the row sums.
       if (dinp != nullptr) {
+        // dx = s * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), where
+        // dnorm = dy * weight and norm = (x - m) * s.
+        float sum_dnorm = 0.0f, sum_dnorm_norm = 0.0f;
+#pragma omp simd reduction(+ : sum_dnorm, sum_dnorm_norm)
+        for (int64_t c = 0; c < C; ++c) {
+          const float norm = (x[c] - m) * s;
+          const float dnorm = dy[c] * weight[c];
+          sum_dnorm += dnorm;
+          sum_dnorm_norm += dnorm * norm;
+        }
+        const float mean_dnorm = sum_dnorm / static_cast<float>(C);
+        const float mean_dnorm_norm = sum_dnorm_norm / static_cast<float>(C);
         float* dx = dinp + i * C;
 #pragma omp simd
         for (int64_t c = 0; c < C; ++c) {
@@ -137,13 +139,13 @@ void RMSNormBackward(float* dinp, float* dweight, const float* dout, const float
       const float* x = inp + i * C;
       const float* dy = dout + i * C;
       const float s = rstd[i];
-      // y = w x s with s = (mean(x^2) + eps)^-1/2, so
-      // dx = s (w dy - x s^2 mean(w dy x)).
-      float dot = 0.0f;
+      if (dinp != nullptr) {  // (not in a W pass: no weight read)
+        // y = w x s with s = (mean(x^2) + eps)^-1/2, so
+        // dx = s (w dy - x s^2 mean(w dy x)).
+        float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t c = 0; c < C; ++c) dot += weight[c] * dy[c] * x[c];
-      const float k = s * s * dot / static_cast<float>(C);
-      if (dinp != nullptr) {
+        for (int64_t c = 0; c < C; ++c) dot += weight[c] * dy[c] * x[c];
+        const float k = s * s * dot / static_cast<float>(C);
         float* dx = dinp + i * C;
 #pragma omp simd
         for (int64_t c = 0; c < C; ++c) dx[c] += s * (weight[c] * dy[c] - x[c] * k);

@@ -34,6 +34,8 @@ void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout
 // mean[N], rstd[N] are saved for backward.
 void LayerNormForward(float* out, float* mean, float* rstd, const float* inp,
                       const float* weight, const float* bias, int64_t N, int64_t C);
+// Each of dinp, dweight, dbias optional (accumulate); weight is read only
+// for dinp (null when dinp is: the weight-gradient half alone).
 void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, const float* mean,
                        const float* rstd, int64_t N, int64_t C);
@@ -42,7 +44,8 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
 // eps), saved per row for backward.
 void RMSNormForward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                     int64_t C, float eps);
-// dinp (optional) and dweight (optional) accumulate.
+// dinp (optional) and dweight (optional) accumulate; weight is read only
+// for dinp (null when dinp is: the weight-gradient half alone).
 void RMSNormBackward(float* dinp, float* dweight, const float* dout, const float* inp,
                      const float* weight, const float* rstd, int64_t N, int64_t C);
 
