@@ -92,14 +92,14 @@ struct ModelShard {
   int64_t pp = 1, stage = 0;
   int64_t vpp = 1;  // model chunks per stage (interleaved schedule)
   bool sp = false;  // sequence parallelism in the norm/residual regions
-  // Context parallelism: the rank holds 1/cp of each sequence's positions
-  // (model/context_parallel.h); the parameters are those of cp = 1.
-  int64_t cp = 1, cp_rank = 0;
-  bool ulysses = false;  // parallel.cp_impl = "ulysses" (else the ring)
   // The zb-v schedule's V placement of the two chunks (chunk 0 of stage s
   // is virtual stage s, chunk 1 is 2 pp - 1 - s): the first stage runs the
   // embedding and the head, and no stage holds a tied embedding's copy.
   bool v_shape = false;
+  // Context parallelism: the rank holds 1/cp of each sequence's positions
+  // (model/context_parallel.h); the parameters are those of cp = 1.
+  int64_t cp = 1, cp_rank = 0;
+  bool ulysses = false;  // parallel.cp_impl = "ulysses" (else the ring)
 };
 
 // The virtual stage of `stage`'s chunk: Megatron's interleaving, chunk x pp

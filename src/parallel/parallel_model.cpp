@@ -54,10 +54,8 @@ Status ParallelModel::Build() {
   ProcessGroups& g = *groups_;
   ST_ASSIGN_OR_RETURN(const PipelineSchedule schedule,
                       PipelineScheduleFromConfig(par, opt_.micro_batches));
-  ModelShard shard{par.tp,     g.coord.tp, par.pp, g.coord.pp,
-                   par.vpp,    par.sp,     par.cp, g.coord.cp,
-                   par.cp_impl == "ulysses"};
-  shard.v_shape = par.chunks_in_v();
+  ModelShard shard{par.tp, g.coord.tp, par.pp, g.coord.pp, par.vpp, par.sp, par.chunks_in_v()};
+  shard.cp = par.cp, shard.cp_rank = g.coord.cp, shard.ulysses = par.cp_impl == "ulysses";
   const std::vector<int64_t> slots = PipelineExecutor::SlotsPerChunk(schedule, g.coord.pp);
   // The flat buffers split evenly over the gradient group (dp x cp ranks).
   ST_ASSIGN_OR_RETURN(model_, GPT::CreateShard(opt_.spec, shard, g.tp.get(), opt_.micro_batch_size,

@@ -31,10 +31,9 @@ std::vector<Prediction::StageCollectives> TpPpCollectivesByStage(
   const ModelSpec rank_spec = TpPaddedSpec(m, l.tp);
   std::vector<Prediction::StageCollectives> collectives(stages.size());
   for (size_t i = 0; i < stages.size(); ++i) {
-    ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1};
+    ModelShard shard{l.tp, 0, l.pp, static_cast<int64_t>(i), l.vpp, l.sp && l.tp > 1, l.chunks_in_v()};
     shard.cp = l.cp;
     shard.ulysses = l.cp_ulysses;
-    shard.v_shape = l.chunks_in_v();
     collectives[i].tp = TensorParallelStepCollectives(rank_spec, shard, stages[i], o);
     if (l.pp > 1) {
       collectives[i].pp = PipelineStepCollectives(rank_spec, shard, stages[i], schedule, o);

@@ -316,7 +316,7 @@ int CheckActivationCounts(const ModelSpec& spec) {
         const auto chunks = TrainerChunksOf(spec, l, *sched, stage);
         const ModelShard shard{1, 0, c.pp, stage, c.vpp, false, PlacesChunksInV(c.kind)};
         auto gpt = GPT::CreateShard(spec, shard, nullptr, l.micro_batch, 1,
-                                    PipelineExecutor::SlotsPerChunk(*sched, stage), mode, split);
+                                    PipelineExecutor::SlotsPerChunk(*sched, stage), mode, nullptr, split);
         EXPECT_TRUE(gpt.ok()) << gpt.status().message();
         if (!gpt.ok()) continue;
         EXPECT_EQ(TrainerActivationBytes(spec, l, chunks),

@@ -42,7 +42,7 @@ struct Run {
 Run TrainTwo(const ModelSpec& spec, const ModelShard& shard, bool split,
              ActivationRecompute mode = ActivationRecompute::kNone) {
   const int64_t B = 2, T = spec.block_size, N = B * T;
-  auto made = GPT::CreateShard(spec, shard, nullptr, B, 1, {2}, mode, split);
+  auto made = GPT::CreateShard(spec, shard, nullptr, B, 1, {2}, mode, nullptr, split);
   EXPECT_TRUE(made.ok()) << made.status().message();
   GPT& m = **made;
   m.InitWeights(5);
@@ -127,14 +127,14 @@ TEST(SplitBackward, SelectiveRecomputeToo) {
 TEST(SplitBackward, RefusesFullRecomputeAndOutOfOrderPasses) {
   const ModelSpec spec = Gpt2Spec();
   auto full = GPT::CreateShard(spec, ModelShard{}, nullptr, 2, 1, {1},
-                               ActivationRecompute::kFull, true);
+                               ActivationRecompute::kFull, nullptr, true);
   ASSERT_FALSE(full.ok());
   EXPECT_NE(full.status().message().find("full recompute"), std::string::npos);
   auto plain = GPT::CreateShard(spec, ModelShard{}, nullptr, 2, 1, {1});
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE((*plain)->BackwardChunkInput(0, 0, nullptr, 1.0f).ok());
   auto split = GPT::CreateShard(spec, ModelShard{}, nullptr, 2, 1, {1},
-                                ActivationRecompute::kNone, true);
+                                ActivationRecompute::kNone, nullptr, true);
   ASSERT_TRUE(split.ok());
   // W before any B.
   EXPECT_FALSE((*split)->BackwardChunkWeights(0, 0).ok());
