@@ -26,6 +26,9 @@ constexpr const char* kUsualOrder =
     "  6. bench         scaletrain bench --output hw.toml  (this machine, as a profile plan and "
     "report read)\n"
     "  7. plan          scaletrain plan --model gpt3-175b --cluster dgx-a100 --gpus 1024 --search\n"
+    "Surviving a lost host:\n"
+    "  8. launch        scaletrain launch --hostfile hosts -- train --config configs/shakespeare_char.toml "
+    "--run-dir runs/elastic\n"
     "`scaletrain COMMAND --help` lists a command's flags; README.md has a section per job.";
 
 // A first word that is not a subcommand is an error, also with --help
@@ -58,13 +61,13 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   scaletrain::cli::RegisterDataCommand(app, &exit_code);
   scaletrain::cli::RegisterTrainCommand(app, &exit_code);
-  scaletrain::cli::RegisterLaunchCommand(app, &exit_code);
   scaletrain::cli::RegisterReportCommand(app, &exit_code);
   scaletrain::cli::RegisterSampleCommand(app, &exit_code);
   scaletrain::cli::RegisterExportCommand(app, &exit_code);
   scaletrain::cli::RegisterImportCommand(app, &exit_code);
   scaletrain::cli::RegisterBenchCommand(app, &exit_code);
   scaletrain::cli::RegisterPlanCommand(app, &exit_code);
+  scaletrain::cli::RegisterLaunchCommand(app, &exit_code);
   if (UnknownCommand(app, argc, argv)) return static_cast<int>(CLI::ExitCodes::ExtrasError);
   try {
     app.parse(argc, argv);

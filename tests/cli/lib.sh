@@ -99,7 +99,7 @@ for j in run:
         if key in r:
             worst = max(worst, abs(j[key] - r[key]) / abs(r[key]))
 print(f"worst relative loss difference {worst:.2e} over {len(run)} steps")
-sys.exit(0 if worst < tol else 1)
+sys.exit(0 if worst <= tol else 1)
 PY
 }
 

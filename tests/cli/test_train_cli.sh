@@ -95,9 +95,9 @@ expect_error "misspelt command" "did you mean 'train'?" "$bin" tarin --config "$
 # example of each; every example names a command that exists.
 "$bin" --help >"$work/help.txt" 2>&1 && ok || bad "scaletrain --help exited non-zero"
 listed=$(sed -n '/^Subcommands:/,/^$/p' "$work/help.txt" | awk 'NF && !/Subcommands/ {print $1}' | tr '\n' ' ')
-[ "$listed" = "data train report sample export import bench plan " ] && ok || bad "commands in order: '$listed'"
+[ "$listed" = "data train report sample export import bench plan launch " ] && ok || bad "commands in order: '$listed'"
 examples=$(grep -oE '^ +([0-9]\. +)?[a-z]+( prepare)? +scaletrain [a-z]+' "$work/help.txt" | awk '{print $NF}' | tr '\n' ' ')
-[ "$examples" = "data train report sample export import bench plan " ] && ok || bad "one example per command, in order: '$examples'"
+[ "$examples" = "data train report sample export import bench plan launch " ] && ok || bad "one example per command, in order: '$examples'"
 # plan --help opens with three examples, before the usage line and the flags,
 # and lists the required flags first.
 "$bin" plan --help >"$work/plan_help.txt" 2>&1 && ok || bad "plan --help exited non-zero"
