@@ -532,7 +532,9 @@ case_elastic_host_returns() {
     done
     n=$(lines "$run")
     st_wait_records "$run" $((n + 50 + RANDOM % 100)) || true
-    kill -9 "$(st_rank_pid "$run" $((RANDOM % 2)))" 2>/dev/null
+    # A rank of the newest job: after a leader's host was lost, the old job's
+    # ranks may linger (each ends at its watchdog) and carry the same ranks.
+    kill -9 "$(pgrep -n -f "scaletrain train.*$run")" 2>/dev/null
     wait_events "$run" done 1 180
   fi
   elastic_down
