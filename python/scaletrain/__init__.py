@@ -66,6 +66,8 @@ class PlanFlags(TypedDict, total=False):
     pp: int
     dp: int
     cp: int
+    cp_impl: str  # ring, ulysses
+    search_cp: bool  # with search(): also try every cp that divides the GPUs and the sequence
     vpp: int
     micro_batch: int
     global_batch: int
