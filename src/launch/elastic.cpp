@@ -264,6 +264,28 @@ struct Leader {
     return last->restart + 1;
   }
 
+  std::optional<int> StepDown(const std::string& why) {
+    std::fprintf(stderr, "launch: %s; stepping down\n", why.c_str());
+    membership.StepDown();
+    return std::nullopt;
+  }
+
+  // The start's record: the hosts, the dp, the checkpoint it resumes from.
+  void RecordStart(int restart, const JobLayout& layout, size_t live_hosts) {
+    const int64_t from = NewestCheckpointStep(train.run_dir);
+    const std::string fewer =
+        layout.hosts.size() < live_hosts
+            ? Fmt("; %zu of %zu live hosts: the config allows no larger dp", layout.hosts.size(), live_hosts)
+            : "";
+    const std::string resume =
+        from >= 0 ? Fmt(" from the checkpoint of step %lld", static_cast<long long>(from)) : "";
+    log.Record(json{{"event", "start"}, {"restart", restart}, {"hosts", HostNames(layout.hosts)},
+                    {"world", layout.world}, {"dp", layout.dp}, {"resume_step", from}},
+               Fmt("%s %d rank(s) on %s (dp %lld%s)%s", restart == 0 ? "starting" : "restarting", layout.world,
+                   Joined(HostNames(layout.hosts)).c_str(), static_cast<long long>(layout.dp), fewer.c_str(),
+                   resume.c_str()));
+  }
+
   // The job's exit code, or nothing when this launcher stepped down.
   std::optional<int> Run() {
     int first = 0;
@@ -277,13 +299,9 @@ struct Leader {
       if (g_stop_signal != 0) return Finish(128 + g_stop_signal);
       if (!membership.Leads()) return std::nullopt;  // cut off: another launcher leads now
       auto live = membership.LiveHosts();
-      if (!live.ok()) {
-        // Cut off from etcd: this launcher's lease is going, and another
-        // one will lead; follow again.
-        std::fprintf(stderr, "launch: %s; stepping down\n", live.status().message().c_str());
-        membership.StepDown();
-        return std::nullopt;
-      }
+      // Cut off from etcd: this launcher's lease is going, and another one
+      // will lead; follow again.
+      if (!live.ok()) return StepDown(live.status().message());
       auto layout = ChooseLayout(options.hosts, *live, options.min_hosts, train);
       if (!layout.ok() && restart == 0) {
         // Nothing ran: leave no run directory a retry would trip on.
@@ -295,25 +313,12 @@ struct Leader {
                    "error: " + layout.status().message());
         return Finish(2);
       }
-      const int64_t from = NewestCheckpointStep(train.run_dir);
-      log.Record(json{{"event", "start"}, {"restart", restart}, {"hosts", HostNames(layout->hosts)},
-                      {"world", layout->world}, {"dp", layout->dp}, {"resume_step", from}},
-                 Fmt("%s %d rank(s) on %s (dp %lld%s)%s", restart == 0 ? "starting" : "restarting",
-                     layout->world, Joined(HostNames(layout->hosts)).c_str(), static_cast<long long>(layout->dp),
-                     layout->hosts.size() < live->size()
-                         ? Fmt("; %zu of %zu live hosts: the config allows no larger dp", layout->hosts.size(),
-                               live->size())
-                               .c_str()
-                         : "",
-                     from >= 0 ? Fmt(" from the checkpoint of step %lld", static_cast<long long>(from)).c_str()
-                               : ""));
+      RecordStart(restart, *layout, live->size());
       json lost = json::array();
       const int code = RunMpirun(MpirunArgv(options, *layout), *layout, membership, log, &lost);
       if (code == kNoLongerLeading) {
-        std::fprintf(stderr, "launch: lost the lead (no etcd lease renewal for a ttl); its job ended, "
-                             "another launcher restarts it\n");
-        membership.StepDown();
-        return std::nullopt;
+        return StepDown("lost the lead (no etcd lease renewal for a ttl); its job ended, another "
+                        "launcher restarts it");
       }
       if (code == 0 || code == 75 || g_stop_signal != 0) {
         log.Record(json{{"event", code == 0 ? "done" : "stopped"}, {"exit_code", code}},

@@ -61,7 +61,7 @@ while [ $# -gt 0 ]; do
 done
 RANDOM=$seed
 py=/usr/bin/python3
-. "$root/tests/cli/lib.sh"  # st_wait_records, st_rank_pid
+. "$root/tests/cli/lib.sh"  # st_wait_records, st_rank_pid, st_start_etcd
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 work=$(mktemp -d)
 mounts=()
@@ -378,17 +378,7 @@ case_link_down() {
 elastic_up() {  # elastic_up TRIAL: 1 where the machine cannot (a note is set)
   command -v etcd >/dev/null || return 1
   cluster_hosts=3 cluster || return 1
-  local port=$((23000 + RANDOM % 2000))
-  etcd_url=http://10.200.0.254:$port
-  etcd --name st --data-dir "$work/etcd_$1_$port" --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
-    --listen-peer-urls "http://127.0.0.1:$((port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
-    --initial-cluster "st=http://127.0.0.1:$((port + 1))" >"$work/etcd_$1.log" 2>&1 &
-  etcd_pid=$!
-  for _ in $(seq 1 100); do
-    ETCDCTL_API=3 etcdctl --endpoints "$etcd_url" endpoint health >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  return 1
+  st_start_etcd "$work/etcd_$1" "$work/etcd_$1.log"
 }
 elastic_down() {
   local p
@@ -526,10 +516,7 @@ case_elastic_host_returns() {
     link $host down
     wait_events "$run" start 2 60
     link $host up
-    for _ in $(seq 1 100); do
-      ETCDCTL_API=3 etcdctl --endpoints "$etcd_url" get --prefix /scaletrain/ --keys-only 2>/dev/null | grep -q "$host" && break
-      sleep 0.1
-    done
+    st_wait_etcd_host "$host"
     n=$(lines "$run")
     st_wait_records "$run" $((n + 50 + RANDOM % 100)) || true
     # A rank of the newest job: after a leader's host was lost, the old job's

@@ -116,3 +116,32 @@ expect_train_error() {  # expect_train_error WHAT PATTERN ARGS...
     echo "FAIL: $what message:"; cat "$work/out"; fails=$((fails + 1))
   fi
 }
+
+# st_start_etcd DATA_PREFIX LOG: a one-member etcd on the emulated cluster's
+# bridge (10.200.0.254, a random port) in the background, its data in a fresh
+# DATA_PREFIX_PORT (a member's data dir pins its peer port); sets $etcd_url and
+# $etcd_pid and waits until it answers (returns 1 if it never does).
+st_start_etcd() {
+  local port=$((23000 + RANDOM % 2000)) _
+  local peer=http://127.0.0.1:$((port + 1))
+  etcd_url=http://10.200.0.254:$port
+  etcd --name st --data-dir "$1_$port" --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+    --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "st=$peer" >"$2" 2>&1 &
+  etcd_pid=$!
+  for _ in $(seq 1 100); do
+    ETCDCTL_API=3 etcdctl --endpoints "$etcd_url" endpoint health >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# st_wait_etcd_host HOST: waits (up to 10 s) until HOST's launcher holds its
+# membership key in the etcd at $etcd_url again.
+st_wait_etcd_host() {
+  local _
+  for _ in $(seq 1 100); do
+    ETCDCTL_API=3 etcdctl --endpoints "$etcd_url" get --prefix /scaletrain/ --keys-only 2>/dev/null | grep -q "$1" && return 0
+    sleep 0.1
+  done
+  return 1
+}

@@ -125,16 +125,8 @@ cleanup() {
 }
 trap cleanup EXIT
 "$cluster" up 3 >"$work/up.out" 2>&1 || { fail "cluster up: $(cat "$work/up.out")"; exit 1; }
-port=$((23000 + RANDOM % 2000))
-url=http://10.200.0.254:$port
-etcd --name st --data-dir "$work/etcd" --listen-client-urls "$url" --advertise-client-urls "$url" \
-  --listen-peer-urls "http://127.0.0.1:$((port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
-  --initial-cluster "st=http://127.0.0.1:$((port + 1))" >"$work/etcd.log" 2>&1 &
-etcd_pid=$!
-for _ in $(seq 1 100); do
-  ETCDCTL_API=3 etcdctl --endpoints "$url" endpoint health >/dev/null 2>&1 && break
-  sleep 0.1
-done
+st_start_etcd "$work/etcd" "$work/etcd.log" || { fail "etcd did not start: $(tail -3 "$work/etcd.log")"; exit 1; }
+url=$etcd_url
 
 esteps=12000
 elastic=("${tiny[@]}" --set training.steps=$esteps --set training.global_batch_size=12 --set training.micro_batch_size=2
@@ -168,10 +160,7 @@ else
       "$work/elastic/events.jsonl" "$down_at")
     "$cluster" link st-h2 up >/dev/null
     # st-h2's launcher finds its lease expired and joins again.
-    for _ in $(seq 1 100); do
-      ETCDCTL_API=3 etcdctl --endpoints "$url" get --prefix /scaletrain/ --keys-only 2>/dev/null | grep -q st-h2 && break
-      sleep 0.1
-    done
+    st_wait_etcd_host st-h2
     resumed=$(wc -l <"$work/elastic/metrics.jsonl")
     st_wait_records "$work/elastic" $((resumed + 300)) || true
     kill -9 "$(st_rank_pid "$work/elastic" 0)" 2>/dev/null
